@@ -1,0 +1,150 @@
+"""Every attention of the timeline behind one interface: `forward(query, keys, values, mask) -> (context, weights)`.
+
+Masks are boolean with True = real token (attend); masked keys get exactly zero weight, and a row whose keys are all
+masked gets all-zero weights (never NaN).
+
+- `AdditiveAttention`  Bahdanau et al. 2015, eq. 6 / A.1.2: e_ij = vᵀ tanh(W s_{i-1} + U h_j)
+- `DotAttention`       Luong et al. 2015, eq. 8: score(h_t, h_s) = h_tᵀ h_s
+- `GeneralAttention`   Luong et al. 2015, eq. 8: score(h_t, h_s) = h_tᵀ W_a h_s
+- `MultiHeadAttention` Vaswani et al. 2017, eq. 1 and §3.2.2: softmax(QKᵀ/√d_k) V over h heads
+
+The single-query scorers share `Attention`: a new scorer (Luong concat, local-m, local-p) subclasses it, overrides
+`score` (and `forward` if it reshapes the weights) and registers itself in `ATTENTIONS`; callers only use
+`build_attention(name, ...)` and the forward signature, so they never change.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Softmax over the last axis that gives masked keys exactly 0 and fully masked rows all zeros (no NaN)."""
+    if mask is None:
+        return scores.softmax(-1)
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # finite fill: an all-masked row stays finite
+    return scores.softmax(-1).masked_fill(~mask, 0.0)
+
+
+class Attention(nn.Module):
+    """One decoder query over a source: keys (B, S, Dk), values (B, S, Dv), mask (B, S) -> context, weights."""
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        """The part of the score that depends on the source only; a decoder computes it once per sentence."""
+        return keys
+
+    def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        """Alignment scores e (B, S) of query (B, Dq) against projected keys (B, S, *)."""
+        raise NotImplementedError
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None,
+        projected_keys: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """context (B, Dv) = Σ_j α_j values_j with α = softmax(score) (Bahdanau eq. 5-6); returns (context, α (B, S))."""
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        weights = masked_softmax(self.score(query, projected_keys), mask)  # (B, S)
+        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (B, 1, S) @ (B, S, Dv) -> (B, Dv)
+        return context, weights
+
+
+class AdditiveAttention(Attention):
+    """Bahdanau et al. 2015, eq. 6 (A.1.2): e_ij = vᵀ tanh(W s_{i-1} + U h_j)."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__()
+        attn_dim = attn_dim or query_dim
+        self.W = nn.Linear(query_dim, attn_dim, bias=False)
+        self.U = nn.Linear(key_dim, attn_dim)
+        self.v = nn.Linear(attn_dim, 1, bias=False)
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        """U h_j for every source position: (B, S, Dk) -> (B, S, A)."""
+        return self.U(keys)
+
+    def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        hidden = torch.tanh(self.W(query).unsqueeze(1) + projected_keys)  # (B, 1, A) + (B, S, A) -> (B, S, A)
+        return self.v(hidden).squeeze(-1)  # (B, S)
+
+
+class DotAttention(Attention):
+    """Luong et al. 2015, eq. 8 (dot): score(h_t, h_s) = h_tᵀ h_s; query and key sizes must match."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__()
+        if query_dim != key_dim:
+            raise ValueError(f"dot attention needs query_dim == key_dim, got {query_dim} and {key_dim}")
+
+    def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        return torch.bmm(projected_keys, query.unsqueeze(-1)).squeeze(-1)  # (B, S, D) @ (B, D, 1) -> (B, S)
+
+
+class GeneralAttention(Attention):
+    """Luong et al. 2015, eq. 8 (general): score(h_t, h_s) = h_tᵀ W_a h_s, with W_a h_s precomputed per sentence."""
+
+    score = DotAttention.score
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__()
+        self.W_a = nn.Linear(key_dim, query_dim, bias=False)
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        return self.W_a(keys)  # (B, S, Dq)
+
+
+ATTENTIONS: dict[str, type[Attention]] = {
+    "additive": AdditiveAttention,
+    "dot": DotAttention,
+    "general": GeneralAttention,
+}
+
+
+def build_attention(name: str, query_dim: int, key_dim: int, attn_dim: int | None = None) -> Attention:
+    """The single-query attention registered under `name` (see ATTENTIONS)."""
+    if name not in ATTENTIONS:
+        raise ValueError(f"unknown attention '{name}'; choose one of {sorted(ATTENTIONS)}")
+    return ATTENTIONS[name](query_dim, key_dim, attn_dim)
+
+
+class MultiHeadAttention(nn.Module):
+    """Vaswani et al. 2017, §3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = Attention(QW_i^Q, KW_i^K, VW_i^V)."""
+
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0):
+        super().__init__()
+        if d_model % heads:
+            raise ValueError(f"d_model={d_model} is not divisible by heads={heads}")
+        self.heads, self.d_k, self.dropout = heads, d_model // heads, dropout
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def _split(self, x: Tensor) -> Tensor:
+        B, L, _ = x.shape
+        return x.view(B, L, self.heads, self.d_k).transpose(1, 2)  # (B, L, D) -> (B, h, L, d_k)
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None, need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """query (B, Q, D), keys/values (B, K, D), mask broadcastable to (B, Q, K) -> (out (B, Q, D), weights (B, h, Q, K) | None).
+
+        Without `need_weights` it runs F.scaled_dot_product_attention; with it, the explicit softmax of eq. 1.
+        """
+        B, Q, D = query.shape
+        q, k, v = self._split(self.W_q(query)), self._split(self.W_k(keys)), self._split(self.W_v(values))
+        head_mask = None if mask is None else mask.unsqueeze(1)  # (B, 1, Q|1, K): same mask for every head
+        p = self.dropout if self.training else 0.0
+        if need_weights:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, Q, K)
+            weights = masked_softmax(scores, head_mask)
+            out = F.dropout(weights, p, self.training) @ v  # (B, h, Q, d_k)
+        else:
+            weights = None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=head_mask, dropout_p=p)  # (B, h, Q, d_k)
+        out = out.transpose(1, 2).reshape(B, Q, D)  # concat heads: (B, Q, h * d_k)
+        return self.W_o(out), weights

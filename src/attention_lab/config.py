@@ -1,0 +1,66 @@
+"""One place that turns conf/ (Hydra groups) + params.yaml (DVC knobs) + CLI overrides into a config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+PARAMS_FILE = "params.yaml"
+CONF_DIR = "conf"
+
+
+class ConfigError(ValueError):
+    """A config file or field is not what the pipeline expects."""
+
+
+def read_params(root: Path) -> dict:
+    """params.yaml as a dict, with a clear error if it is missing or malformed."""
+    path = root / PARAMS_FILE
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found (run from the repository root)")
+    try:
+        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    if not isinstance(params, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return params
+
+
+def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None) -> DictConfig:
+    """Compose conf/config.yaml, pick data source and model family, merge params.yaml and the profile overlay.
+
+    Precedence (later wins): conf/ defaults < params.yaml < conf/profile/<profile>.yaml < command-line overrides.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    root = (root or Path.cwd()).resolve()
+    params = read_params(root)
+    profile = params.get("profile", "quick")
+    group_choices = [f"data={params.get('data', {}).get('source', 'generated')}"]
+    if family is not None:
+        group_choices.append(f"model={family}")
+    cli = list(overrides or [])
+    try:
+        with initialize_config_dir(config_dir=str(root / CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=group_choices + [o for o in cli if o.split("=")[0] in ("data", "model")])
+    except HydraException as err:  # e.g. a family or data source with no file in conf/
+        raise ConfigError(f"{root / CONF_DIR}: {err}") from err
+    knobs = {k: v for k, v in params.items() if k not in ("families", "seeds", "profile")}
+    overlay_path = root / CONF_DIR / "profile" / f"{profile}.yaml"
+    if not overlay_path.is_file():
+        raise ConfigError(f"{root / PARAMS_FILE}: profile '{profile}' has no file {overlay_path}")
+    overlay = OmegaConf.load(overlay_path)
+    try:
+        cfg = OmegaConf.merge(cfg, knobs, overlay, OmegaConf.from_dotlist(
+            [o for o in cli if o.split("=")[0] not in ("data", "model")]))
+    except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
+        raise ConfigError(f"{root / PARAMS_FILE} or {overlay_path}: {err}") from err
+    OmegaConf.set_struct(cfg, False)
+    cfg.family, cfg.profile, cfg.root = family, profile, str(root)
+    cfg.seeds = params.get("seeds", [0])
+    OmegaConf.set_struct(cfg, True)
+    return cfg

@@ -1,0 +1,60 @@
+"""Test-set evaluation of a trained translation model: decode, score, align, time."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from attention_lab import metrics
+from attention_lab.data.datamodule import collate
+from attention_lab.search import translate_batch
+from attention_lab.tokenization import decode, word_ids
+
+
+def decode_corpus(model, src_ids: list[list[int]], beam: int, len_penalty: float, max_len_ratio: float,
+                  batch_size: int) -> tuple[list, float]:
+    """Hypotheses in input order (batches of similar length) and the wall-clock seconds it took."""
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    hyps = [None] * len(src_ids)
+    t0 = time.perf_counter()
+    for k in range(0, len(order), batch_size):
+        idx = order[k:k + batch_size]
+        for i, h in zip(idx, translate_batch(model, [src_ids[i] for i in idx], beam, len_penalty, max_len_ratio)):
+            hyps[i] = h
+    return hyps, time.perf_counter() - t0
+
+
+@torch.inference_mode()
+def forced_word_attention(model, tok, rows: list[dict], batch_size: int = 64) -> list[np.ndarray]:
+    """Teacher-forced attention on the reference, summed to source words and averaged to target words."""
+    out = []
+    for k in range(0, len(rows), batch_size):
+        chunk = rows[k:k + batch_size]
+        batch = collate(chunk)
+        _, attn = model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, S)
+        for b, r in enumerate(chunk):
+            a = attn[b, :len(r["tgt_ids"]), :len(r["src_ids"])].numpy()
+            out.append(metrics.word_attention(a, word_ids(tok, r["src"]), word_ids(tok, r["tgt"])))
+    return out
+
+
+def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[np.ndarray] | None, list[str]]:
+    """test/* metrics of one model on prepared rows (with src_ids/tgt_ids), word attentions, hypotheses."""
+    e = cfg.evaluate
+    hyps, seconds = decode_corpus(model, [r["src_ids"] for r in rows], e.beam, e.len_penalty, e.max_len_ratio,
+                                  e.batch_size)
+    texts = decode(tok, [h.tokens for h in hyps])
+    refs, srcs = [r["tgt"] for r in rows], [r["src"] for r in rows]
+    scores = metrics.corpus_scores(texts, refs)
+    scores.update(metrics.bucket_bleu(texts, refs, srcs, cfg.task.buckets))
+    n_tokens = sum(len(h.tokens) + 1 for h in hyps)
+    scores.update(decode_seconds=seconds, decode_tokens_per_s=n_tokens / seconds,
+                  decode_sentences_per_s=len(rows) / seconds)
+    attentions = None
+    if model.has_attention and all("align" in r for r in rows):
+        attentions = forced_word_attention(model, tok, rows)
+        predicted = [metrics.hard_alignment(a) for a in attentions]
+        scores["aer"] = metrics.aer(predicted, [{tuple(p) for p in r["align"]} for r in rows])
+    return {f"test/{k}": v for k, v in scores.items()}, attentions, texts

@@ -1,0 +1,84 @@
+"""DVC stage: train one family for every seed -> models/<family>/checkpoints/seed<k>/{last,best}.ckpt, train.json, run.json.
+
+Work happens in models/<family>/.partial/seed<k>/ and is renamed into place when done, so a failed run leaves
+no half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an uninterrupted run).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProgressBar
+from omegaconf import DictConfig, OmegaConf
+
+from attention_lab import tracking
+from attention_lab.data.datamodule import TranslationDataModule
+from attention_lab.io import read_json, write_json, write_text
+from attention_lab.stages.common import seed_dir, stage_config
+from attention_lab.tasks.translation import TranslationModule, count_parameters
+from attention_lab.tokenization import decode
+
+
+def train_one(cfg: DictConfig, seed: int, out: Path) -> dict:
+    """Train (or resume) one (family, seed) run into `out`; returns the training summary."""
+    OmegaConf.set_struct(cfg, False)
+    cfg.seed = seed
+    pl.seed_everything(seed, workers=True)
+    root = Path(cfg.root)
+    partial = out.parent.parent / ".partial" / out.name
+    partial.mkdir(parents=True, exist_ok=True)
+    dm = TranslationDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json",
+                               cfg.train.batch_size, seed)
+    dm.setup()
+    module = TranslationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size())
+    module.val_refs = [(r["src_ids"], r["tgt"]) for r in dm.splits["valid"][:cfg.train.val_bleu_sentences]]
+    module.detokenize = lambda ids: decode(dm.tok, ids)
+
+    run_file = partial / "run.json"
+    resume = (partial / "last.ckpt").is_file() and run_file.is_file()
+    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None)
+    if resume:
+        print(f"resuming {cfg.family} seed {seed} from {partial / 'last.ckpt'}")
+    else:
+        write_json(run_file, {"run_id": logger.run_id})
+        logger.log_hyperparams(tracking.flatten(cfg))
+        write_text(partial / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        logger.experiment.log_artifact(logger.run_id, str(partial / "config.yaml"))
+
+    ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor="val/loss", mode="min", save_last=True,
+                           save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
+    trainer = pl.Trainer(**cfg.trainer, max_epochs=cfg.train.max_epochs,
+                         max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
+                         logger=logger, default_root_dir=partial,
+                         callbacks=[ckpt, EarlyStopping("val/loss", patience=cfg.train.patience), RichProgressBar()])
+    trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
+    if not (partial / "best.ckpt").is_file():  # stopped by the time budget before any validation
+        trainer.save_checkpoint(partial / "best.ckpt")
+
+    summary = {"family": cfg.family, "seed": seed, "params": count_parameters(module.model),
+               "epochs": trainer.current_epoch, "steps": trainer.global_step,
+               "train_seconds": round(module.train_seconds, 2),
+               "train_tokens_per_s": round(module.tokens_seen / max(module.train_seconds, 1e-9), 1),
+               "best_val_loss": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None}
+    write_json(partial / "train.json", summary)
+    logger.log_metrics({"train_seconds": summary["train_seconds"],
+                        "train_tokens_per_s": summary["train_tokens_per_s"], "params": summary["params"]})
+    logger.finalize("FINISHED")
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial.rename(out)
+    return summary
+
+
+def main(argv: list[str]) -> None:
+    cfg = stage_config(argv)
+    for seed in cfg.seeds:
+        print(train_one(cfg.copy(), seed, seed_dir(cfg, seed)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,1 @@
+"""LightningModules, one per task."""

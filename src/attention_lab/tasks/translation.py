@@ -1,0 +1,98 @@
+"""Translation task: any Seq2Seq family (conf/model/<family>.yaml) trained with teacher forcing in Lightning."""
+
+from __future__ import annotations
+
+import time
+
+import lightning.pytorch as pl
+import torch
+import torch.nn.functional as F
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from attention_lab.tokenization import PAD
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Training produced a NaN/inf loss: the run stops instead of saving a broken model."""
+
+
+class TranslationModule(pl.LightningModule):
+    """Cross-entropy on the next target token; validation loss plus greedy val/bleu on a fixed subset."""
+
+    def __init__(self, cfg: dict, vocab_size: int):
+        super().__init__()
+        self.save_hyperparameters()
+        self.cfg = OmegaConf.create(cfg)
+        self.model = instantiate(self.cfg.model, vocab_size=vocab_size, pad_id=PAD)
+        self.val_refs: list[tuple[list[int], str]] = []  # (src ids, reference) for val/bleu, set by the stage
+        self.detokenize = None
+        self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None
+
+    def loss(self, batch: dict) -> tuple[torch.Tensor, int]:
+        logits, _ = self.model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, V)
+        n_tokens = int((batch["tgt_out"] != PAD).sum())
+        loss = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=PAD,
+                               label_smoothing=self.cfg.train.label_smoothing)
+        return loss, n_tokens
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, n_tokens = self.loss(batch)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch}, "
+                                     f"step {self.global_step}; lower train.lr or raise train.clip")
+        self.tokens_seen += n_tokens
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0])
+        return loss
+
+    def on_train_epoch_start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_train_epoch_end(self) -> None:
+        self.train_seconds += time.perf_counter() - self._t0
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, _ = self.loss(batch)
+        self.log("val/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0])
+
+    def on_validation_epoch_end(self) -> None:
+        if not self.val_refs or self.detokenize is None or self.trainer.sanity_checking:
+            return
+        from sacrebleu.metrics import BLEU
+
+        from attention_lab.search import translate_batch
+
+        src_ids = [s for s, _ in self.val_refs]
+        hyps = translate_batch(self.model, src_ids, beam=1, len_penalty=0.0,
+                               max_len_ratio=self.cfg.evaluate.max_len_ratio)
+        texts = self.detokenize([h.tokens for h in hyps])
+        self.log("val/bleu", BLEU().corpus_score(texts, [[r for _, r in self.val_refs]]).score, prog_bar=True)
+
+    def configure_optimizers(self):
+        t = self.cfg.train
+        opt = torch.optim.Adam(self.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+        warmup = max(1, t.warmup_steps)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # Exact resume: the global RNG (dropout) is saved with the checkpoint and restored on load.
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["torch_rng_state"] = torch.get_rng_state()
+        checkpoint["tokens_seen"], checkpoint["train_seconds"] = self.tokens_seen, self.train_seconds
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "torch_rng_state" in checkpoint:
+            torch.set_rng_state(checkpoint["torch_rng_state"])
+        self.tokens_seen = checkpoint.get("tokens_seen", 0)
+        self.train_seconds = checkpoint.get("train_seconds", 0.0)
+
+
+def load_model(ckpt_path) -> tuple[torch.nn.Module, DictConfig]:
+    """The trained Seq2Seq model (eval mode, CPU) and the resolved config it was trained with."""
+    module = TranslationModule.load_from_checkpoint(str(ckpt_path), map_location="cpu")
+    module.eval()
+    return module.model, module.cfg
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,89 @@
+"""MLflow setup in one place: tracking URI, experiment per task, run tags, flattened params, reopening runs."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+
+def tracking_uri(cfg: DictConfig) -> str:
+    """cfg.tracking.uri, else $MLFLOW_TRACKING_URI (e.g. a remote server), else sqlite:///<repo>/mlflow.db."""
+    return cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(cfg.root) / 'mlflow.db'}"
+
+
+def experiment_id(cfg: DictConfig) -> str:
+    """The task's experiment, created on first use with artifacts under <repo>/mlartifacts for a local store."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(cfg))
+    name = cfg.task.name
+    exp = mlflow.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    local = tracking_uri(cfg).startswith("sqlite:")
+    location = (Path(cfg.root) / "mlartifacts" / name).as_uri() if local else None
+    return mlflow.create_experiment(name, artifact_location=location)
+
+
+def flatten(cfg: DictConfig) -> dict[str, str]:
+    """Resolved config as dotted keys: {'model.hidden_dim': '256', 'train.lr': '0.001', ...}."""
+    out: dict[str, str] = {}
+
+    def walk(node, prefix: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{prefix}{k}.")
+        else:
+            out[prefix[:-1]] = str(node)[:6000]
+
+    walk(OmegaConf.to_container(cfg, resolve=True), "")
+    return out
+
+
+def git_commit(root: str | Path) -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True).stdout.strip()
+        return sha.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def data_hash(cfg: DictConfig) -> str:
+    """Short SHA-256 over the prepared splits, so a run names the exact data it saw."""
+    h = hashlib.sha256()
+    for split in ("train", "valid", "test"):
+        path = Path(cfg.root) / cfg.paths.prepared / f"{split}.jsonl"
+        if path.is_file():
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def run_tags(cfg: DictConfig) -> dict[str, str]:
+    return {"family": str(cfg.family), "task": cfg.task.name, "seed": str(cfg.seed), "profile": cfg.profile,
+            "git_commit": git_commit(cfg.root), "data_hash": data_hash(cfg)}
+
+
+def lightning_logger(cfg: DictConfig, run_id: str | None = None):
+    """MLFlowLogger for one (family, seed) training run (or the run `run_id`, when resuming), with tags."""
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    experiment_id(cfg)  # make sure the experiment exists with the right artifact location
+    return MLFlowLogger(experiment_name=cfg.task.name, run_name=f"{cfg.family}-seed{cfg.seed}",
+                        tracking_uri=tracking_uri(cfg), tags=run_tags(cfg), log_model=False, run_id=run_id)
+
+
+@contextlib.contextmanager
+def reopen_run(cfg: DictConfig, run_id: str):
+    """Continue logging (metrics, artifacts) into an existing run, e.g. the training run of a family."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri(cfg))
+    with mlflow.start_run(run_id=run_id) as run:
+        yield run

@@ -1,0 +1,40 @@
+"""Shared fixtures: the repo root, ../shared/data, and a throw-away copy of the project for stage runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"{SHARED_DATA} is missing: the tests need ../shared/data beside the repository")
+    return SHARED_DATA
+
+
+def copy_project(dest: Path, profile: str = "tiny") -> Path:
+    """Copy what the pipeline needs (no data, models, .git) into `dest` and select `profile` in params.yaml."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("conf", "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore"):
+        src = ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
+    params = (dest / "params.yaml").read_text().replace("profile: quick", f"profile: {profile}", 1)
+    (dest / "params.yaml").write_text(params)
+    return dest
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """A tiny-profile copy of the project; the test runs with it as working directory."""
+    dest = copy_project(tmp_path / "project")
+    monkeypatch.chdir(dest)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{dest / 'mlflow.db'}")
+    os.environ.pop("CI", None)
+    return dest

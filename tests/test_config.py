@@ -1,0 +1,39 @@
+import pytest
+
+from attention_lab.config import ConfigError, load_config
+from tests.conftest import ROOT
+
+
+def test_params_and_profile_overlay(project):
+    cfg = load_config(root=project, family="bahdanau")
+    assert cfg.profile == "tiny" and cfg.family == "bahdanau"
+    assert cfg.data.n_train == 600  # conf/profile/tiny.yaml wins over params.yaml
+    assert cfg.train.lr == 0.001  # conf/ default survives
+    assert cfg.model._target_.endswith("BahdanauSeq2Seq") or "bahdanau" in cfg.model._target_.lower()
+    quick = load_config(root=ROOT)
+    assert quick.data.n_train > cfg.data.n_train
+
+
+def test_cli_overrides_win(project):
+    cfg = load_config(["train.lr=0.01", "evaluate.beam=1"], root=project)
+    assert cfg.train.lr == 0.01 and cfg.evaluate.beam == 1
+
+
+def test_unknown_key_in_params_names_the_file(project):
+    params = project / "params.yaml"
+    params.write_text(params.read_text() + "\ntrain:\n  learning_rat: 0.1\n")
+    with pytest.raises(ConfigError, match="params.yaml.*learning_rat"):
+        load_config(root=project)
+
+
+def test_missing_profile_and_bad_yaml(project):
+    params = project / "params.yaml"
+    params.write_text(params.read_text().replace("profile: tiny", "profile: huge"))
+    with pytest.raises(ConfigError, match="profile 'huge'"):
+        load_config(root=project)
+    params.write_text("families: [a\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(root=project)
+def test_unknown_family_names_conf_model(project):
+    with pytest.raises(ConfigError, match="model/nope"):
+        load_config(root=project, family="nope")

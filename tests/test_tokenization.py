@@ -1,0 +1,28 @@
+from attention_lab.tokenization import BOS, EOS, PAD, UNK, decode, encode, load_tokenizer, train_tokenizer, word_ids
+
+TEXTS = ["the old man reads a book in the library", "노인이 도서관에서 책을 읽는다",
+         "the boy who eats an apple goes to school", "사과를 먹는 소년이 학교에 간다"] * 20
+
+
+def test_round_trip_and_specials(tmp_path):
+    for model in ("bpe", "unigram"):
+        tok = train_tokenizer(TEXTS, model=model, vocab_size=120, min_frequency=1)
+        assert [tok.token_to_id(t) for t in ("<pad>", "<s>", "</s>", "<unk>")] == [PAD, BOS, EOS, UNK]
+        ids = encode(tok, TEXTS[:4])
+        assert decode(tok, ids) == TEXTS[:4]
+        tok.save(str(tmp_path / f"{model}.json"))
+        assert encode(load_tokenizer(tmp_path / f"{model}.json"), TEXTS[:4]) == ids
+
+
+def test_word_ids_follow_whitespace_words():
+    tok = train_tokenizer(TEXTS, vocab_size=60, min_frequency=1)
+    text = "노인이 도서관에서 책을 읽는다"
+    wids = word_ids(tok, text)
+    assert wids[0] == 0 and wids[-1] == 3 and sorted(set(wids)) == [0, 1, 2, 3] and wids == sorted(wids)
+
+
+def test_unknown_model_is_a_clear_error():
+    import pytest
+
+    with pytest.raises(ValueError, match="tokenize.model"):
+        train_tokenizer(TEXTS, model="wordpiece-ish")
