@@ -9,7 +9,7 @@ def test_params_and_profile_overlay(project):
     assert cfg.profile == "tiny" and cfg.family == "bahdanau"
     assert cfg.data.n_train == 600  # conf/profile/tiny.yaml wins over params.yaml
     assert cfg.train.lr == 0.001  # conf/ default survives
-    assert cfg.model._target_.endswith("BahdanauSeq2Seq") or "bahdanau" in cfg.model._target_.lower()
+    assert cfg.model._target_ == "attention_lab.models.RNNSearch"
     quick = load_config(root=ROOT)
     assert quick.data.n_train > cfg.data.n_train
 
@@ -37,3 +37,13 @@ def test_missing_profile_and_bad_yaml(project):
 def test_unknown_family_names_conf_model(project):
     with pytest.raises(ConfigError, match="model/nope"):
         load_config(root=project, family="nope")
+
+
+def test_profile_data_sizes_ignored_for_files_and_length_mix_replaced(project):
+    params = project / "params.yaml"
+    text = params.read_text().replace('    "41-60": 0.12\n', '    "41-60": 0.12\n    "1-5": 0.5\n')
+    params.write_text(text)
+    assert dict(load_config(root=project).data.length_mix)["1-5"] == 0.5
+    params.write_text(text.replace("source: generated", "source: tsv\n  path: corpus.tsv").split("  seed: 1234")[0])
+    cfg = load_config(root=project)
+    assert cfg.data.source == "tsv" and "n_train" not in cfg.data

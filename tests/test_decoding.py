@@ -190,3 +190,49 @@ def test_pad_batch_and_budget():
     np.testing.assert_array_equal(max_decode_len(mask, 2.0), [16, 12])
     with pytest.raises(ValueError):
         pad_batch([[]])
+
+
+# --- real families with random weights, through the torch adapter (attention_lab.search) ---------------------------
+
+TINY = {
+    "seq2seq_gru": {"emb_dim": 16, "hidden_dim": 24, "maxout_dim": 12},
+    "bahdanau": {"emb_dim": 16, "enc_hidden_dim": 12, "dec_hidden_dim": 20, "attn_dim": 18, "maxout_dim": 14},
+    "transformer": {"d_model": 16, "heads": 2, "enc_layers": 2, "dec_layers": 2, "d_ff": 32},
+}
+
+
+def tiny_model(family: str, vocab_size: int = 40):
+    import torch
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    torch.manual_seed(0)
+    model = instantiate(OmegaConf.load(f"conf/model/{family}.yaml"), vocab_size=vocab_size, pad_id=0, **TINY[family])
+    with torch.no_grad():      # make eos unlikely so the hypotheses are long enough to compare
+        for p in model.parameters():
+            if p.dim() == 1 and p.shape[0] == vocab_size:
+                p[EOS] -= 2.0
+    return model
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_real_models_beam_one_greedy_and_batching(family):
+    from attention_lab.search import torch_encode, torch_step, translate_batch
+
+    model = tiny_model(family)
+    sents = toy_batch(6, seed=9)
+    greedy_hyps = translate_batch(model, sents, beam=1, len_penalty=0.0, max_len_ratio=1.0)
+    assert model.training                                   # translate_batch restores the mode it found
+    src, mask = pad_batch(sents)
+    state, memory = torch_encode(model.eval(), src, mask)
+    beam_one = beam_search(torch_step(model), state, memory, max_decode_len(mask, 1.0), beam=1, len_penalty=0.7)
+    assert [h.tokens for h in beam_one] == [h.tokens for h in greedy_hyps]
+    assert any(len(h.tokens) > 2 for h in greedy_hyps)
+    beam = translate_batch(model, sents, beam=3, len_penalty=1.0, max_len_ratio=1.0)
+    for sent, g, b in zip(sents, greedy_hyps, beam):
+        assert g.attention.shape == (len(g.tokens), len(sent))
+        single = translate_batch(model, [sent], beam=3, len_penalty=1.0, max_len_ratio=1.0)[0]
+        assert single.tokens == b.tokens and single.score == pytest.approx(b.score, abs=1e-4)
+        np.testing.assert_allclose(single.attention, b.attention, atol=1e-5)
+        if model.has_attention and len(g.tokens):
+            np.testing.assert_allclose(g.attention.sum(1), 1.0, atol=1e-5)

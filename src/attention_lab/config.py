@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 PARAMS_FILE = "params.yaml"
 CONF_DIR = "conf"
+REPLACED = ("data.length_mix",)  # mappings that params.yaml replaces whole instead of merging key by key
 
 
 class ConfigError(ValueError):
@@ -54,9 +55,20 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
     if not overlay_path.is_file():
         raise ConfigError(f"{root / PARAMS_FILE}: profile '{profile}' has no file {overlay_path}")
     overlay = OmegaConf.load(overlay_path)
+    if "data" in overlay:  # a profile sizes the generated data; other sources ignore those keys
+        overlay.data = {k: v for k, v in overlay.data.items() if k in cfg.data}
+    knobs = OmegaConf.create(knobs)
+    replaced = {key: OmegaConf.select(knobs, key) for key in REPLACED}
+    for key in REPLACED:
+        parent, _, leaf = key.rpartition(".")
+        if OmegaConf.select(knobs, parent) is not None:
+            OmegaConf.select(knobs, parent).pop(leaf, None)
     try:
         cfg = OmegaConf.merge(cfg, knobs, overlay, OmegaConf.from_dotlist(
             [o for o in cli if o.split("=")[0] not in ("data", "model")]))
+        for key, value in replaced.items():
+            if value is not None:
+                OmegaConf.update(cfg, key, value, merge=False)
     except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
         raise ConfigError(f"{root / PARAMS_FILE} or {overlay_path}: {err}") from err
     OmegaConf.set_struct(cfg, False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
@@ -163,8 +164,7 @@ def _nouns(kind: str, rows: str, **extra) -> list[Noun]:
     out = []
     for row in rows.strip().splitlines():
         en, ko, *tags = row.split()
-        out.append(Noun(en.replace("_", " "), ko, kind, frozenset(tags[0].split(",")) if tags else frozenset(),
-                        **extra))
+        out.append(Noun(en, ko, kind, frozenset(tags[0].split(",")) if tags else frozenset(), **extra))
     return out
 
 
@@ -315,11 +315,11 @@ THINGS = frozenset({"thing", "food", "drink"})
 ANY = frozenset({"person", "animal", "place", "thing", "food", "drink", "subject"})
 
 
-def _verb(en: str, ko: str, frames: str, objects: frozenset[str] | str = frozenset(), irregular: str = "",
+def _verb(en: str, ko: str, frames: str, objects: Iterable[str] | str = (), irregular: str = "",
           subjects: frozenset[str] = ANIMATE, locative: str = "in") -> VerbEntry:
+    """One verb from 'base/3sg/past', its Korean dictionary form and comma-separated frames and objects."""
     base, third, past = en.split("/")
-    if isinstance(objects, str):
-        objects = frozenset(objects.split(","))
+    objects = frozenset(objects.split(",") if isinstance(objects, str) else objects)
     return VerbEntry((base, third, past), Verb(ko.removesuffix("다"), irregular), frozenset(frames.split(",")),
                      objects, subjects, locative)
 
@@ -426,8 +426,12 @@ small 작은 작다 작았다
     *_adjectives(frozenset({"animal", "thing"}), """
 long 긴 길다 길었다
 short 짧은 짧다 짧았다
+"""),
+    *_adjectives(frozenset({"thing"}), """
 heavy 무거운 무겁다 무거웠다
 light 가벼운 가볍다 가벼웠다
+"""),
+    *_adjectives(frozenset({"animal"}), """
 fast 빠른 빠르다 빨랐다
 slow 느린 느리다 느렸다
 """),

@@ -19,7 +19,7 @@ def reverse_within_length(x: Tensor, lengths: Tensor) -> Tensor:
     positions = torch.arange(x.shape[1], device=x.device).unsqueeze(0)  # (1, S)
     last = (lengths - 1).unsqueeze(1)  # (B, 1)
     index = torch.where(positions <= last, last - positions, positions)  # (B, S); an involution
-    return x.gather(1, index.unsqueeze(-1).expand_as(x))
+    return x.gather(1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
 
 
 class RNNEncoder(nn.Module):

@@ -22,7 +22,7 @@ class TranslationModule(pl.LightningModule):
 
     def __init__(self, cfg: dict, vocab_size: int):
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(logger=False)  # the stage logs the flattened config once per run
         self.cfg = OmegaConf.create(cfg)
         self.model = instantiate(self.cfg.model, vocab_size=vocab_size, pad_id=PAD)
         self.val_refs: list[tuple[list[int], str]] = []  # (src ids, reference) for val/bleu, set by the stage

@@ -1,0 +1,107 @@
+"""`attention-lab`: command-line entry point. Subcommands import what they need lazily, so `translate` never loads torch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import unicodedata
+from pathlib import Path
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """Accept an exported folder (with meta.json) or a family folder holding it as onnx/."""
+    path = Path(path)
+    for candidate in (path, path / "onnx"):
+        if (candidate / "meta.json").is_file():
+            return candidate
+    raise FileNotFoundError(f"{path}: no exported model here or in {path / 'onnx'} "
+                            "(run `dvc repro export@<family>` or pass the onnx folder)")
+
+
+def _width(text: str) -> int:
+    """Terminal columns of text (wide East Asian characters, e.g. Hangul, take two)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, width: int, right: bool = False) -> str:
+    fill = " " * max(width - _width(text), 0)
+    return fill + text if right else text + fill
+
+
+def attention_table(words: list[str], tokens: list[str], weights, max_width: int | None = None) -> str:
+    """Source words as rows, target tokens as columns, weights with 2 decimals; wide tables wrap into blocks."""
+    max_width = max_width or max(shutil.get_terminal_size((100, 24)).columns, 40)
+    first = max([_width(w) for w in words] + [6])
+    widths = [max(_width(t), 4) for t in tokens]
+    blocks, start = [], 0
+    while start < len(tokens):
+        end, used = start, first
+        while end < len(tokens) and (end == start or used + 2 + widths[end] <= max_width):
+            used += 2 + widths[end]
+            end += 1
+        cols = range(start, end)
+        lines = [_pad("", first) + "  " + "  ".join(_pad(tokens[j], widths[j], right=True) for j in cols)]
+        for word, row in zip(words, weights):
+            lines.append(_pad(word, first) + "  " + "  ".join(_pad(f"{row[j]:.2f}", widths[j], right=True) for j in cols))
+        blocks.append("\n".join(lines))
+        start = end
+    return "\n\n".join(blocks)
+
+
+def _translate(args: argparse.Namespace) -> int:
+    from attention_lab.serving import OnnxTranslator
+
+    sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
+    if not sentences:
+        print("attention-lab translate: no sentences given (as arguments or on stdin)", file=sys.stderr)
+        return 2
+    translator = OnnxTranslator(resolve_model_dir(args.model), threads=args.threads)
+    beam = args.beam if args.beam is not None else translator.meta.get("beam", 4)
+    len_penalty = args.len_penalty if args.len_penalty is not None else translator.meta.get("len_penalty", 1.0)
+    results = translator.translate(sentences, beam=beam, len_penalty=len_penalty)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2))
+        return 0
+    for k, r in enumerate(results):
+        if k:
+            print()
+        print(f"source:      {r.source}")
+        print(f"translation: {r.text}")
+        if not r.has_attention:
+            print(f"(no attention: {translator.meta['family']} conditions on a fixed summary vector)")
+        elif r.tokens:
+            print(attention_table(r.source_words, r.tokens, r.attention))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attention-lab", description="The attention timeline of NLP, reproduced.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("translate", help="translate with an exported ONNX model (onnxruntime only, no torch)")
+    t.add_argument("sentences", nargs="*", help="English sentences (default: one per line on stdin)")
+    t.add_argument("--model", default="models/bahdanau",
+                   help="a family folder (models/bahdanau) or its onnx folder (default: %(default)s)")
+    t.add_argument("--beam", type=int, default=None, help="beam size; 1 = greedy (default: the exported default)")
+    t.add_argument("--len-penalty", type=float, default=None, help="GNMT length penalty alpha")
+    t.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
+    t.add_argument("--json", action="store_true", help="print JSON (translation, tokens, word attention)")
+    t.set_defaults(func=_translate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"attention-lab {args.command}: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:   # e.g. piped into `head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

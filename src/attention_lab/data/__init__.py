@@ -1,0 +1,1 @@
+"""Data: the built-in English→Korean generator and readers for bring-your-own corpora."""

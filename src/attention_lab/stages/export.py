@@ -1,0 +1,46 @@
+"""DVC stage: export one family to ONNX -> models/<family>/onnx/ (encoder, decoder step, meta, tokenizer, parity.json)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from attention_lab.export import ExportError, export_and_check
+from attention_lab.io import atomic_path
+from attention_lab.stages.common import onnx_dir, seed_dir, stage_config
+
+
+def checkpoint_path(cfg: DictConfig) -> Path:
+    """The checkpoint that gets exported: the first seed's best.ckpt."""
+    return seed_dir(cfg, cfg.seeds[0]) / "best.ckpt"
+
+
+def main(argv: list[str]) -> dict:
+    """Export, check parity (fail loudly), and return parity.json's content; the folder is onnx_dir(cfg)."""
+    cfg = stage_config(argv)
+    ckpt = checkpoint_path(cfg)
+    tokenizer = Path(cfg.root) / cfg.paths.tokenized / "tokenizer.json"
+    for path, stage in ((ckpt, f"train@{cfg.family}"), (tokenizer, "tokenize")):
+        if not path.is_file():
+            raise SystemExit(f"export@{cfg.family}: {path} not found (run the {stage} stage first)")
+    from attention_lab.tasks.translation import load_model
+
+    model, _ = load_model(ckpt)
+    e = cfg.evaluate
+    try:
+        with atomic_path(onnx_dir(cfg)) as tmp:
+            parity = export_and_check(model, tmp, cfg.family, tokenizer, e.max_len_ratio, cfg.export.opset,
+                                      beam=e.beam, len_penalty=e.len_penalty)
+    except ExportError as err:
+        raise SystemExit(f"export@{cfg.family}: {err}") from err
+    print(f"export@{cfg.family}: {onnx_dir(cfg)} parity " + json.dumps(
+        {"max_abs_diff": parity["max_abs_diff"], "greedy_identical": parity["greedy_identical"],
+         "beam_identical": parity["beam_identical"]}))
+    return parity
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,182 @@
+"""models/: the encode / init_state / decode_step contract, padding invariance, stepwise == parallel, ONNX round trip."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from attention_lab.models import RNNEncoderDecoder, RNNSearch, Seq2Seq, Transformer
+
+V = 23
+CONF = Path(__file__).resolve().parents[1] / "conf" / "model"
+TINY = {
+    "seq2seq_gru": lambda: RNNEncoderDecoder(V, emb_dim=8, hidden_dim=12, maxout_dim=6),
+    "bahdanau": lambda: RNNSearch(V, emb_dim=8, enc_hidden_dim=6, dec_hidden_dim=10, attn_dim=7, maxout_dim=6),
+    "transformer": lambda: Transformer(V, d_model=16, heads=2, enc_layers=2, dec_layers=2, d_ff=24),
+}
+
+
+def tiny(family: str) -> Seq2Seq:
+    torch.manual_seed(0)
+    return TINY[family]().eval()
+
+
+def batch(lengths: list[int], generator_seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random ids (>= 4) right-padded with 0, and the True = real mask."""
+    g = torch.Generator().manual_seed(generator_seed)
+    ids = torch.randint(4, V, (len(lengths), max(lengths)), generator=g)
+    mask = torch.arange(max(lengths)).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    return ids.masked_fill(~mask, 0), mask
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_config_instantiates_the_family(family):
+    model = instantiate(OmegaConf.load(CONF / f"{family}.yaml"), vocab_size=V, pad_id=0)
+    assert isinstance(model, Seq2Seq) and model.vocab_size == V and model.pad_id == 0
+    assert model.has_attention == (family != "seq2seq_gru")
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_contract_shapes(family):
+    model = tiny(family)
+    src, src_mask = batch([5, 3, 4])
+    tgt_in, _ = batch([6, 6, 6], generator_seed=1)
+    memory = model.encode(src, src_mask)
+    assert memory.dim() == 3 and memory.shape[0] == 3
+    state = model.init_state(memory, src_mask)
+    assert isinstance(state, tuple) and all(s.shape[0] == 3 for s in state)
+    logits, state, attn = model.decode_step(tgt_in[:, 0], state, memory, src_mask)
+    assert logits.shape == (3, V) and attn.shape == (3, 5) and attn.dtype == torch.float32
+    reordered = tuple(s.index_select(0, torch.tensor([2, 2, 0])) for s in state)  # what beam search does
+    model.decode_step(tgt_in[:, 1], reordered, memory.index_select(0, torch.tensor([2, 2, 0])), src_mask[[2, 2, 0]])
+    logits, attn = model(src, src_mask, tgt_in)
+    assert logits.shape == (3, 6, V) and attn.shape == (3, 6, 5)
+    if model.has_attention:
+        torch.testing.assert_close(attn.sum(-1), torch.ones(3, 6))
+        assert (attn.masked_fill(src_mask.unsqueeze(1), 0) == 0).all()  # padded source positions: exactly zero
+    else:
+        assert (attn == 0).all()
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_padding_does_not_change_results(family):
+    model = tiny(family)
+    src, src_mask = batch([4, 9, 6])
+    tgt_in, _ = batch([5, 8, 7], generator_seed=1)
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        logits, attn = model(src, src_mask, tgt_in)
+        for b, (s_len, t_len) in enumerate([(4, 5), (9, 8), (6, 7)]):
+            one_src, one_mask, one_tgt = src[b:b + 1, :s_len], src_mask[b:b + 1, :s_len], tgt_in[b:b + 1, :t_len]
+            one_memory = model.encode(one_src, one_mask)
+            if one_memory.shape[1] == s_len:  # per-position memory: compare the real positions
+                torch.testing.assert_close(memory[b:b + 1, :s_len], one_memory, atol=1e-5, rtol=1e-5)
+            else:
+                torch.testing.assert_close(memory[b:b + 1], one_memory, atol=1e-5, rtol=1e-5)
+            one_logits, one_attn = model(one_src, one_mask, one_tgt)
+            torch.testing.assert_close(logits[b:b + 1, :t_len], one_logits, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(attn[b:b + 1, :t_len, :s_len], one_attn, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_forward_equals_looping_decode_step(family):
+    model = tiny(family)
+    src, src_mask = batch([7, 4])
+    tgt_in, _ = batch([6, 6], generator_seed=1)
+    with torch.no_grad():
+        logits, attn = model(src, src_mask, tgt_in)
+        memory = model.encode(src, src_mask)
+        state = model.init_state(memory, src_mask)
+        for t in range(tgt_in.shape[1]):
+            step_logits, state, step_attn = model.decode_step(tgt_in[:, t], state, memory, src_mask)
+            torch.testing.assert_close(step_logits, logits[:, t], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(step_attn, attn[:, t], atol=1e-5, rtol=1e-5)
+
+
+def test_transformer_attention_maps():
+    model = tiny("transformer")
+    src, src_mask = batch([5, 3])
+    tgt_in, _ = batch([4, 4], generator_seed=1)
+    with torch.no_grad():
+        maps = model.attention_maps(src, src_mask, tgt_in)
+        _, attn = model(src, src_mask, tgt_in)
+    assert [w.shape for w in maps["enc_self"]] == [(2, 2, 5, 5)] * 2
+    assert [w.shape for w in maps["dec_self"]] == [(2, 2, 4, 4)] * 2
+    assert [w.shape for w in maps["cross"]] == [(2, 2, 4, 5)] * 2
+    assert (maps["dec_self"][0].triu(1) == 0).all()  # causal: no position sees a later one
+    torch.testing.assert_close(maps["cross"][-1].mean(1), attn)
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_training_steps_reduce_the_loss(family):
+    model = tiny(family).train()
+    src, src_mask = batch([6, 5, 6, 3])
+    tgt, _ = batch([7, 7, 7, 7], generator_seed=1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(30):
+        logits, _ = model(src, src_mask, tgt[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt[:, 1:].reshape(-1), ignore_index=0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.7 * losses[0]
+
+
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_onnx_round_trip(family, tmp_path):
+    """Encoder and decoder-step graphs with dynamic batch, source and history length agree with torch in onnxruntime."""
+    ort = pytest.importorskip("onnxruntime")
+    model = tiny(family)
+
+    class Encoder(torch.nn.Module):
+        def forward(self, src, src_mask):
+            memory = model.encode(src, src_mask)
+            return memory, *model.init_state(memory, src_mask)
+
+    class DecoderStep(torch.nn.Module):
+        def forward(self, prev, memory, src_mask, *state):
+            logits, state, attn = model.decode_step(prev, state, memory, src_mask)
+            return logits, attn, *state
+
+    batch_dim, src_len = torch.export.Dim("batch", min=1), torch.export.Dim("src_len", min=1)
+    src, src_mask = batch([4, 3])  # example batch and lengths >= 2, or the axis freezes at 1
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        _, state, _ = model.decode_step(torch.tensor([1, 1]), model.init_state(memory, src_mask), memory, src_mask)
+    names = [f"state{i}" for i in range(len(state))]
+    memory_dims = {0: batch_dim, 1: src_len} if memory.shape[1] > 1 else {0: batch_dim}
+    state_dims = tuple({0: batch_dim, 1: torch.export.Dim("history", min=1)} if s.dim() == 3 else {0: batch_dim}
+                       for s in state)  # the Transformer's caches grow by one position per step
+    torch.onnx.export(Encoder().eval(), (src, src_mask), tmp_path / "encoder.onnx", dynamo=True,
+                      input_names=["src", "src_mask"], output_names=["memory", *names],
+                      dynamic_shapes={"src": {0: batch_dim, 1: src_len}, "src_mask": {0: batch_dim, 1: src_len}})
+    torch.onnx.export(DecoderStep().eval(), (torch.tensor([5, 6]), memory, src_mask, *state),
+                      tmp_path / "decoder_step.onnx", dynamo=True,
+                      input_names=["prev", "memory", "src_mask", *names],
+                      output_names=["logits", "attn", *[f"new_{n}" for n in names]],
+                      dynamic_shapes={"prev": {0: batch_dim}, "memory": memory_dims, "src_mask": {0: batch_dim, 1: src_len},
+                                      "state": state_dims})
+
+    src, src_mask = batch([7, 2, 5], generator_seed=3)  # another batch size and source length
+    encoder = ort.InferenceSession(str(tmp_path / "encoder.onnx"), providers=["CPUExecutionProvider"])
+    step = ort.InferenceSession(str(tmp_path / "decoder_step.onnx"), providers=["CPUExecutionProvider"])
+    memory, *state = encoder.run(None, {"src": src.numpy(), "src_mask": src_mask.numpy()})
+    with torch.no_grad():
+        torch_memory = model.encode(src, src_mask)
+        torch_state = model.init_state(torch_memory, src_mask)
+        np.testing.assert_allclose(memory, torch_memory.numpy(), atol=1e-4)
+        for prev in ([1, 1, 1], [5, 9, 2], [4, 7, 2]):
+            prev = torch.tensor(prev)
+            feeds = {"prev": prev.numpy(), "memory": memory, "src_mask": src_mask.numpy(), **dict(zip(names, state))}
+            logits, attn, *state = step.run(None, feeds)
+            torch_logits, torch_state, torch_attn = model.decode_step(prev, torch_state, torch_memory, src_mask)
+            np.testing.assert_allclose(logits, torch_logits.numpy(), atol=1e-4)
+            np.testing.assert_allclose(attn, torch_attn.numpy(), atol=1e-4)
+            for ours, theirs in zip(state, torch_state):
+                np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-4)

@@ -1,0 +1,63 @@
+"""Training stage: seeded determinism, exact resume, non-finite loss, MLflow run contents."""
+
+import shutil
+
+import mlflow
+import pytest
+
+from attention_lab.io import read_json
+from attention_lab.stages import prepare, tokenize, train
+from attention_lab.stages.common import seed_dir, stage_config
+
+SMALL = ["model.emb_dim=16", "model.enc_hidden_dim=16", "model.dec_hidden_dim=32", "model.attn_dim=16",
+         "model.maxout_dim=16", "data.n_train=200", "data.n_valid=30", "train.val_bleu_sentences=10",
+         "train.batch_size=32", "train.max_minutes=5"]
+
+
+@pytest.fixture
+def prepared(project):
+    prepare.main(["data.n_train=200", "data.n_valid=30"])
+    tokenize.main(["data.n_train=200", "tokenize.vocab_size=200"])
+    return project
+
+
+def run(epochs: int, *extra: str) -> dict:
+    train.main(["family=bahdanau", *SMALL, f"train.max_epochs={epochs}", *extra])
+    cfg = stage_config(["family=bahdanau"])
+    return read_json(seed_dir(cfg, 0) / "train.json")
+
+
+def test_same_seed_same_metrics_and_mlflow_run(prepared):
+    first = run(1)
+    second = run(1)
+    assert first["best_val_loss"] == second["best_val_loss"]
+    assert first["steps"] == second["steps"] > 0
+    cfg = stage_config(["family=bahdanau"])
+    run_id = read_json(seed_dir(cfg, 0) / "run.json")["run_id"]
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    logged = mlflow.get_run(run_id)
+    assert logged.data.tags["family"] == "bahdanau" and logged.data.tags["seed"] == "0"
+    assert logged.data.params["model.attn_dim"] == "16" and "train.lr" in logged.data.params
+    assert "val/loss" in logged.data.metrics and "train_seconds" in logged.data.metrics
+
+
+def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
+    straight = run(2)
+    cfg = stage_config(["family=bahdanau"])
+    out = seed_dir(cfg, 0)
+    # an interrupted run: one epoch done, its work left in .partial/ as a crash would leave it
+    run(1)
+    partial = out.parent.parent / ".partial" / out.name
+    shutil.copytree(out, partial)
+    shutil.rmtree(out)
+    resumed = run(2)
+    assert resumed["best_val_loss"] == pytest.approx(straight["best_val_loss"], abs=0, rel=0)
+    assert resumed["steps"] == straight["steps"]
+    assert not partial.exists()
+
+
+def test_non_finite_loss_stops_with_clear_error(prepared):
+    with pytest.raises(FloatingPointError, match="non-finite training loss"):
+        run(1, "train.lr=1e30", "train.clip=0", "train.warmup_steps=1")
+    cfg = stage_config(["family=bahdanau"])
+    assert not (seed_dir(cfg, 0) / "best.ckpt").exists()
