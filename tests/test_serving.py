@@ -23,6 +23,15 @@ PAIRS = [("the cat sat on the mat", "고양이가 매트 위에 앉았다"), ("a
 SENTENCES = ["the cat reads a book", "dogs sing"]
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models: one intra-op thread, so OpenMP spin-waits do not stall when other processes share the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def family_dir(tmp_path_factory):
     """models/bahdanau-like folder with an exported random-weight model (eos disabled so outputs are non-empty)."""
@@ -104,3 +113,17 @@ def test_attention_table_and_model_dir(family_dir):
     assert len(wrapped.split("\n\n")) == 4 and max(len(line) for line in wrapped.splitlines()) <= 60
     assert resolve_model_dir(family_dir) == family_dir / "onnx"
     assert resolve_model_dir(family_dir / "onnx") == family_dir / "onnx"
+
+
+def test_cli_without_attention_reads_stdin(family_dir, tmp_path):
+    from attention_lab.tokenization import load_tokenizer
+
+    vocab = load_tokenizer(family_dir.parent / "tokenizer.json").get_vocab_size()
+    torch.manual_seed(0)
+    model = instantiate(OmegaConf.load("conf/model/seq2seq_gru.yaml"), vocab_size=vocab, pad_id=0, emb_dim=16,
+                        hidden_dim=24, maxout_dim=12).eval()
+    export_model(model, tmp_path / "onnx", "seq2seq_gru", family_dir.parent / "tokenizer.json")
+    proc = subprocess.run([sys.executable, "-m", "attention_lab.cli", "translate", "--model", str(tmp_path)],
+                          input="the cat\n\na dog runs\n", check=False, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("source:") == 2 and proc.stdout.count("(no attention: seq2seq_gru") == 2

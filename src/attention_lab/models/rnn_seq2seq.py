@@ -54,9 +54,9 @@ class MaxoutOutput(nn.Module):
         self.W_o = nn.Linear(maxout_dim, vocab_size)
 
     def forward(self, features: Tensor) -> Tensor:
-        t = self.pre(features)  # (B, 2M)
-        t = t.view(t.shape[0], -1, 2).amax(-1)  # maxout over pairs: (B, M)
-        return self.W_o(self.drop(t))  # (B, V)
+        t = self.pre(features)  # (..., 2M)
+        t = t.view(*t.shape[:-1], -1, 2).amax(-1)  # maxout over pairs: (..., M)
+        return self.W_o(self.drop(t))  # (..., V)
 
 
 class RNNEncoderDecoder(Seq2Seq):
@@ -73,7 +73,7 @@ class RNNEncoderDecoder(Seq2Seq):
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.drop = nn.Dropout(dropout)
         self.init_proj = nn.Linear(hidden_dim, hidden_dim)  # V' in s_0 = tanh(V' c)
-        self.cell = nn.GRUCell(emb_dim + hidden_dim, hidden_dim)
+        self.rnn = nn.GRU(emb_dim + hidden_dim, hidden_dim, batch_first=True)  # one step at a time in decode_step
         self.output = MaxoutOutput(hidden_dim + emb_dim + hidden_dim, maxout_dim, vocab_size, dropout)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
@@ -90,9 +90,20 @@ class RNNEncoderDecoder(Seq2Seq):
         """s_t = GRU(s_{t-1}, [E y_{t-1}; c]); p(y_t | y_<t, c) = g(s_t, y_{t-1}, c); attention is all zeros."""
         c = memory[:, 0]  # (B, H)
         e = self.drop(self.embed(prev))  # (B, E)
-        s = self.cell(torch.cat([e, c], -1), state[0])  # (B, H)
+        r = self.rnn
+        s = torch.gru_cell(torch.cat([e, c], -1), state[0], r.weight_ih_l0, r.weight_hh_l0, r.bias_ih_l0, r.bias_hh_l0)
         logits = self.output(torch.cat([s, e, c], -1))  # (B, V)
         return logits, (s,), torch.zeros_like(src_mask, dtype=logits.dtype)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """Teacher forcing in one GRU call (the input never depends on the previous output): same as decode_step."""
+        memory = self.encode(src, src_mask)
+        c = memory.expand(-1, tgt_in.shape[1], -1)  # (B, T, H)
+        e = self.drop(self.embed(tgt_in))  # (B, T, E)
+        s, _ = self.rnn(torch.cat([e, c], -1), self.init_state(memory, src_mask)[0].unsqueeze(0))  # (B, T, H)
+        logits = self.output(torch.cat([s, e, c], -1))  # (B, T, V)
+        attn = torch.zeros(*tgt_in.shape, src.shape[1], dtype=logits.dtype, device=logits.device)
+        return logits, attn
 
 
 class RNNSearch(Seq2Seq):
@@ -130,3 +141,19 @@ class RNNSearch(Seq2Seq):
         s = self.cell(torch.cat([e, c], -1), state[0])  # (B, Hd)
         logits = self.output(torch.cat([s, e, c], -1))  # (B, V)
         return logits, (s,), alpha
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """decode_step's recurrence, with the deep output applied once to all steps (same result, much faster)."""
+        memory = self.encode(src, src_mask)
+        annotations, projected = memory[..., :self.annotation_dim], memory[..., self.annotation_dim:]
+        s = self.init_state(memory, src_mask)[0]
+        e = self.drop(self.embed(tgt_in))  # (B, T, E)
+        states, contexts, alphas = [], [], []
+        for t in range(tgt_in.shape[1]):
+            c, alpha = self.attention(s, annotations, annotations, src_mask, projected_keys=projected)
+            s = self.cell(torch.cat([e[:, t], c], -1), s)
+            states.append(s)
+            contexts.append(c)
+            alphas.append(alpha)
+        s, c = torch.stack(states, 1), torch.stack(contexts, 1)  # (B, T, Hd), (B, T, 2H)
+        return self.output(torch.cat([s, e, c], -1)), torch.stack(alphas, 1)  # (B, T, V), (B, T, S)

@@ -6,7 +6,7 @@ Never imports torch (directly or through attention_lab modules that do): serving
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,12 +59,11 @@ class Translation:
     attention: np.ndarray             # (len(source_words), len(tokens)); a column sums to 1 when the model attends
     score: float
     has_attention: bool = True
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"source": self.source, "translation": self.text, "tokens": self.tokens, "token_ids": self.token_ids,
                 "source_words": self.source_words, "attention": np.round(self.attention, 4).tolist(),
-                "score": self.score, "has_attention": self.has_attention, **self.extra}
+                "score": self.score, "has_attention": self.has_attention}
 
 
 def source_words(sentence: str, word_ids: list[int | None], offsets: list[tuple[int, int]]) -> list[str]:
@@ -74,7 +73,7 @@ def source_words(sentence: str, word_ids: list[int | None], offsets: list[tuple[
         if w is not None:
             span = spans.setdefault(w, [start, end])
             span[0], span[1] = min(span[0], start), max(span[1], end)
-    return [sentence[a:b].strip() or sentence[a:b] for a, b in (spans[w] for w in sorted(spans))]
+    return [sentence[a:b].strip() for a, b in (spans[w] for w in sorted(spans))]
 
 
 def to_word_rows(attn: np.ndarray, word_ids: list[int | None]) -> np.ndarray:
@@ -121,8 +120,9 @@ class OnnxTranslator:
 
     def translate(self, sentences: list[str], beam: int = 4, len_penalty: float = 1.0,
                   max_len_ratio: float | None = None) -> list[Translation]:
-        """Translate a batch of sentences (source ids carry no special tokens, as in training)."""
-        encodings = self.tokenizer.encode_batch(list(sentences), add_special_tokens=False)
+        """Translate a batch of sentences (whitespace collapsed; source ids carry no special tokens, as in training)."""
+        sentences = [" ".join(s.split()) for s in sentences]
+        encodings = self.tokenizer.encode_batch(sentences, add_special_tokens=False)
         todo = [i for i, e in enumerate(encodings) if e.ids]
         hyps = dict(zip(todo, self.translate_ids([encodings[i].ids for i in todo], beam, len_penalty, max_len_ratio)
                         if todo else []))

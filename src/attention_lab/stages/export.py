@@ -9,13 +9,25 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from attention_lab.export import ExportError, export_and_check
-from attention_lab.io import atomic_path
+from attention_lab import tracking
+from attention_lab.io import atomic_path, read_json
 from attention_lab.stages.common import onnx_dir, seed_dir, stage_config
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
     """The checkpoint that gets exported: the first seed's best.ckpt."""
     return seed_dir(cfg, cfg.seeds[0]) / "best.ckpt"
+
+
+def log_to_mlflow(cfg: DictConfig, parity: dict) -> None:
+    """The exported folder (graphs, tokenizer, meta, parity) as artifacts `onnx/` of the family's training run(s)."""
+    import mlflow
+
+    for seed in cfg.seeds:
+        with tracking.reopen_run(cfg, read_json(seed_dir(cfg, seed) / "run.json")["run_id"]):
+            mlflow.log_artifacts(str(onnx_dir(cfg)), artifact_path="onnx")
+            mlflow.log_metrics({"onnx/max_abs_diff_logits": parity["max_abs_diff"]["logits"],
+                                "onnx/greedy_identical": float(parity["greedy_identical"])})
 
 
 def main(argv: list[str]) -> dict:
@@ -36,6 +48,7 @@ def main(argv: list[str]) -> dict:
                                       beam=e.beam, len_penalty=e.len_penalty)
     except ExportError as err:
         raise SystemExit(f"export@{cfg.family}: {err}") from err
+    log_to_mlflow(cfg, parity)
     print(f"export@{cfg.family}: {onnx_dir(cfg)} parity " + json.dumps(
         {"max_abs_diff": parity["max_abs_diff"], "greedy_identical": parity["greedy_identical"],
          "beam_identical": parity["beam_identical"]}))

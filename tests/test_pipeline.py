@@ -1,0 +1,124 @@
+"""End to end: the real `dvc repro` on the tiny profile, in a throw-away copy of the project."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from tests.conftest import copy_project
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+FAMILIES = ["seq2seq_gru", "bahdanau", "transformer"]
+
+
+def sh(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}"}
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def repro_project(dest: Path, params_edit=None) -> tuple[Path, float]:
+    copy_project(dest)
+    if params_edit:
+        params_edit(dest / "params.yaml")
+    sh(["dvc", "init", "--no-scm", "-q"], dest)
+    sh(["dvc", "config", "core.analytics", "false"], dest)
+    t0 = time.perf_counter()
+    sh(["dvc", "repro"], dest)
+    return dest, time.perf_counter() - t0
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    dest, seconds = repro_project(tmp_path_factory.mktemp("e2e") / "project")
+    (dest / "repro_seconds.txt").write_text(f"{seconds:.1f}\n")
+    return dest
+
+
+def test_outputs_report_and_metrics(tiny):
+    report = (tiny / "reports" / "translate.md").read_text()
+    for family in FAMILIES:
+        assert f"| `{family}` |" in report
+        m = json.loads((tiny / "metrics" / "translate" / f"{family}.json").read_text())
+        assert 0.0 <= m["test/bleu"] <= 100.0 and "test/bleu_len_41_plus" in m
+        assert ("test/aer" in m) == (family != "seq2seq_gru")
+        parity = json.loads((tiny / "models" / family / "onnx" / "parity.json").read_text())
+        assert parity["greedy_identical"] is True
+    assert (tiny / "reports" / "translate" / "bleu_by_length.png").stat().st_size > 1000
+    assert len(list((tiny / "reports" / "translate").glob("bahdanau_attention_*.png"))) >= 1
+    summary = json.loads((tiny / "metrics" / "summary.json").read_text())
+    assert set(summary["translate"]) == set(FAMILIES)
+
+
+def test_second_repro_does_nothing_and_one_family_change_reruns_only_it(tiny):
+    out = sh(["dvc", "repro"], tiny).stdout
+    assert "up to date" in out.lower() or "didn't change" in out.lower()
+    conf = tiny / "conf" / "model" / "transformer.yaml"
+    conf.write_text(conf.read_text().replace("dropout: 0.1", "dropout: 0.15"))
+    dry = sh(["dvc", "repro", "--dry"], tiny).stdout
+    ran = {line.split("'")[1] for line in dry.splitlines() if line.startswith("Running stage")}
+    assert ran == {"train@transformer", "evaluate@transformer", "export@transformer", "report"}
+
+
+def test_mlflow_runs_hold_params_tags_plots_and_onnx(tiny):
+    mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["translate"], output_format="list")
+    by_family = {r.data.tags.get("family"): r for r in runs if r.data.tags.get("kind") != "report"}
+    assert set(FAMILIES) <= set(by_family)
+    names = {frozenset(k for k in r.data.metrics if k.startswith("test/")) for f, r in by_family.items()
+             if f != "seq2seq_gru"}
+    assert len(names) == 1  # the same metric names across families with attention
+    for family in FAMILIES:
+        run = by_family[family]
+        assert run.data.params["model._target_"].startswith("attention_lab.models.")
+        assert run.data.tags["data_hash"] and run.data.tags["git_commit"]
+        client = mlflow.MlflowClient()
+        top = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert "config.yaml" in top and "onnx" in top
+    assert any(r.data.tags.get("kind") == "report" for r in runs)
+
+
+def test_translate_cli_uses_exported_model(tiny):
+    out = sh(["attention-lab", "translate", "--model", "models/bahdanau", "--json",
+              "the old man reads a book in the library"], tiny).stdout
+    result = json.loads(out)[0]
+    assert result["source_words"] == "the old man reads a book in the library".split()
+    assert len(result["attention"]) == len(result["source_words"])
+
+
+def test_notebook_runs(tiny):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(Path(__file__).parents[1] / "notebooks" / "01_attention_walkthrough.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tiny)}}).execute()
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert images, "the walkthrough draws attention heatmaps"
+
+
+def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
+    corpus = shared_data / "korean_english_tatoeba" / "kor.txt"
+
+    def use_tatoeba(params: Path) -> None:
+        text = params.read_text()
+        head, _, rest = text.partition("data:\n")
+        tail = rest[rest.index("\ntokenize:"):]
+        params.write_text(f"{head}data:\n  source: tsv\n  path: {corpus}\n  src_column: 0\n  tgt_column: 1\n{tail}")
+
+    dest, _ = repro_project(tmp_path / "project", use_tatoeba)
+    stats = json.loads((dest / "data" / "prepared" / "translate" / "stats.json").read_text())
+    assert sum(s["pairs"] for s in stats.values() if isinstance(s, dict)) == 3798
+    m = json.loads((dest / "metrics" / "translate" / "bahdanau.json").read_text())
+    assert "test/aer" not in m and m["test/bleu"] >= 0.0
+    assert "| `bahdanau` |" in (dest / "reports" / "translate.md").read_text()
