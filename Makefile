@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 setup: $(STAMP)  ## create .venv with the pinned, CPU-only stack
 
 pipeline: $(STAMP)  ## run the whole DVC pipeline on the built-in data
-	$(BIN)/dvc repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
 test: $(STAMP)  ## run the whole test suite (end-to-end included)
 	$(BIN)/python -m pytest

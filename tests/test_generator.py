@@ -103,3 +103,10 @@ def test_verb_endings(stem, irregular, forms):
 def test_lexicon_size_and_one_korean_word_per_english_word():
     assert 60 <= len(NOUNS) <= 120 and 25 <= len(VERBS) and 30 <= len(ADJECTIVES)
     assert len({n.en for n in NOUNS}) == len(NOUNS) and all(" " not in n.ko for n in NOUNS)
+
+
+def test_translation_is_a_function_of_the_source():
+    """No coin flips the source cannot see (e.g. topic vs subject marker): one source, one reference."""
+    seen: dict[str, str] = {}
+    for pair in generate(5000, seed=11, length_mix={"1-10": 1.0}):
+        assert seen.setdefault(pair["src"], pair["tgt"]) == pair["tgt"], pair["src"]

@@ -16,6 +16,7 @@ The single-query scorers share `Attention`: a new scorer (Luong concat, local-m,
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import torch
 import torch.nn.functional as F
@@ -30,16 +31,16 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     return scores.softmax(-1).masked_fill(~mask, 0.0)
 
 
-class Attention(nn.Module):
+class Attention(nn.Module, ABC):
     """One decoder query over a source: keys (B, S, Dk), values (B, S, Dv), mask (B, S) -> context, weights."""
 
     def project_keys(self, keys: Tensor) -> Tensor:
         """The part of the score that depends on the source only; a decoder computes it once per sentence."""
         return keys
 
+    @abstractmethod
     def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
         """Alignment scores e (B, S) of query (B, Dq) against projected keys (B, S, *)."""
-        raise NotImplementedError
 
     def forward(
         self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None,

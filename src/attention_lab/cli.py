@@ -76,6 +76,21 @@ def _translate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _readme(args: argparse.Namespace) -> int:
+    """Copy the generated results table (from metrics/<task>/*.json) into README.md between its markers."""
+    from attention_lab.config import load_config, read_params
+    from attention_lab.io import read_json, write_text
+    from attention_lab.report import results_table, splice_results
+
+    root = Path.cwd()
+    cfg = load_config(root=root)
+    results = {f: read_json(root / cfg.paths.metrics / cfg.task.name / f"{f}.json") for f in read_params(root)["families"]}
+    readme = root / "README.md"
+    write_text(readme, splice_results(readme.read_text(encoding="utf-8"), results_table(results, cfg.task.buckets)))
+    print(f"updated {readme}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attention-lab", description="The attention timeline of NLP, reproduced.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -88,6 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
     t.add_argument("--json", action="store_true", help="print JSON (translation, tokens, word attention)")
     t.set_defaults(func=_translate)
+    r = sub.add_parser("readme", help="copy the results table of the last `dvc repro` into README.md")
+    r.set_defaults(func=_readme)
     return parser
 
 

@@ -33,6 +33,15 @@ def results_table(results: dict[str, dict], buckets) -> str:
     return "\n".join(lines)
 
 
+def splice_results(readme: str, table: str) -> str:
+    """README text with `table` between its `<!-- results:begin ... -->` and `<!-- results:end -->` markers."""
+    begin, end = readme.find("<!-- results:begin"), readme.find("<!-- results:end -->")
+    if begin < 0 or end < 0:
+        raise ValueError("README.md has no <!-- results:begin --> / <!-- results:end --> markers")
+    head = readme[:readme.index("\n", begin) + 1]
+    return f"{head}{table}\n{readme[end:]}"
+
+
 def bleu_series(results: dict[str, dict], buckets) -> dict[str, dict[str, float]]:
     return {f: {bucket_label(b): m[f"test/bleu_len_{bucket_key(b)}"] for b in buckets
                 if f"test/bleu_len_{bucket_key(b)}" in m} for f, m in results.items()}

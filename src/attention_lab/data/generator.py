@@ -38,7 +38,7 @@ from attention_lab.data.korean import (
 MAX_DEPTH = 2  # relative clauses inside relative clauses, at most
 MAX_CLAUSES = 4  # coordinated main clauses
 MAX_WORDS = 60  # longest test sentences (an open-ended last bucket is capped here)
-P_PAST, P_TOPIC, P_PREDICATE = 0.35, 0.4, 0.12
+P_PAST, P_PREDICATE = 0.35, 0.12
 OPS = {"adj": 3, "very": 1, "rel": 4, "loc": 2, "com": 1, "adv": 2, "time": 1, "coord": 1, "clause": 2}
 ADJ_RANK = {a.en: i for i, a in enumerate(ADJECTIVES)}
 
@@ -85,7 +85,14 @@ class Clause:
     very: bool = False
     gap: str | None = None
     head: NP | None = None
-    topic: bool = False
+
+    @property
+    def topic(self) -> bool:
+        """A main clause's definite subject is the topic (은/는); new, indefinite ones and embedded subjects take 이/가.
+
+        Deciding it from the English article keeps the translation a function of the source (no coin flip).
+        """
+        return self.gap is None and self.subj is not None and self.subj.nps[0].det == "the"
 
 
 @cache
@@ -131,13 +138,13 @@ class Grower:
         rng = self.rng
         if gap is None and rng.random() < P_PREDICATE:
             adj = rng.choice(ADJECTIVES)
-            return Clause(depth, pred=adj, subj=self.slot(adj.kinds, depth), topic=rng.random() < P_TOPIC)
+            return Clause(depth, pred=adj, subj=self.slot(adj.kinds, depth))
         choices = verbs_for(head.noun.kind if gap == "subj" else None, head.noun if gap == "obj" else None) \
             if gap else verbs_for("person", None)
         if not choices:
             return None
         verb, frame = rng.choice(choices)
-        c = Clause(depth, verb=verb, frame=frame, gap=gap, head=head, topic=gap is None and rng.random() < P_TOPIC)
+        c = Clause(depth, verb=verb, frame=frame, gap=gap, head=head)
         if gap != "subj":
             c.subj = self.slot(verb.subjects, depth)
         if frame in ("tr", "ditr") and gap != "obj":

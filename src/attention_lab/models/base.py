@@ -6,13 +6,15 @@ exported is what was trained. Token ids: pad=0, bos=1, eos=2, unk=3; `tgt_in` st
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import torch
 from torch import Tensor, nn
 
 State = tuple[Tensor, ...]
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(nn.Module, ABC):
     """Encoder-decoder over one joint vocabulary; every state tensor is batch-first so beam search can index_select(0)."""
 
     has_attention: bool = True
@@ -21,17 +23,17 @@ class Seq2Seq(nn.Module):
         super().__init__()
         self.vocab_size, self.pad_id = vocab_size, pad_id
 
+    @abstractmethod
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S) ids, src_mask (B, S) True = real token -> memory (B, S', D)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def init_state(self, memory: Tensor, src_mask: Tensor) -> State:
         """The decoder state before the first step (bos): a tuple of (B, ...) tensors."""
-        raise NotImplementedError
 
+    @abstractmethod
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, src_mask: Tensor) -> tuple[Tensor, State, Tensor]:
         """prev (B,) ids -> (logits (B, V), new state, this step's cross-attention over the source (B, S))."""
-        raise NotImplementedError
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
         """Teacher forcing by looping decode_step: -> (logits (B, T, V), attention (B, T, S))."""
