@@ -2,6 +2,7 @@
 
 import shutil
 
+import lightning.pytorch as pl
 import mlflow
 import pytest
 
@@ -41,17 +42,24 @@ def test_same_seed_same_metrics_and_mlflow_run(prepared):
     assert "val/loss" in logged.data.metrics and "train_seconds" in logged.data.metrics
 
 
+class Crash(pl.Callback):
+    """Kills training at the end of the first epoch, after its checkpoint was written."""
+
+    def on_train_epoch_end(self, trainer, module):
+        raise RuntimeError("simulated crash")
+
+
 def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
     straight = run(2)
-    cfg = stage_config(["family=bahdanau"])
+    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2"])
     out = seed_dir(cfg, 0)
-    # an interrupted run: one epoch done, its work left in .partial/ as a crash would leave it
-    run(1)
-    partial = out.parent.parent / ".partial" / out.name
-    shutil.copytree(out, partial)
     shutil.rmtree(out)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train.train_one(cfg.copy(), 0, out, callbacks=(Crash(),))
+    partial = out.parent.parent / ".partial" / out.name
+    assert (partial / "last.ckpt").is_file() and not out.exists()  # nothing half-written in place
     resumed = run(2)
-    assert resumed["best_val_loss"] == pytest.approx(straight["best_val_loss"], abs=0, rel=0)
+    assert resumed["best_val_loss"] == straight["best_val_loss"]
     assert resumed["steps"] == straight["steps"]
     assert not partial.exists()
 

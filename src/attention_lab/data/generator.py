@@ -35,8 +35,8 @@ from attention_lab.data.korean import (
     particle,
 )
 
-MAX_DEPTH = 2  # relative clauses inside relative clauses, at most
-MAX_CLAUSES = 4  # coordinated main clauses
+MAX_DEPTH = 1  # relative clauses per noun phrase level: a relative clause holds no further relative clause
+MAX_CLAUSES = 5  # coordinated main clauses: long sentences grow mostly by coordination, as real ones do
 MAX_WORDS = 60  # longest test sentences (an open-ended last bucket is capped here)
 P_PAST, P_PREDICATE = 0.35, 0.12
 OPS = {"adj": 3, "very": 1, "rel": 4, "loc": 2, "com": 1, "adv": 2, "time": 1, "coord": 1, "clause": 2}

@@ -22,7 +22,7 @@ from attention_lab.tasks.translation import TranslationModule, count_parameters
 from attention_lab.tokenization import decode
 
 
-def train_one(cfg: DictConfig, seed: int, out: Path) -> dict:
+def train_one(cfg: DictConfig, seed: int, out: Path, callbacks: tuple[pl.Callback, ...] = ()) -> dict:
     """Train (or resume) one (family, seed) run into `out`; returns the training summary."""
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
@@ -53,7 +53,8 @@ def train_one(cfg: DictConfig, seed: int, out: Path) -> dict:
     trainer = pl.Trainer(**cfg.trainer, max_epochs=cfg.train.max_epochs,
                          max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
                          logger=logger, default_root_dir=partial,
-                         callbacks=[ckpt, EarlyStopping("val/loss", patience=cfg.train.patience), RichProgressBar()])
+                         callbacks=[ckpt, EarlyStopping("val/loss", patience=cfg.train.patience), RichProgressBar(),
+                                    *callbacks])
     trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
     if not (partial / "best.ckpt").is_file():  # stopped by the time budget before any validation
         trainer.save_checkpoint(partial / "best.ckpt")

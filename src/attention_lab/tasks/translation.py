@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import lightning.pytorch as pl
@@ -69,10 +70,18 @@ class TranslationModule(pl.LightningModule):
         self.log("val/bleu", BLEU().corpus_score(texts, [[r for _, r in self.val_refs]]).score, prog_bar=True)
 
     def configure_optimizers(self):
+        """Adam with linear warm-up, then cosine decay to 5% over the planned steps (max_epochs: deterministic)."""
         t = self.cfg.train
         opt = torch.optim.Adam(self.parameters(), lr=t.lr, weight_decay=t.weight_decay)
-        warmup = max(1, t.warmup_steps)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
+        warmup, total = max(1, t.warmup_steps), max(2, int(self.trainer.estimated_stepping_batches))
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            progress = min(1.0, (step - warmup) / max(1, total - warmup))
+            return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     # Exact resume: the global RNG (dropout) is saved with the checkpoint and restored on load.
