@@ -8,7 +8,7 @@ def test_params_and_profile_overlay(project):
     cfg = load_config(root=project, family="bahdanau")
     assert cfg.profile == "tiny" and cfg.family == "bahdanau"
     assert cfg.data.n_train == 600  # conf/profile/tiny.yaml wins over params.yaml
-    assert cfg.train.lr == 0.001  # conf/ default survives
+    assert cfg.train.clip == 1.0 and cfg.train.lr == 0.002  # conf/ default survives; params.yaml sets lr
     assert cfg.model._target_ == "attention_lab.models.RNNSearch"
     quick = load_config(root=ROOT)
     assert quick.data.n_train > cfg.data.n_train
@@ -41,7 +41,7 @@ def test_unknown_family_names_conf_model(project):
 
 def test_profile_data_sizes_ignored_for_files_and_length_mix_replaced(project):
     params = project / "params.yaml"
-    text = params.read_text().replace('    "41-60": 0.12\n', '    "41-60": 0.12\n    "1-5": 0.5\n')
+    text = params.read_text().replace("  length_mix:", '  length_mix:\n    "1-5": 0.5', 1)
     params.write_text(text)
     assert dict(load_config(root=project).data.length_mix)["1-5"] == 0.5
     params.write_text(text.replace("source: generated", "source: tsv\n  path: corpus.tsv").split("  seed: 1234")[0])

@@ -13,13 +13,7 @@ from attention_lab.decoding import beam_search, greedy, length_penalty, max_deco
 PAD, BOS, EOS = 0, 1, 2
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models: one intra-op thread, so OpenMP spin-waits do not stall when other processes share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def table_step(table: np.ndarray):

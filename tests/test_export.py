@@ -19,13 +19,7 @@ TINY = {
 }
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models: one intra-op thread, so OpenMP spin-waits do not stall when other processes share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_model(family: str, vocab_size: int = 50, seed: int = 0) -> torch.nn.Module:

@@ -23,13 +23,7 @@ PAIRS = [("the cat sat on the mat", "고양이가 매트 위에 앉았다"), ("a
 SENTENCES = ["the cat reads a book", "dogs sing"]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models: one intra-op thread, so OpenMP spin-waits do not stall when other processes share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -43,10 +43,11 @@ def test_same_seed_same_metrics_and_mlflow_run(prepared):
 
 
 class Crash(pl.Callback):
-    """Kills training at the end of the first epoch, after its checkpoint was written."""
+    """Kills training as the second epoch starts, after the first epoch's checkpoint was written."""
 
-    def on_train_epoch_end(self, trainer, module):
-        raise RuntimeError("simulated crash")
+    def on_train_epoch_start(self, trainer, module):
+        if trainer.current_epoch == 1:
+            raise RuntimeError("simulated crash")
 
 
 def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):

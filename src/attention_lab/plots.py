@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import koreanize_matplotlib  # noqa: F401  (registers NanumGothic so Hangul renders)
+import matplotlib.pyplot as plt  # headless: matplotlib falls back to Agg; in Jupyter: inline
+import numpy as np
 
-matplotlib.use("Agg")
-import koreanize_matplotlib  # noqa: E402,F401  (registers NanumGothic so Hangul renders)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from attention_lab.io import atomic_path  # noqa: E402
+from attention_lab.io import atomic_path
 
 
 def save(fig, path: str | Path) -> None:
