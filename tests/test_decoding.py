@@ -206,7 +206,6 @@ TINY = {
 
 
 def tiny_model(family: str, vocab_size: int = 40):
-    import torch
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 

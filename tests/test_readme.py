@@ -10,7 +10,7 @@ from tests.conftest import ROOT
 
 def test_readme_results_match_committed_metrics():
     readme = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- results:begin.*?-->\n(.*?)<!-- results:end -->", readme, re.S)
+    block = re.search(r"<!-- results:begin.*?-->\n(.*?)<!-- results:end -->", readme, re.DOTALL)
     assert block, "README.md lost its results markers"
     cfg = load_config(root=ROOT)
     families = read_params(ROOT)["families"]

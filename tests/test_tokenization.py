@@ -1,4 +1,14 @@
-from attention_lab.tokenization import BOS, EOS, PAD, UNK, decode, encode, load_tokenizer, train_tokenizer, word_ids
+from attention_lab.tokenization import (
+    BOS,
+    EOS,
+    PAD,
+    UNK,
+    decode,
+    encode,
+    load_tokenizer,
+    train_tokenizer,
+    word_ids,
+)
 
 TEXTS = ["the old man reads a book in the library", "노인이 도서관에서 책을 읽는다",
          "the boy who eats an apple goes to school", "사과를 먹는 소년이 학교에 간다"] * 20

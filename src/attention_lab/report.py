@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 from attention_lab.metrics import bucket_key, bucket_label
 
 
 def fmt(value, digits: int = 1) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float) and value != value:  # NaN
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "—"
     return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
 
@@ -55,9 +55,9 @@ def render(task: str, results: dict[str, dict], buckets, heatmaps: dict[str, lis
            *cfg_lines, "", results_table(results, buckets), "",
            f"BLEU: `{any_m.get('test/bleu_signature', '')}`  ",
            f"chrF: `{any_m.get('test/chrf_signature', '')}`  ",
-           "AER: teacher-forced attention on the reference, summed over source subwords and averaged over target "
-           "subwords per word, each target word aligned to its most-attended source word (Transformer: last decoder "
-           "layer, mean over heads). — = the family has no attention.", "",
+           ("AER: teacher-forced attention on the reference, summed over source subwords and averaged over target "
+            "subwords per word, each target word aligned to its most-attended source word (Transformer: last decoder "
+            "layer, mean over heads). — = the family has no attention."), "",
            "## BLEU by source length", "", f"![BLEU by source length]({task}/bleu_by_length.png)", ""]
     for family, paths in heatmaps.items():
         if paths:

@@ -17,9 +17,9 @@ def stage_config(argv: list[str], need_family: bool = True) -> DictConfig:
     return load_config([a for a in argv if not a.startswith("family=")], family=family)
 
 
-def seed_dir(cfg: DictConfig, seed: int) -> Path:
+def seed_dir(cfg: DictConfig, seed: int, family: str | None = None) -> Path:
     """models/<family>/checkpoints/seed<k>: best.ckpt, last.ckpt, train.json, run.json (MLflow run id)."""
-    return Path(cfg.root) / cfg.paths.models / cfg.family / "checkpoints" / f"seed{seed}"
+    return Path(cfg.root) / cfg.paths.models / (family or cfg.family) / "checkpoints" / f"seed{seed}"
 
 
 def onnx_dir(cfg: DictConfig) -> Path:

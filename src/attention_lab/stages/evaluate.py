@@ -37,7 +37,7 @@ def main(argv: list[str]) -> None:
         tmp_dir.mkdir()
         for seed in cfg.seeds:
             model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
-            scores, attentions, texts = evaluate(model, tok, rows, cfg)
+            scores, attentions = evaluate(model, tok, rows, cfg)
             per_seed[str(seed)] = scores
             print(f"{cfg.family} seed {seed}: " + ", ".join(
                 f"{k}={v:.2f}" for k, v in scores.items() if isinstance(v, float)))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.export import ExportError, export_and_check
 from attention_lab import tracking
+from attention_lab.export import ExportError, export_and_check
 from attention_lab.io import atomic_path, read_json
 from attention_lab.stages.common import onnx_dir, seed_dir, stage_config
 
