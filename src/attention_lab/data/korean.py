@@ -400,7 +400,6 @@ tired 피곤한 피곤하다 피곤했다
 young 젊은 젊다 젊었다
 """),
     *_adjectives(ANIMATE, """
-old 늙은 늙었다 늙었다
 happy 행복한 행복하다 행복했다
 sad 슬픈 슬프다 슬펐다
 smart 똑똑한 똑똑하다 똑똑했다
