@@ -33,7 +33,7 @@ def shared_data() -> Path:
 def copy_project(dest: Path, profile: str = "tiny") -> Path:
     """Copy what the pipeline needs (no data, models, .git) into `dest` and select `profile` in params.yaml."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("conf", "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore"):
+    for name in ("conf", "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore", ".gitignore"):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, dest / name)
     params = (dest / "params.yaml").read_text().replace("profile: quick", f"profile: {profile}", 1)

@@ -3,7 +3,14 @@
 import pytest
 import torch
 
-from attention_lab.attention import ATTENTIONS, MultiHeadAttention, build_attention, masked_softmax
+from attention_lab.attention import (
+    ATTENTIONS,
+    GLOBAL_SCORES,
+    LocalPredictive,
+    MultiHeadAttention,
+    build_attention,
+    masked_softmax,
+)
 
 B, S, D = 3, 5, 8
 
@@ -16,12 +23,12 @@ def source():
     return keys, mask
 
 
-@pytest.mark.parametrize("name", sorted(ATTENTIONS))
+@pytest.mark.parametrize("name", ["additive", "local_m", *sorted(GLOBAL_SCORES)])
 def test_single_query_weights_are_a_distribution_over_real_keys(name, source):
     keys, mask = source
     attention = build_attention(name, D, D, attn_dim=6)
     values = torch.randn(B, S, 4)
-    context, weights = attention(torch.randn(B, D), keys, values, mask)
+    context, weights = attention(torch.randn(B, D), keys, values, mask, position=torch.zeros(B))  # window covers all
     assert weights.shape == (B, S) and context.shape == (B, 4)
     torch.testing.assert_close(weights.sum(-1), torch.ones(B))
     assert (weights[~mask] == 0).all()  # exactly zero, not merely small
@@ -36,6 +43,76 @@ def test_additive_matches_bahdanau_formula(source):
     e = (e @ attention.v.weight.t()).squeeze(-1).t()  # (B, S): vᵀ tanh(W s + U h_j)
     _, weights = attention(query, keys, keys, mask)
     torch.testing.assert_close(weights, e.masked_fill(~mask, float("-inf")).softmax(-1))
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTIONS))
+def test_scores_have_gradients_for_every_parameter_and_input(name, source):
+    keys, mask = source
+    attention = build_attention(name, D, D, attn_dim=6)
+    query, keys = torch.randn(B, D, requires_grad=True), keys.clone().requires_grad_()
+    context, weights = attention(query, keys, keys, mask, position=torch.full((B,), 1.0))
+    assert context.shape == (B, D) and weights.shape == (B, S)
+    context.square().sum().backward()
+    assert query.grad.abs().sum() > 0 and keys.grad.abs().sum() > 0
+    for name_, p in attention.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name_
+
+
+def test_luong_scores_match_the_paper(source):
+    keys, _ = source
+    h_t = torch.randn(B, D)
+    dot = build_attention("dot", D, D).score(h_t, keys)
+    torch.testing.assert_close(dot, torch.einsum("bd,bsd->bs", h_t, keys))  # h_tᵀ h̄_s
+    general = build_attention("general", D, D)
+    torch.testing.assert_close(general.score(h_t, general.project_keys(keys)),
+                               torch.einsum("bd,de,bse->bs", h_t, general.W_a.weight, keys))  # h_tᵀ W_a h̄_s
+    concat = build_attention("concat", D, D, attn_dim=6)
+    W_a = torch.cat([concat.W.weight, concat.U.weight], 1)  # (6, 2D) acting on [h_t; h̄_s]
+    pairs = torch.cat([h_t.unsqueeze(1).expand(-1, S, -1), keys], -1)  # (B, S, 2D)
+    expected = (torch.tanh(pairs @ W_a.t()) @ concat.v.weight.t()).squeeze(-1)  # v_aᵀ tanh(W_a [h_t; h̄_s])
+    torch.testing.assert_close(concat.score(h_t, concat.project_keys(keys)), expected)
+
+
+def test_local_m_gives_zero_weight_outside_the_window():
+    torch.manual_seed(0)
+    keys, query = torch.randn(2, 30, D), torch.randn(2, D)
+    mask = torch.arange(30).unsqueeze(0) < torch.tensor([[30], [12]])
+    attention = build_attention("local_m", D, D, window=3)
+    _, weights = attention(query, keys, keys, mask, position=torch.tensor([10.0, 10.0]))
+    inside = (torch.arange(30) >= 7) & (torch.arange(30) <= 13)  # [p_t − D, p_t + D] with p_t = t = 10
+    assert (weights[:, ~inside] == 0).all() and (weights[:, inside] > 0).sum() == 7 + 5  # second: 7..11 real
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2))
+    _, beyond = attention(query, keys, keys, mask, position=torch.tensor([40.0, 40.0]))  # window past the end
+    assert torch.equal(beyond, torch.zeros(2, 30))
+
+
+def test_local_p_gaussian_factor_and_gradient_through_p_t():
+    torch.manual_seed(0)
+    keys, query = torch.randn(1, 20, D), torch.randn(1, D)
+    mask = torch.ones(1, 20, dtype=torch.bool)
+    attention = build_attention("local_p", D, D, window=4)
+    assert isinstance(attention, LocalPredictive) and attention.sigma == 2.0  # σ = D / 2
+    p_t = attention.aligned_position(query, torch.tensor([20.0]), torch.zeros(1))  # S · sigmoid(v_pᵀ tanh(W_p h_t))
+    expected_p = 20 * torch.sigmoid(attention.v_p(torch.tanh(attention.W_p(query)))).squeeze(-1)
+    torch.testing.assert_close(p_t, expected_p)
+    _, weights = attention(query, keys, keys, mask, position=torch.zeros(1))
+    s = torch.arange(20.0)
+    window = (s - p_t).abs() <= 4
+    align = masked_softmax(attention.score(query, attention.project_keys(keys)), window.unsqueeze(0))
+    torch.testing.assert_close(weights, align * torch.exp(-(s - p_t) ** 2 / (2 * 2.0 ** 2)))
+    assert (weights[0, ~window] == 0).all()
+    weights.sum().backward()  # the Gaussian carries a gradient to W_p and v_p through p_t
+    assert attention.v_p.weight.grad.abs().sum() > 0 and attention.W_p.weight.grad.abs().sum() > 0
+
+
+def test_local_attention_needs_the_position_and_a_known_score(source):
+    keys, mask = source
+    with pytest.raises(ValueError, match="position"):
+        build_attention("local_m", D, D)(torch.randn(B, D), keys, keys, mask)
+    with pytest.raises(ValueError, match="local attention score"):
+        build_attention("local_p", D, D, score="additive")
+    with pytest.raises(ValueError, match="window"):
+        build_attention("local_m", D, D, window=-1)
 
 
 def test_projected_keys_can_be_precomputed(source):

@@ -47,3 +47,26 @@ def test_profile_data_sizes_ignored_for_files_and_length_mix_replaced(project):
     params.write_text(text.replace("source: generated", "source: tsv\n  path: corpus.tsv").split("  seed: 1234")[0])
     cfg = load_config(root=project)
     assert cfg.data.source == "tsv" and "n_train" not in cfg.data
+
+
+def test_family_params_reach_only_their_family(project):
+    params = project / "params.yaml"
+    params.write_text(params.read_text().replace(
+        "luong_general: {model: {input_feeding: true,", "luong_general: {model: {input_feeding: false,", 1))
+    assert load_config(root=project, family="luong_general").model.input_feeding is False
+    assert load_config(root=project, family="luong_dot").model.input_feeding is True
+    assert "input_feeding" not in load_config(root=project, family="bahdanau").model
+
+
+def test_every_family_has_family_params_and_bad_ones_are_named(project):
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    assert set(params["family_params"]) == set(params["families"])  # dvc.yaml's train stage reads each entry
+    text = (project / "params.yaml").read_text()
+    (project / "params.yaml").write_text(text.replace("  transformer: {}", "  transformer: 3"))
+    with pytest.raises(ConfigError, match="family_params.transformer must be a mapping"):
+        load_config(root=project, family="transformer")
+    (project / "params.yaml").write_text(text.replace("  transformer: {}", "  transformer: {model: {dropot: 0.2}}"))
+    with pytest.raises(ConfigError, match="dropot"):
+        load_config(root=project, family="transformer")

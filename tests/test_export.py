@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from torch.export import Dim
 
-from attention_lab.export import check_parity, export_model
+from attention_lab.export import check_parity, export_model, onnx_friendly
+from attention_lab.models.lstm_seq2seq import PackedLSTM
 
 TINY = {
     "seq2seq_gru": {"emb_dim": 16, "hidden_dim": 24, "maxout_dim": 12},
     "bahdanau": {"emb_dim": 16, "enc_hidden_dim": 12, "dec_hidden_dim": 20, "attn_dim": 18, "maxout_dim": 14},
     "transformer": {"d_model": 16, "heads": 2, "enc_layers": 2, "dec_layers": 2, "d_ff": 32},
+    **{family: {"emb_dim": 16, "hidden_dim": 24, "layers": 2}
+       for family in ("seq2seq_lstm", "luong_dot", "luong_general", "luong_concat", "luong_local_m", "luong_local_p")},
 }
 
 
@@ -47,6 +53,49 @@ def test_export_parity(family, tmp_path):
     assert parity["greedy_identical"] and parity["beam_identical"] and parity["ok"]
     assert [c["batch"] for c in parity["cases"]] == [1, 2, 6]
     assert any(sum(c["greedy_lengths"]) > 0 for c in parity["cases"])
+
+
+class PackedLSTMGraph(torch.nn.Module):
+    """(x (B, S, 5), mask (B, S)) -> outputs (B, S, 7), h_n, c_n (2, B, 7) of a 2-layer PackedLSTM."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = PackedLSTM(5, 7, 2, batch_first=True)
+
+    def forward(self, x, mask):
+        outputs, (h, c) = self.rnn(x, mask.sum(1))
+        return outputs, h, c
+
+
+def test_packed_lstm_exports_as_lstm_with_sequence_lens(tmp_path):
+    """ONNX LSTM sequence_lens == packed sequences: zero outputs past each length, final state at each length."""
+    torch.manual_seed(0)
+    module = PackedLSTMGraph().eval()
+    lengths = torch.tensor([6, 3, 5, 2])
+    x, mask = torch.randn(4, 6, 5), torch.arange(6) < lengths[:, None]
+    path = tmp_path / "lstm.onnx"
+    with onnx_friendly(module) as table:
+        torch.onnx.export(module, (x, mask), str(path), dynamo=True, opset_version=20, input_names=["x", "mask"],
+                          output_names=["outputs", "h", "c"], custom_translation_table=table,
+                          dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO, 1: Dim.AUTO}), verbose=False)
+    assert "forward" not in vars(module.rnn)   # the patch is undone
+    graph = onnx.load(str(path)).graph
+    assert [n.op_type for n in graph.node].count("LSTM") == 2
+    assert all(len(n.input) >= 5 and n.input[4] for n in graph.node if n.op_type == "LSTM")   # sequence_lens wired
+    dims = {i.name: i.type.tensor_type.shape.dim for i in graph.input}
+    assert not [d for name in ("x", "mask") for d in dims[name][:2] if d.HasField("dim_value")]   # batch, length
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for lens in ([9, 1, 4], [3]):
+        lengths = torch.tensor(lens)
+        x, mask = torch.randn(len(lens), max(lens), 5), torch.arange(max(lens)) < lengths[:, None]
+        with torch.inference_mode():
+            expected = [t.numpy() for t in module(x, mask)]
+        got = session.run(None, {"x": x.numpy(), "mask": mask.numpy()})
+        for want, have in zip(expected, got):
+            assert want.shape == have.shape
+            np.testing.assert_allclose(have, want, atol=1e-5, rtol=0)
+        assert all(np.all(got[0][b, n:] == 0) for b, n in enumerate(lens))
 
 
 def test_parity_failure_is_reported(tmp_path):

@@ -16,11 +16,16 @@ from tests.conftest import copy_project
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-FAMILIES = ["seq2seq_gru", "bahdanau", "transformer"]
+FAMILIES = ["seq2seq_lstm", "seq2seq_gru", "bahdanau", "luong_dot", "luong_general", "luong_concat", "luong_local_m",
+            "luong_local_p", "transformer"]
+NO_ATTENTION = {"seq2seq_lstm", "seq2seq_gru"}
+GIT_ID = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "test",
+          "GIT_COMMITTER_EMAIL": "test@example.com"}
 
 
 def sh(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}"}
+    env = {**os.environ, **GIT_ID, "PATH": f"{BIN}:{os.environ['PATH']}",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}"}
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
         pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
@@ -31,8 +36,11 @@ def repro_project(dest: Path, params_edit=None) -> tuple[Path, float]:
     copy_project(dest)
     if params_edit:
         params_edit(dest / "params.yaml")
-    sh(["dvc", "init", "--no-scm", "-q"], dest)
+    sh(["git", "init", "-q"], dest)  # a git repository, so `dvc exp run` works as it does for users
+    sh(["dvc", "init", "-q"], dest)
     sh(["dvc", "config", "core.analytics", "false"], dest)
+    sh(["git", "add", "-A"], dest)
+    sh(["git", "commit", "-qm", "project"], dest)
     t0 = time.perf_counter()
     sh(["dvc", "repro"], dest)
     return dest, time.perf_counter() - t0
@@ -51,7 +59,7 @@ def test_outputs_report_and_metrics(tiny):
         assert f"| `{family}` |" in report
         m = json.loads((tiny / "metrics" / "translate" / f"{family}.json").read_text())
         assert 0.0 <= m["test/bleu"] <= 100.0 and "test/bleu_len_41_plus" in m
-        assert ("test/aer" in m) == (family != "seq2seq_gru")
+        assert ("test/aer" in m) == (family not in NO_ATTENTION)
         parity = json.loads((tiny / "models" / family / "onnx" / "parity.json").read_text())
         assert parity["greedy_identical"] is True
     assert (tiny / "reports" / "translate" / "bleu_by_length.png").stat().st_size > 1000
@@ -76,7 +84,7 @@ def test_mlflow_runs_hold_params_tags_plots_and_onnx(tiny):
     by_family = {r.data.tags.get("family"): r for r in runs if r.data.tags.get("kind") != "report"}
     assert set(FAMILIES) <= set(by_family)
     names = {frozenset(k for k in r.data.metrics if k.startswith("test/")) for f, r in by_family.items()
-             if f != "seq2seq_gru"}
+             if f not in NO_ATTENTION}
     assert len(names) == 1  # the same metric names across families with attention
     for family in FAMILIES:
         run = by_family[family]
@@ -110,11 +118,27 @@ def test_notebook_runs(tiny):
     assert images, "the walkthrough draws attention heatmaps"
 
 
+def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
+    """Last in this module: `dvc exp run` applies its results to the shared tiny workspace."""
+    sh(["git", "add", "-A"], tiny)
+    sh(["git", "commit", "-qm", "baseline results"], tiny)
+    log = sh(["dvc", "exp", "run", "-n", "no-feeding", "-S",
+              "family_params.luong_general.model.input_feeding=false"], tiny).stdout
+    ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
+    assert ran == {"train@luong_general", "evaluate@luong_general", "export@luong_general", "report"}
+    assert "luong_general.json:test/bleu" in sh(["dvc", "exp", "show", "--json"], tiny).stdout
+    sh(["attention-lab", "ablations"], tiny)
+    table = (tiny / "reports" / "ablations.md").read_text()
+    assert "| `luong_general` | model.input_feeding: True → False |" in table and "`no-feeding`" in table
+
+
 def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
     corpus = shared_data / "korean_english_tatoeba" / "kor.txt"
 
-    def use_tatoeba(params: Path) -> None:
+    def use_tatoeba(params: Path) -> None:  # a few families: this test is about the corpus, not the models
         text = params.read_text()
+        text = text[:text.index("families:")] + "families: [seq2seq_lstm, bahdanau, luong_local_p]\n" + \
+            text[text.index("seeds:"):]
         head, _, rest = text.partition("data:\n")
         tail = rest[rest.index("\ntokenize:"):]
         params.write_text(f"{head}data:\n  source: tsv\n  path: {corpus}\n  src_column: 0\n  tgt_column: 1\n{tail}")

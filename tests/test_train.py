@@ -1,5 +1,6 @@
-"""Training stage: seeded determinism, exact resume, non-finite loss, MLflow run contents."""
+"""Training stage: seeded determinism, exact resume, non-finite loss, MLflow run contents, scheduled sampling."""
 
+import math
 import shutil
 
 import lightning.pytorch as pl
@@ -9,6 +10,7 @@ import pytest
 from attention_lab.io import read_json
 from attention_lab.stages import prepare, tokenize, train
 from attention_lab.stages.common import seed_dir, stage_config
+from attention_lab.tasks.translation import teacher_forcing_ratio
 
 SMALL = ["model.emb_dim=16", "model.enc_hidden_dim=16", "model.dec_hidden_dim=32", "model.attn_dim=16",
          "model.maxout_dim=16", "data.n_train=200", "data.n_valid=30", "train.val_bleu_sentences=10",
@@ -22,9 +24,9 @@ def prepared(project):
     return project
 
 
-def run(epochs: int, *extra: str) -> dict:
-    train.main(["family=bahdanau", *SMALL, f"train.max_epochs={epochs}", *extra])
-    cfg = stage_config(["family=bahdanau"])
+def run(epochs: int, *extra: str, family: str = "bahdanau", small: tuple = tuple(SMALL)) -> dict:
+    train.main([f"family={family}", *small, f"train.max_epochs={epochs}", *extra])
+    cfg = stage_config([f"family={family}"])
     return read_json(seed_dir(cfg, 0) / "train.json")
 
 
@@ -70,3 +72,30 @@ def test_non_finite_loss_stops_with_clear_error(prepared):
         run(1, "train.lr=1e30", "train.clip=0", "train.warmup_steps=1")
     cfg = stage_config(["family=bahdanau"])
     assert not (seed_dir(cfg, 0) / "best.ckpt").exists()
+
+
+def test_teacher_forcing_schedules_follow_bengio_2015():
+    from omegaconf import OmegaConf
+
+    tf = OmegaConf.create({"schedule": "constant", "ratio": 0.8, "min_ratio": 0.5, "slope": 0.2, "k": 5.0})
+    assert [teacher_forcing_ratio(tf, i) for i in (0, 9)] == [0.8, 0.8]
+    tf.schedule = "linear"  # max(ε, k − c·i)
+    assert [round(teacher_forcing_ratio(tf, i), 6) for i in range(4)] == [0.8, 0.6, 0.5, 0.5]
+    tf.schedule = "inverse_sigmoid"  # k / (k + exp(i / k))
+    assert teacher_forcing_ratio(tf, 3) == pytest.approx(5 / (5 + math.exp(3 / 5)))
+    tf.schedule = "cosine"
+    with pytest.raises(ValueError, match="train.teacher_forcing.schedule.*constant, linear, inverse_sigmoid"):
+        teacher_forcing_ratio(tf, 0)
+
+
+def test_scheduled_sampling_trains_a_luong_model_and_logs_the_ratio_per_epoch(prepared):
+    small = ("model.emb_dim=16", "model.hidden_dim=16", "data.n_train=200", "data.n_valid=30",
+             "train.val_bleu_sentences=10", "train.batch_size=32", "train.max_minutes=5")
+    summary = run(2, "train.teacher_forcing.schedule=linear", "train.teacher_forcing.slope=0.25",
+                  family="luong_local_p", small=small)
+    assert summary["epochs"] == 2 and math.isfinite(summary["best_val_loss"])
+    cfg = stage_config(["family=luong_local_p"])
+    run_id = read_json(seed_dir(cfg, 0) / "run.json")["run_id"]
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    history = mlflow.MlflowClient().get_metric_history(run_id, "train/teacher_forcing")
+    assert [round(m.value, 6) for m in sorted(history, key=lambda m: m.step)] == [1.0, 0.75]

@@ -6,11 +6,14 @@ masked gets all-zero weights (never NaN).
 - `AdditiveAttention`  Bahdanau et al. 2015, eq. 6 / A.1.2: e_ij = vᵀ tanh(W s_{i-1} + U h_j)
 - `DotAttention`       Luong et al. 2015, eq. 8: score(h_t, h_s) = h_tᵀ h_s
 - `GeneralAttention`   Luong et al. 2015, eq. 8: score(h_t, h_s) = h_tᵀ W_a h_s
+- `ConcatAttention`    Luong et al. 2015, eq. 8: score(h_t, h_s) = v_aᵀ tanh(W_a [h_t; h_s])
+- `LocalMonotonic`     Luong et al. 2015, §3.2 local-m: a content score inside the window [t − D, t + D]
+- `LocalPredictive`    Luong et al. 2015, §3.2 local-p, eq. 9-10: p_t = S·sigmoid(v_pᵀ tanh(W_p h_t)), Gaussian around p_t
 - `MultiHeadAttention` Vaswani et al. 2017, eq. 1 and §3.2.2: softmax(QKᵀ/√d_k) V over h heads
 
-The single-query scorers share `Attention`: a new scorer (Luong concat, local-m, local-p) subclasses it, overrides
-`score` (and `forward` if it reshapes the weights) and registers itself in `ATTENTIONS`; callers only use
-`build_attention(name, ...)` and the forward signature, so they never change.
+The single-query scorers share `Attention`: a new scorer subclasses it, overrides `score` (and `forward` if it reshapes
+the weights) and registers itself in `ATTENTIONS`; callers only use `build_attention(name, ...)` and the forward
+signature, so they never change. `position` (B,) is the decoder step t; only local attention reads it.
 """
 
 from __future__ import annotations
@@ -44,24 +47,28 @@ class Attention(nn.Module, ABC):
 
     def forward(
         self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None,
-        projected_keys: Tensor | None = None,
+        projected_keys: Tensor | None = None, position: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         """context (B, Dv) = Σ_j α_j values_j with α = softmax(score) (Bahdanau eq. 5-6); returns (context, α (B, S))."""
         if projected_keys is None:
             projected_keys = self.project_keys(keys)
         weights = masked_softmax(self.score(query, projected_keys), mask)  # (B, S)
-        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (B, 1, S) @ (B, S, Dv) -> (B, Dv)
-        return context, weights
+        return _weighted_sum(weights, values), weights
+
+
+def _weighted_sum(weights: Tensor, values: Tensor) -> Tensor:
+    """(B, S) weights over (B, S, Dv) values -> (B, Dv)."""
+    return torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (B, 1, S) @ (B, S, Dv) -> (B, Dv)
 
 
 class AdditiveAttention(Attention):
     """Bahdanau et al. 2015, eq. 6 (A.1.2): e_ij = vᵀ tanh(W s_{i-1} + U h_j)."""
 
-    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None, bias: bool = True):
         super().__init__()
         attn_dim = attn_dim or query_dim
         self.W = nn.Linear(query_dim, attn_dim, bias=False)
-        self.U = nn.Linear(key_dim, attn_dim)
+        self.U = nn.Linear(key_dim, attn_dim, bias=bias)
         self.v = nn.Linear(attn_dim, 1, bias=False)
 
     def project_keys(self, keys: Tensor) -> Tensor:
@@ -98,18 +105,97 @@ class GeneralAttention(Attention):
         return self.W_a(keys)  # (B, S, Dq)
 
 
+class ConcatAttention(AdditiveAttention):
+    """Luong et al. 2015, eq. 8 (concat): v_aᵀ tanh(W_a [h_t; h̄_s]) = v_aᵀ tanh(W h_t + U h̄_s), W_a = [W U], no bias."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__(query_dim, key_dim, attn_dim, bias=False)
+
+
+class LocalAttention(Attention, ABC):
+    """Luong et al. 2015, §3.2: a content score (dot | general | concat) restricted to [p_t − D, p_t + D]."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None, window: int = 10,
+                 score: str = "general"):
+        super().__init__()
+        if window < 0:
+            raise ValueError(f"local attention window D must be >= 0, got {window}")
+        if score not in GLOBAL_SCORES:
+            raise ValueError(f"unknown local attention score '{score}'; choose one of {sorted(GLOBAL_SCORES)}")
+        self.window = window
+        self.content = GLOBAL_SCORES[score](query_dim, key_dim, attn_dim)
+
+    def project_keys(self, keys: Tensor) -> Tensor:
+        return self.content.project_keys(keys)
+
+    def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
+        return self.content.score(query, projected_keys)
+
+    @abstractmethod
+    def aligned_position(self, query: Tensor, lengths: Tensor, position: Tensor) -> Tensor:
+        """p_t (B,) float: the source position the window is centred on."""
+
+    def factor(self, distance: Tensor) -> Tensor:
+        """Multiplies the in-window softmax: 1 for local-m; a Gaussian for local-p."""
+        return torch.ones_like(distance)
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None,
+        projected_keys: Tensor | None = None, position: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """a_t(s) = align(h_t, h̄_s) · factor(s − p_t) over the window, zero outside it (eq. 7 and 10)."""
+        if position is None:
+            raise ValueError(f"{type(self).__name__} needs the decoder position t")
+        if projected_keys is None:
+            projected_keys = self.project_keys(keys)
+        B, S = keys.shape[:2]
+        mask = torch.ones(B, S, dtype=torch.bool, device=keys.device) if mask is None else mask
+        p_t = self.aligned_position(query, mask.sum(1).to(query.dtype), position.to(query.dtype))  # (B,)
+        distance = torch.arange(S, device=keys.device, dtype=query.dtype).unsqueeze(0) - p_t.unsqueeze(1)  # (B, S)
+        window = mask & (distance.abs() <= self.window)  # (B, S)
+        weights = masked_softmax(self.score(query, projected_keys), window) * self.factor(distance)  # (B, S)
+        return _weighted_sum(weights, values), weights
+
+
+class LocalMonotonic(LocalAttention):
+    """Luong et al. 2015, §3.2 local-m: p_t = t (source and target roughly monotonically aligned)."""
+
+    def aligned_position(self, query: Tensor, lengths: Tensor, position: Tensor) -> Tensor:
+        return position
+
+
+class LocalPredictive(LocalAttention):
+    """Luong et al. 2015, §3.2 local-p: p_t = S · sigmoid(v_pᵀ tanh(W_p h_t)) (eq. 9), factor exp(−(s − p_t)²/2σ²),
+    σ = D/2 (eq. 10); the Gaussian keeps the weights differentiable in p_t."""
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None, window: int = 10,
+                 score: str = "general"):
+        super().__init__(query_dim, key_dim, attn_dim, window, score)
+        self.W_p = nn.Linear(query_dim, attn_dim or query_dim, bias=False)
+        self.v_p = nn.Linear(attn_dim or query_dim, 1, bias=False)
+        self.sigma = max(window / 2, 0.5)
+
+    def aligned_position(self, query: Tensor, lengths: Tensor, position: Tensor) -> Tensor:
+        return lengths * torch.sigmoid(self.v_p(torch.tanh(self.W_p(query))).squeeze(-1))  # (B,) in [0, S]
+
+    def factor(self, distance: Tensor) -> Tensor:
+        return torch.exp(-distance.square() / (2 * self.sigma ** 2))
+
+
+GLOBAL_SCORES: dict[str, type[Attention]] = {"dot": DotAttention, "general": GeneralAttention, "concat": ConcatAttention}
 ATTENTIONS: dict[str, type[Attention]] = {
     "additive": AdditiveAttention,
-    "dot": DotAttention,
-    "general": GeneralAttention,
+    **GLOBAL_SCORES,
+    "local_m": LocalMonotonic,
+    "local_p": LocalPredictive,
 }
 
 
-def build_attention(name: str, query_dim: int, key_dim: int, attn_dim: int | None = None) -> Attention:
-    """The single-query attention registered under `name` (see ATTENTIONS)."""
+def build_attention(name: str, query_dim: int, key_dim: int, attn_dim: int | None = None, **options) -> Attention:
+    """The single-query attention registered under `name` (see ATTENTIONS); options: window, score (local only)."""
     if name not in ATTENTIONS:
         raise ValueError(f"unknown attention '{name}'; choose one of {sorted(ATTENTIONS)}")
-    return ATTENTIONS[name](query_dim, key_dim, attn_dim)
+    return ATTENTIONS[name](query_dim, key_dim, attn_dim, **options)
 
 
 class MultiHeadAttention(nn.Module):

@@ -91,6 +91,23 @@ def _readme(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ablations(args: argparse.Namespace) -> int:
+    """reports/ablations.md from the DVC experiments that changed a family's family_params."""
+    import dvc.api
+
+    from attention_lab.ablations import ablation_rows, render
+    from attention_lab.config import load_config, read_params
+    from attention_lab.io import write_text
+
+    root = Path.cwd()
+    cfg = load_config(root=root)
+    rows = ablation_rows(dvc.api.exp_show(), cfg.task.name, read_params(root)["families"])
+    out = root / cfg.paths.reports / "ablations.md"
+    write_text(out, render(rows, cfg.task.name))
+    print(f"wrote {out} ({len(rows)} ablation rows)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attention-lab", description="The attention timeline of NLP, reproduced.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -105,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_translate)
     r = sub.add_parser("readme", help="copy the results table of the last `dvc repro` into README.md")
     r.set_defaults(func=_readme)
+    a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S family_params...` runs")
+    a.set_defaults(func=_ablations)
     return parser
 
 

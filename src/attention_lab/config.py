@@ -30,10 +30,22 @@ def read_params(root: Path) -> dict:
     return params
 
 
+def family_params(params: dict, root: Path, family: str | None) -> dict:
+    """params.yaml `family_params.<family>`: overrides for one family only (its DVC stages alone depend on them)."""
+    if family is None:
+        return {}
+    own = (params.get("family_params") or {}).get(family, {})
+    if not isinstance(own, dict):
+        raise ConfigError(f"{root / PARAMS_FILE}: family_params.{family} must be a mapping (e.g. {{model: {{...}}}}), "
+                          f"got {own!r}")
+    return own
+
+
 def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None) -> DictConfig:
     """Compose conf/config.yaml, pick data source and model family, merge params.yaml and the profile overlay.
 
-    Precedence (later wins): conf/ defaults < params.yaml < conf/profile/<profile>.yaml < command-line overrides.
+    Precedence (later wins): conf/ defaults < params.yaml < params.yaml `family_params.<family>` <
+    conf/profile/<profile>.yaml < command-line overrides.
     """
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
@@ -50,7 +62,8 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
             cfg = compose("config", overrides=group_choices + [o for o in cli if o.split("=")[0] in ("data", "model")])
     except HydraException as err:  # e.g. a family or data source with no file in conf/
         raise ConfigError(f"{root / CONF_DIR}: {err}") from err
-    knobs = {k: v for k, v in params.items() if k not in ("families", "seeds", "profile")}
+    knobs = {k: v for k, v in params.items() if k not in ("families", "seeds", "profile", "family_params")}
+    own = family_params(params, root, family)
     overlay_path = root / CONF_DIR / "profile" / f"{profile}.yaml"
     if not overlay_path.is_file():
         raise ConfigError(f"{root / PARAMS_FILE}: profile '{profile}' has no file {overlay_path}")
@@ -64,7 +77,7 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
         if OmegaConf.select(knobs, parent) is not None:
             OmegaConf.select(knobs, parent).pop(leaf, None)
     try:
-        cfg = OmegaConf.merge(cfg, knobs, overlay, OmegaConf.from_dotlist(
+        cfg = OmegaConf.merge(cfg, knobs, own, overlay, OmegaConf.from_dotlist(
             [o for o in cli if o.split("=")[0] not in ("data", "model")]))
         for key, value in replaced.items():
             if value is not None:

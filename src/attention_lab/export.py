@@ -21,8 +21,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.export import Dim
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from attention_lab.decoding import beam_search, greedy, max_decode_len, pad_batch
+from attention_lab.models.lstm_seq2seq import PackedLSTM
 from attention_lab.search import torch_encode, torch_step
 from attention_lab.serving.translator import (
     DECODER_FILE,
@@ -66,31 +68,87 @@ def _opaque_gru_forward(self: nn.GRU, input: Tensor, hx: Tensor | None = None) -
                       self.bidirectional, self.batch_first)
 
 
+@torch.library.custom_op("attention_lab::packed_lstm", mutates_args=())
+def packed_lstm(input: Tensor, lengths: Tensor, h0: Tensor, c0: Tensor, params: list[Tensor],
+                num_layers: int) -> tuple[Tensor, Tensor, Tensor]:
+    """PackedLSTM.forward behind an opaque op: torch.export cannot trace pack_padded_sequence."""
+    packed = pack_padded_sequence(input, lengths.cpu(), batch_first=True, enforce_sorted=False)
+    order, undo = packed.sorted_indices, packed.unsorted_indices
+    data, h, c = torch._VF.lstm(packed.data, packed.batch_sizes, (h0[:, order], c0[:, order]), params,
+                                len(params) == 4 * num_layers, num_layers, 0.0, False, False)
+    out = pad_packed_sequence(PackedSequence(data, packed.batch_sizes, order, undo), batch_first=True,
+                              total_length=input.shape[1])[0]
+    return out, h[:, undo], c[:, undo]  # (B, S, H) zero past each length, (L, B, H) x 2 at each length
+
+
+@packed_lstm.register_fake
+def _(input, lengths, h0, c0, params, num_layers):
+    return input.new_empty(*input.shape[:2], h0.shape[2]), h0.new_empty(h0.shape), c0.new_empty(c0.shape)
+
+
+def _opaque_packed_lstm_forward(self: PackedLSTM, x: Tensor, lengths: Tensor,
+                                state: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    if state is None:
+        zeros = x.new_zeros(self.num_layers, x.shape[0], self.hidden_size)
+        state = (zeros, zeros)
+    out, h, c = packed_lstm(x, lengths, *state, list(self._flat_weights), self.num_layers)
+    return out, (h, c)
+
+
+def onnx_packed_lstm(input, lengths, h0, c0, params, num_layers: int):
+    """packed_lstm as one ONNX LSTM node per layer; sequence_lens stops each sequence at its own length."""
+    from onnxscript import INT32
+    from onnxscript import opset18 as op
+
+    hidden = h0.shape[2]
+    gates = [k * hidden + j for k in (0, 3, 1, 2) for j in range(hidden)]  # torch [i, f, g, o] -> ONNX [i, o, f, c]
+
+    def iofc(w):  # (4H, ...) rows regrouped in ONNX gate order; folded into the weights at export
+        return op.Gather(w, gates, axis=0)
+
+    x, seq_lens = op.Transpose(input, perm=[1, 0, 2]), op.Cast(lengths, to=INT32.dtype)  # (S, B, E), (B,) int32
+    per_layer, hs, cs = len(params) // num_layers, [], []
+    for layer in range(num_layers):
+        w = params[layer * per_layer:(layer + 1) * per_layer]  # W_ih (4H, E), W_hh (4H, H)[, b_ih, b_hh (4H,)]
+        bias = [op.Unsqueeze(op.Concat(iofc(w[2]), iofc(w[3]), axis=0), [0])] if per_layer == 4 else [None]
+        y, y_h, y_c = op.LSTM(x, op.Unsqueeze(iofc(w[0]), [0]), op.Unsqueeze(iofc(w[1]), [0]), *bias, seq_lens,
+                              op.Slice(h0, [layer], [layer + 1], axes=[0]), op.Slice(c0, [layer], [layer + 1], axes=[0]),
+                              hidden_size=hidden)  # (S, 1, B, H), (1, B, H) x 2
+        x = op.Squeeze(y, [1])  # (S, B, H)
+        hs.append(y_h)
+        cs.append(y_c)
+    return op.Transpose(x, perm=[1, 0, 2]), op.Concat(*hs, axis=0), op.Concat(*cs, axis=0)
+
+
 @contextlib.contextmanager
 def onnx_friendly(model: nn.Module) -> Iterator[dict]:
-    """Route every nn.GRU through opaque_gru (exported as one ONNX GRU node) while exporting."""
+    """Route nn.GRU through opaque_gru and PackedLSTM through packed_lstm (ONNX GRU / LSTM nodes) while exporting."""
     from onnxscript.function_libs.torch_lib.ops.core import aten_gru
 
     grus = [m for m in model.modules() if isinstance(m, nn.GRU)]
+    lstms = [m for m in model.modules() if isinstance(m, PackedLSTM)]
     for m in grus:
         m.forward = types.MethodType(_opaque_gru_forward, m)
+    for m in lstms:
+        m.forward = types.MethodType(_opaque_packed_lstm_forward, m)
     try:
-        yield {torch.ops.attention_lab.gru.default: aten_gru}
+        yield {torch.ops.attention_lab.gru.default: aten_gru,
+               torch.ops.attention_lab.packed_lstm.default: onnx_packed_lstm}
     finally:
-        for m in grus:
+        for m in grus + lstms:
             del m.forward
 
 
 class EncoderGraph(nn.Module):
-    """encode + init_state as one graph: (src, src_mask) -> (memory, *state)."""
+    """encode as one graph: (src, src_mask) -> (memory, *state)."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
 
     def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
-        memory = self.model.encode(src, src_mask)  # (B, S', D)
-        return (memory, *self.model.init_state(memory, src_mask))
+        memory, state = self.model.encode(src, src_mask)  # (B, S', D), decoder state before bos
+        return (memory, *state)
 
 
 class DecoderStepGraph(nn.Module):
@@ -120,8 +178,7 @@ def _example_inputs(model: nn.Module) -> tuple[tuple[Tensor, Tensor], tuple]:
     src, src_mask = (torch.from_numpy(a) for a in _random_src(EXAMPLE_LENGTHS, model.vocab_size, 0))
     gen = torch.Generator().manual_seed(0)
     with torch.inference_mode():
-        memory = model.encode(src, src_mask)
-        state = model.init_state(memory, src_mask)
+        memory, state = model.encode(src, src_mask)
         for _ in range(EXAMPLE_STEPS):
             prev = torch.randint(4, model.vocab_size, (len(EXAMPLE_LENGTHS),), generator=gen)
             _, state, _ = model.decode_step(prev, state, memory, src_mask)

@@ -25,11 +25,9 @@ def torch_step(model: torch.nn.Module) -> StepFn:
 
 
 def torch_encode(model: torch.nn.Module, src: np.ndarray, src_mask: np.ndarray) -> tuple[Arrays, Arrays]:
-    """Run encode + init_state; return (state, memory) as NumPy tuples ready for the search."""
+    """Run encode; return (state, memory) as NumPy tuples ready for the search."""
     with torch.inference_mode():
-        src_t, mask_t = torch.from_numpy(src), torch.from_numpy(src_mask)
-        memory = model.encode(src_t, mask_t)                   # (B, S', D)
-        state = model.init_state(memory, mask_t)
+        memory, state = model.encode(torch.from_numpy(src), torch.from_numpy(src_mask))  # (B, S', D), state
     return tuple(s.numpy() for s in state), (memory.numpy(), src_mask)
 
 

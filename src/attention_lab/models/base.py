@@ -1,4 +1,4 @@
-"""The contract every translation family keeps: encode, init_state, decode_step (and a teacher-forced forward).
+"""The contract every translation family keeps: encode, decode_step (and a teacher-forced forward).
 
 Training, greedy/beam search (torch or onnxruntime) and the ONNX decoder-step graph all drive these calls, so what is
 exported is what was trained. Token ids: pad=0, bos=1, eos=2, unk=3; `tgt_in` starts with bos.
@@ -24,12 +24,11 @@ class Seq2Seq(nn.Module, ABC):
         self.vocab_size, self.pad_id = vocab_size, pad_id
 
     @abstractmethod
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        """src (B, S) ids, src_mask (B, S) True = real token -> memory (B, S', D)."""
+    def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
+        """src (B, S) ids, src_mask (B, S) True = real token -> (memory (B, S', D), the decoder state before bos).
 
-    @abstractmethod
-    def init_state(self, memory: Tensor, src_mask: Tensor) -> State:
-        """The decoder state before the first step (bos): a tuple of (B, ...) tensors."""
+        The state is a tuple of (B, ...) tensors; the encoder produces it (e.g. its final LSTM states, Sutskever §2).
+        """
 
     @abstractmethod
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, src_mask: Tensor) -> tuple[Tensor, State, Tensor]:
@@ -37,11 +36,25 @@ class Seq2Seq(nn.Module, ABC):
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
         """Teacher forcing by looping decode_step: -> (logits (B, T, V), attention (B, T, S))."""
-        memory = self.encode(src, src_mask)
-        state = self.init_state(memory, src_mask)
+        memory, state = self.encode(src, src_mask)
         logits, attn = [], []
         for t in range(tgt_in.shape[1]):
             step_logits, state, step_attn = self.decode_step(tgt_in[:, t], state, memory, src_mask)
             logits.append(step_logits)
             attn.append(step_attn)
+        return torch.stack(logits, 1), torch.stack(attn, 1)
+
+    def sampled_forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, ratio: float) -> tuple[Tensor, Tensor]:
+        """Scheduled sampling (Bengio et al. 2015, §2.4): each next input is the gold token with probability `ratio`,
+        else a token sampled from the model's own output distribution (no gradient through the sample)."""
+        memory, state = self.encode(src, src_mask)
+        prev, logits, attn = tgt_in[:, 0], [], []
+        for t in range(tgt_in.shape[1]):
+            step_logits, state, step_attn = self.decode_step(prev, state, memory, src_mask)  # (B, V), .., (B, S)
+            logits.append(step_logits)
+            attn.append(step_attn)
+            if t + 1 < tgt_in.shape[1]:
+                sampled = torch.multinomial(step_logits.detach().softmax(-1), 1).squeeze(1)  # (B,)
+                gold = torch.rand(prev.shape, device=prev.device) < ratio  # (B,)
+                prev = torch.where(gold, tgt_in[:, t + 1], sampled)
         return torch.stack(logits, 1), torch.stack(attn, 1)

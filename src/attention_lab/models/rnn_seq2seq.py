@@ -76,15 +76,12 @@ class RNNEncoderDecoder(Seq2Seq):
         self.rnn = nn.GRU(emb_dim + hidden_dim, hidden_dim, batch_first=True)  # one step at a time in decode_step
         self.output = MaxoutOutput(hidden_dim + emb_dim + hidden_dim, maxout_dim, vocab_size, dropout)
 
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        """memory = c (B, 1, H): the encoder's hidden state after each sentence's true last token (Cho eq. 2-3)."""
+    def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
+        """memory = c (B, 1, H), the encoder's state after each sentence's true last token (Cho eq. 2-3); s_0 = tanh(V' c) (A.1.1)."""
         states = self.encoder(src, src_mask)  # (B, S, H)
         last = (src_mask.sum(1) - 1).view(-1, 1, 1).expand(-1, 1, states.shape[-1])  # (B, 1, H)
-        return states.gather(1, last)  # (B, 1, H)
-
-    def init_state(self, memory: Tensor, src_mask: Tensor) -> State:
-        """s_0 = tanh(V' c) (Cho 2014, A.1.1)."""
-        return (torch.tanh(self.init_proj(memory[:, 0])),)  # (B, H)
+        memory = states.gather(1, last)  # (B, 1, H)
+        return memory, (torch.tanh(self.init_proj(memory[:, 0])),)  # (B, 1, H), ((B, H),)
 
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, src_mask: Tensor) -> tuple[Tensor, State, Tensor]:
         """s_t = GRU(s_{t-1}, [E y_{t-1}; c]); p(y_t | y_<t, c) = g(s_t, y_{t-1}, c); attention is all zeros."""
@@ -97,10 +94,10 @@ class RNNEncoderDecoder(Seq2Seq):
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
         """Teacher forcing in one GRU call (the input never depends on the previous output): same as decode_step."""
-        memory = self.encode(src, src_mask)
+        memory, (s_0,) = self.encode(src, src_mask)
         c = memory.expand(-1, tgt_in.shape[1], -1)  # (B, T, H)
         e = self.drop(self.embed(tgt_in))  # (B, T, E)
-        s, _ = self.rnn(torch.cat([e, c], -1), self.init_state(memory, src_mask)[0].unsqueeze(0))  # (B, T, H)
+        s, _ = self.rnn(torch.cat([e, c], -1), s_0.unsqueeze(0))  # (B, T, H)
         logits = self.output(torch.cat([s, e, c], -1))  # (B, T, V)
         attn = torch.zeros(*tgt_in.shape, src.shape[1], dtype=logits.dtype, device=logits.device)
         return logits, attn
@@ -123,15 +120,12 @@ class RNNSearch(Seq2Seq):
         self.cell = nn.GRUCell(emb_dim + self.annotation_dim, dec_hidden_dim)
         self.output = MaxoutOutput(dec_hidden_dim + emb_dim + self.annotation_dim, maxout_dim, vocab_size, dropout)
 
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        """memory = [h_j; U h_j] (B, S, 2H + A): the annotations and their attention projection, computed once."""
+    def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
+        """memory = [h_j; U h_j] (B, S, 2H + A), the annotations and their attention projection computed once;
+        s_0 = tanh(W_s ←h_1) (Bahdanau A.2.2), from the backward state at the first source word."""
         annotations = self.encoder(src, src_mask)  # (B, S, 2H)
-        return torch.cat([annotations, self.attention.project_keys(annotations)], -1)
-
-    def init_state(self, memory: Tensor, src_mask: Tensor) -> State:
-        """s_0 = tanh(W_s ←h_1) (Bahdanau A.2.2): the backward state at the first source word."""
-        backward_first = memory[:, 0, self.enc_hidden_dim:self.annotation_dim]  # (B, H)
-        return (torch.tanh(self.init_proj(backward_first)),)  # (B, Hd)
+        s_0 = torch.tanh(self.init_proj(annotations[:, 0, self.enc_hidden_dim:]))  # (B, Hd)
+        return torch.cat([annotations, self.attention.project_keys(annotations)], -1), (s_0,)
 
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, src_mask: Tensor) -> tuple[Tensor, State, Tensor]:
         """c_i = Σ_j α_ij h_j (eq. 5-6), s_i = f(s_{i-1}, y_{i-1}, c_i) (eq. 4), p(y_i) = g(y_{i-1}, s_i, c_i) (eq. 4)."""
@@ -144,9 +138,8 @@ class RNNSearch(Seq2Seq):
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
         """decode_step's recurrence, with the deep output applied once to all steps (same result, much faster)."""
-        memory = self.encode(src, src_mask)
+        memory, (s,) = self.encode(src, src_mask)
         annotations, projected = memory[..., :self.annotation_dim], memory[..., self.annotation_dim:]
-        s = self.init_state(memory, src_mask)[0]
         e = self.drop(self.embed(tgt_in))  # (B, T, E)
         states, contexts, alphas = [], [], []
         for t in range(tgt_in.shape[1]):

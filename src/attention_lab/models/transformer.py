@@ -126,19 +126,17 @@ class Transformer(Seq2Seq):
             cross_ws.append(cross_w)
         return self._logits(x), self_ws, cross_ws
 
-    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
-        """memory (B, S, D): the encoder stack's output (§3.1)."""
-        return self._encode(src, src_mask, need_weights=False)[0]
+    def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
+        """memory (B, S, D), the encoder stack's output (§3.1); the state is one (B, 1, D) zero sentinel per decoder
+        layer: the self-attention caches before any target token."""
+        memory = self._encode(src, src_mask, need_weights=False)[0]
+        sentinel = memory.new_zeros(memory.shape[0], 1, self.d_model)
+        return memory, tuple(sentinel for _ in self.decoder)
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
         """Teacher-forced, all positions at once -> (logits (B, T, V), last-layer cross-attention mean over heads (B, T, S))."""
-        logits, _, cross_ws = self._decode(tgt_in, self.encode(src, src_mask), src_mask, all_weights=False)
+        logits, _, cross_ws = self._decode(tgt_in, self.encode(src, src_mask)[0], src_mask, all_weights=False)
         return logits, cross_ws[-1].mean(1)
-
-    def init_state(self, memory: Tensor, src_mask: Tensor) -> State:
-        """One (B, 1, D) zero sentinel per decoder layer: the caches before any target token."""
-        sentinel = memory.new_zeros(memory.shape[0], 1, self.d_model)
-        return tuple(sentinel for _ in self.decoder)
 
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, src_mask: Tensor) -> tuple[Tensor, State, Tensor]:
         """Feed prev at position t = state[0].shape[1] - 1 -> (logits (B, V), caches (B, 2 + t, D), cross-attention (B, S))."""

@@ -38,7 +38,7 @@ def main(argv: list[str]) -> dict:
     for path, stage in ((ckpt, f"train@{cfg.family}"), (tokenizer, "tokenize")):
         if not path.is_file():
             raise SystemExit(f"export@{cfg.family}: {path} not found (run the {stage} stage first)")
-    from attention_lab.tasks.translation import load_model
+    from attention_lab.checkpoints import load_model
 
     model, _ = load_model(ckpt)
     e = cfg.evaluate

@@ -30,8 +30,13 @@ def main(argv: list[str]) -> None:
             for png in sorted((root / cfg.paths.plots / f).glob("attention_*.png")):
                 shutil.copy(png, assets / f"{f}_{png.name}")
                 heatmaps[f].append(f"{task}/{f}_{png.name}")
+    t = cfg.train
     cfg_lines = [(f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}, "
-                  f"beam {cfg.evaluate.beam}, length penalty {cfg.evaluate.len_penalty}.")]
+                  f"beam {cfg.evaluate.beam}, length penalty {cfg.evaluate.len_penalty}. "
+                  f"Every family trains for {t.max_epochs} epochs (batch {t.batch_size}, Adam lr {t.lr}, "
+                  f"{t.warmup_steps} warm-up steps then cosine decay); families are listed in timeline order. "
+                  "Ablations of one family's switches: `attention-lab ablations` writes [ablations.md](ablations.md) "
+                  "from `dvc exp run` experiments.")]
     write_text(reports / f"{task}.md", render(task, results, cfg.task.buckets, heatmaps, cfg_lines))
     write_json(root / cfg.paths.metrics / "summary.json",
                {task: {f: {k: v for k, v in m.items() if k.startswith(("test/", "train/")) and not isinstance(v, str)}

@@ -15,10 +15,11 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProg
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import tracking
+from attention_lab.checkpoints import count_parameters
 from attention_lab.data.datamodule import TranslationDataModule
 from attention_lab.io import read_json, write_json, write_text
 from attention_lab.stages.common import seed_dir, stage_config
-from attention_lab.tasks.translation import TranslationModule, count_parameters
+from attention_lab.tasks.translation import TranslationModule
 from attention_lab.tokenization import decode
 
 

@@ -9,9 +9,23 @@ import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from attention_lab.tokenization import PAD
+
+SCHEDULES = ("constant", "linear", "inverse_sigmoid")
+
+
+def teacher_forcing_ratio(tf, epoch: int) -> float:
+    """ε_i, the chance of feeding the gold token at epoch i (Bengio et al. 2015, §2.4): constant ε_i = ratio,
+    linear ε_i = max(min_ratio, ratio − slope·i), inverse sigmoid ε_i = k / (k + exp(i / k))."""
+    if tf.schedule == "constant":
+        return float(tf.ratio)
+    if tf.schedule == "linear":
+        return max(float(tf.min_ratio), float(tf.ratio) - float(tf.slope) * epoch)
+    if tf.schedule == "inverse_sigmoid":
+        return float(tf.k) / (float(tf.k) + math.exp(epoch / float(tf.k)))
+    raise ValueError(f"train.teacher_forcing.schedule: expected one of {', '.join(SCHEDULES)}, got {tf.schedule!r}")
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -26,27 +40,33 @@ class TranslationModule(pl.LightningModule):
         self.save_hyperparameters(logger=False)  # the stage logs the flattened config once per run
         self.cfg = OmegaConf.create(cfg)
         self.model = instantiate(self.cfg.model, vocab_size=vocab_size, pad_id=PAD)
+        self.teacher_forcing = teacher_forcing_ratio(self.cfg.train.teacher_forcing, 0)  # validates the schedule
         self.val_refs: list[tuple[list[int], str]] = []  # (src ids, reference) for val/bleu, set by the stage
         self.detokenize = None
         self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None
 
-    def loss(self, batch: dict) -> tuple[torch.Tensor, int]:
-        logits, _ = self.model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, V)
+    def loss(self, batch: dict, teacher_forcing: float = 1.0) -> tuple[torch.Tensor, int]:
+        if teacher_forcing < 1.0:
+            logits, _ = self.model.sampled_forward(batch["src"], batch["src_mask"], batch["tgt_in"], teacher_forcing)
+        else:
+            logits, _ = self.model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, V)
         n_tokens = int((batch["tgt_out"] != PAD).sum())
         loss = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=PAD,
                                label_smoothing=self.cfg.train.label_smoothing)
         return loss, n_tokens
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss, n_tokens = self.loss(batch)
+        loss, n_tokens = self.loss(batch, self.teacher_forcing)
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch}, "
                                      f"step {self.global_step}; lower train.lr or raise train.clip")
         self.tokens_seen += n_tokens
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0])
+        self.log("train/teacher_forcing", self.teacher_forcing, on_step=False, on_epoch=True, batch_size=1)
         return loss
 
     def on_train_epoch_start(self) -> None:
+        self.teacher_forcing = teacher_forcing_ratio(self.cfg.train.teacher_forcing, self.current_epoch)
         self._t0 = time.perf_counter()
 
     def on_train_epoch_end(self) -> None:
@@ -94,14 +114,3 @@ class TranslationModule(pl.LightningModule):
             torch.set_rng_state(checkpoint["torch_rng_state"])
         self.tokens_seen = checkpoint.get("tokens_seen", 0)
         self.train_seconds = checkpoint.get("train_seconds", 0.0)
-
-
-def load_model(ckpt_path) -> tuple[torch.nn.Module, DictConfig]:
-    """The trained Seq2Seq model (eval mode, CPU) and the resolved config it was trained with."""
-    module = TranslationModule.load_from_checkpoint(str(ckpt_path), map_location="cpu")
-    module.eval()
-    return module.model, module.cfg
-
-
-def count_parameters(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)

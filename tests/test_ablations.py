@@ -1,0 +1,31 @@
+"""ablations.py: the ablation table from `dvc exp show` rows (the real `dvc exp run` is in test_pipeline.py)."""
+
+from attention_lab.ablations import ablation_rows, render
+
+
+def exp_row(typ: str, rev: str, feeding: bool, bleu: float, name: str | None = None, state=None) -> dict:
+    return {"Experiment": name, "rev": rev, "typ": typ, "State": state,
+            "family_params.luong_general.model.input_feeding": feeding,
+            "family_params.bahdanau.train.teacher_forcing.schedule": "constant",
+            "metrics/translate/luong_general.json:test/bleu": bleu,
+            "metrics/translate/luong_general.json:test/bleu_len_41_plus": bleu - 5,
+            "metrics/translate/luong_general.json:test/aer": 0.3,
+            "metrics/translate/bahdanau.json:test/bleu": 90.0}
+
+
+def test_rows_name_the_changed_switch_and_both_metrics():
+    rows = ablation_rows([exp_row("baseline", "workspace", True, 1.0), exp_row("baseline", "main", True, 80.0),
+                          exp_row("branch_base", "abc123", False, 70.0, name="no-feeding"),
+                          exp_row("branch_base", "def456", False, 1.0, name="queued", state="Queued")],
+                         "translate", ["bahdanau", "luong_general"])
+    assert len(rows) == 1  # bahdanau unchanged; the queued experiment has no results yet
+    row = rows[0]
+    assert row["family"] == "luong_general" and row["experiment"] == "no-feeding"
+    assert row["changes"] == ["model.input_feeding: True → False"]
+    assert row["BLEU"] == (80.0, 70.0) and row["BLEU 41+"] == (75.0, 65.0)
+    text = render(rows, "translate")
+    assert "| `luong_general` | model.input_feeding: True → False | 80.0 → 70.0 | 75.0 → 65.0 | 0.300 → 0.300 |" in text
+
+
+def test_no_experiments_says_how_to_run_them():
+    assert "No finished experiments" in render(ablation_rows([], "translate", ["bahdanau"]), "translate")
