@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from attention_lab import metrics
-from attention_lab.data.datamodule import collate
+from attention_lab.data.batching import collate
 from attention_lab.search import translate_batch
 from attention_lab.tokenization import decode, word_ids
 

@@ -5,61 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning.pytorch as pl
-import torch
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import DataLoader
 
-from attention_lab.io import read_jsonl
-from attention_lab.tokenization import BOS, EOS, PAD, encode, load_tokenizer
-
-
-class BucketBatchSampler(Sampler[list[int]]):
-    """Batches of similar source length; order reshuffled each epoch from (seed, epoch), so resuming is exact."""
-
-    def __init__(self, lengths: list[int], batch_size: int, shuffle: bool, seed: int):
-        self.lengths, self.batch_size, self.shuffle, self.seed, self.epoch = lengths, batch_size, shuffle, seed, 0
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __iter__(self):
-        g = torch.Generator().manual_seed(self.seed * 1000 + self.epoch)
-        n = len(self.lengths)
-        order = torch.randperm(n, generator=g).tolist() if self.shuffle else list(range(n))
-        chunk = self.batch_size * 50  # sort within large chunks: batches of similar length, still shuffled
-        batches = []
-        for i in range(0, n, chunk):
-            part = sorted(order[i:i + chunk], key=self.lengths.__getitem__)
-            batches += [part[j:j + self.batch_size] for j in range(0, len(part), self.batch_size)]
-        if self.shuffle:
-            batches = [batches[k] for k in torch.randperm(len(batches), generator=g).tolist()]
-        return iter(batches)
-
-    def __len__(self) -> int:
-        return (len(self.lengths) + self.batch_size - 1) // self.batch_size
-
-
-def collate(rows: list[dict]) -> dict[str, torch.Tensor]:
-    """Pad to the batch maximum: src (B,S), src_mask (B,S), tgt_in (B,T) = <s> y, tgt_out (B,T) = y </s>."""
-    S = max(len(r["src_ids"]) for r in rows)
-    T = max(len(r["tgt_ids"]) for r in rows) + 1
-    src = torch.full((len(rows), S), PAD, dtype=torch.long)
-    tgt_in = torch.full((len(rows), T), PAD, dtype=torch.long)
-    tgt_out = torch.full((len(rows), T), PAD, dtype=torch.long)
-    for b, r in enumerate(rows):
-        src[b, :len(r["src_ids"])] = torch.tensor(r["src_ids"])
-        tgt_in[b, :len(r["tgt_ids"]) + 1] = torch.tensor([BOS, *r["tgt_ids"]])
-        tgt_out[b, :len(r["tgt_ids"]) + 1] = torch.tensor([*r["tgt_ids"], EOS])
-    return {"src": src, "src_mask": src != PAD, "tgt_in": tgt_in, "tgt_out": tgt_out,
-            "index": torch.tensor([r["index"] for r in rows])}
-
-
-def load_split(prepared: Path, split: str, tok) -> list[dict]:
-    """Rows of a prepared split with their token ids (empty sides dropped by the tokenizer are kept as errors)."""
-    rows = read_jsonl(prepared / f"{split}.jsonl")
-    src_ids, tgt_ids = encode(tok, [r["src"] for r in rows]), encode(tok, [r["tgt"] for r in rows])
-    for i, (r, s, t) in enumerate(zip(rows, src_ids, tgt_ids)):
-        r.update(src_ids=s, tgt_ids=t, index=i)
-    return rows
+from attention_lab.data.batching import BucketBatchSampler, collate, load_split
+from attention_lab.tokenization import load_tokenizer
 
 
 class TranslationDataModule(pl.LightningDataModule):

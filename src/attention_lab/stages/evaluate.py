@@ -10,7 +10,7 @@ import mlflow
 
 from attention_lab import plots, tracking
 from attention_lab.checkpoints import load_model
-from attention_lab.data.datamodule import load_split
+from attention_lab.data.batching import load_split
 from attention_lab.evaluation import evaluate
 from attention_lab.io import atomic_path, read_json, write_json
 from attention_lab.metrics import bucket_of
