@@ -242,3 +242,20 @@ def test_onnx_round_trip(family, tmp_path):
             np.testing.assert_allclose(attn, torch_attn.numpy(), atol=1e-4)
             for ours, theirs in zip(state, torch_state):
                 np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-4)
+
+
+@pytest.mark.parametrize("cls", [LSTMEncoderDecoder, LuongNMT])
+def test_lstm_families_learn_to_copy_through_the_encoder(cls):
+    """The source reaches the decoder (Sutskever: only through the final (h, c)): a copy task is learned."""
+    torch.manual_seed(0)
+    model = cls(V, emb_dim=16, hidden_dim=48, layers=2, dropout=0.0).train()
+    src, src_mask = batch([6] * 32, generator_seed=2)
+    tgt = torch.cat([torch.ones(32, 1, dtype=torch.long), src, torch.full((32, 1), 2)], 1)  # bos x eos
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(200):
+        logits, _ = model(src, src_mask, tgt[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.5  # a decoder that ignores the source cannot beat log(19) ≈ 2.9 on random tokens
