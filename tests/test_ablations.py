@@ -29,3 +29,11 @@ def test_rows_name_the_changed_switch_and_both_metrics():
 
 def test_no_experiments_says_how_to_run_them():
     assert "No finished experiments" in render(ablation_rows([], "translate", ["bahdanau"]), "translate")
+
+
+def test_command_outside_a_git_repository_says_so(project, capsys):
+    from attention_lab.cli import main
+
+    assert main(["ablations"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot list DVC experiments" in err and not (project / "reports" / "ablations.md").exists()

@@ -94,6 +94,7 @@ def _readme(args: argparse.Namespace) -> int:
 def _ablations(args: argparse.Namespace) -> int:
     """reports/ablations.md from the DVC experiments that changed a family's family_params."""
     import dvc.api
+    from dvc.exceptions import DvcException
 
     from attention_lab.ablations import ablation_rows, render
     from attention_lab.config import load_config, read_params
@@ -101,7 +102,11 @@ def _ablations(args: argparse.Namespace) -> int:
 
     root = Path.cwd()
     cfg = load_config(root=root)
-    rows = ablation_rows(dvc.api.exp_show(), cfg.task.name, read_params(root)["families"])
+    try:
+        experiments = dvc.api.exp_show()
+    except DvcException as err:  # no git repository, no DVC project here, ...
+        raise ValueError(f"cannot list DVC experiments in {root}: {err} (run it in the project's git checkout)") from err
+    rows = ablation_rows(experiments, cfg.task.name, read_params(root)["families"])
     out = root / cfg.paths.reports / "ablations.md"
     write_text(out, render(rows, cfg.task.name))
     print(f"wrote {out} ({len(rows)} ablation rows)")
