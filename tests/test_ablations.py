@@ -5,8 +5,8 @@ from attention_lab.ablations import ablation_rows, render
 
 def exp_row(typ: str, rev: str, feeding: bool, bleu: float, name: str | None = None, state=None) -> dict:
     return {"Experiment": name, "rev": rev, "typ": typ, "State": state,
-            "family_params.luong_general.model.input_feeding": feeding,
-            "family_params.bahdanau.train.teacher_forcing.schedule": "constant",
+            "translate.family_params.luong_general.model.input_feeding": feeding,
+            "translate.family_params.bahdanau.train.teacher_forcing.schedule": "constant",
             "metrics/translate/luong_general.json:test/bleu": bleu,
             "metrics/translate/luong_general.json:test/bleu_len_41_plus": bleu - 5,
             "metrics/translate/luong_general.json:test/aer": 0.3,
@@ -23,12 +23,13 @@ def test_rows_name_the_changed_switch_and_both_metrics():
     assert row["family"] == "luong_general" and row["experiment"] == "no-feeding"
     assert row["changes"] == ["model.input_feeding: True → False"]
     assert row["BLEU"] == (80.0, 70.0) and row["BLEU 41+"] == (75.0, 65.0)
-    text = render(rows, "translate")
+    text = render({"translate": rows, "classify": []})
     assert "| `luong_general` | model.input_feeding: True → False | 80.0 → 70.0 | 75.0 → 65.0 | 0.300 → 0.300 |" in text
 
 
 def test_no_experiments_says_how_to_run_them():
-    assert "No finished experiments" in render(ablation_rows([], "translate", ["bahdanau"]), "translate")
+    text = render({"translate": ablation_rows([], "translate", ["bahdanau"])})
+    assert "No finished experiments change `translate.family_params`" in text
 
 
 def test_command_outside_a_git_repository_says_so(project, capsys):

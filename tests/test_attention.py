@@ -8,6 +8,8 @@ from attention_lab.attention import (
     GLOBAL_SCORES,
     LocalPredictive,
     MultiHeadAttention,
+    SelfAttentivePooling,
+    attention_penalty,
     build_attention,
     masked_softmax,
 )
@@ -168,3 +170,48 @@ def test_sdpa_fast_path_equals_explicit_path(source):
         explicit, weights = mha(keys, keys, keys, m, need_weights=True)
         assert none is None and weights.shape == (B, 4, S, S)
         torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
+
+
+def test_self_attentive_pooling_matches_lin_et_al(source):
+    keys, mask = source
+    pool = SelfAttentivePooling(D, 6, hops=3, bias=False)
+    pooled, weights = pool(keys, mask)
+    assert pooled.shape == (B, 3, D) and weights.shape == (B, 3, S)
+    scores = pool.W_s2.weight @ torch.tanh(pool.W_s1.weight @ keys.transpose(1, 2))  # W_s2 tanh(W_s1 Hᵀ): (B, r, S)
+    torch.testing.assert_close(weights, scores.masked_fill(~mask.unsqueeze(1), float("-inf")).softmax(-1))  # eq. 6
+    torch.testing.assert_close(pooled, weights @ keys)  # M = A H
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, 3))
+    assert (weights.masked_fill(mask.unsqueeze(1), 0) == 0).all()  # padded positions: exactly zero, every hop
+
+
+def test_one_hop_pooling_with_bias_is_yang_et_al_word_attention(source):
+    keys, mask = source
+    pool = SelfAttentivePooling(D, 6, hops=1, bias=True)
+    u = torch.tanh(keys @ pool.W_s1.weight.t() + pool.W_s1.bias)  # u_it = tanh(W_w h_it + b_w): (B, S, 6)
+    alpha = (u @ pool.W_s2.weight[0]).masked_fill(~mask, float("-inf")).softmax(-1)  # softmax(u_itᵀ u_w): (B, S)
+    pooled, weights = pool(keys, mask)
+    torch.testing.assert_close(weights[:, 0], alpha)
+    torch.testing.assert_close(pooled[:, 0], torch.einsum("bs,bsd->bd", alpha, keys))  # s_i = Σ_t α_it h_it
+
+
+def test_self_attentive_pooling_fully_masked_rows_and_gradients(source):
+    keys, mask = source
+    pool = SelfAttentivePooling(D, 6, hops=2)
+    mask = mask.clone()
+    mask[2] = False  # an empty sequence (e.g. a padded sentence)
+    keys = keys.clone().requires_grad_()
+    pooled, weights = pool(keys, mask)
+    assert torch.equal(weights[2], torch.zeros(2, S)) and torch.equal(pooled[2], torch.zeros(2, D))
+    (pooled.square().sum() + attention_penalty(weights).sum()).backward()
+    assert not keys.grad.isnan().any() and keys.grad[:2].abs().sum() > 0
+    for name, p in pool.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+
+
+def test_attention_penalty_by_hand():
+    one_hot = torch.eye(4)[[0, 2, 3]].unsqueeze(0)  # 3 hops on disjoint single positions: A Aᵀ = I
+    assert torch.equal(attention_penalty(one_hot), torch.zeros(1))
+    same = torch.tensor([[[0.5, 0.5, 0.0], [0.5, 0.5, 0.0]]])  # A Aᵀ − I = [[-.5, .5], [.5, -.5]]
+    spread = torch.tensor([[[1.0, 0.0, 0.0], [0.2, 0.3, 0.5]]])  # A Aᵀ − I = [[0, .2], [.2, .38 − 1]]
+    penalty = attention_penalty(torch.cat([same, spread]))
+    torch.testing.assert_close(penalty, torch.tensor([1.0, 2 * 0.2 ** 2 + 0.62 ** 2]))

@@ -21,8 +21,12 @@ def test_cli_overrides_win(project):
 
 def test_unknown_key_in_params_names_the_file(project):
     params = project / "params.yaml"
-    params.write_text(params.read_text() + "\ntrain:\n  learning_rat: 0.1\n")
+    text = params.read_text()
+    params.write_text(text.replace("  train:\n", "  train:\n    learning_rat: 0.1\n", 1))
     with pytest.raises(ConfigError, match="params.yaml.*learning_rat"):
+        load_config(root=project)
+    params.write_text(text + "\ntrain:\n  lr: 0.1\n")  # the pre-task layout: refused, not silently ignored
+    with pytest.raises(ConfigError, match="unknown top-level key.*'train'"):
         load_config(root=project)
 
 
@@ -40,11 +44,15 @@ def test_unknown_family_names_conf_model(project):
 
 
 def test_profile_data_sizes_ignored_for_files_and_length_mix_replaced(project):
+    import yaml
+
     params = project / "params.yaml"
-    text = params.read_text().replace("  length_mix:", '  length_mix:\n    "1-5": 0.5', 1)
-    params.write_text(text)
-    assert dict(load_config(root=project).data.length_mix)["1-5"] == 0.5
-    params.write_text(text.replace("source: generated", "source: tsv\n  path: corpus.tsv").split("  seed: 1234")[0])
+    p = yaml.safe_load(params.read_text())
+    p["translate"]["data"]["length_mix"] = {"1-5": 0.5, "6-60": 0.5}
+    params.write_text(yaml.safe_dump(p))
+    assert dict(load_config(root=project).data.length_mix) == {"1-5": 0.5, "6-60": 0.5}
+    p["translate"]["data"] = {"source": "tsv", "path": "corpus.tsv"}
+    params.write_text(yaml.safe_dump(p))
     cfg = load_config(root=project)
     assert cfg.data.source == "tsv" and "n_train" not in cfg.data
 
@@ -62,7 +70,8 @@ def test_every_family_has_family_params_and_bad_ones_are_named(project):
     import yaml
 
     params = yaml.safe_load((project / "params.yaml").read_text())
-    assert set(params["family_params"]) == set(params["families"])  # dvc.yaml's train stage reads each entry
+    for task in params["tasks"]:  # dvc.yaml's train stages read each entry
+        assert set(params[task]["family_params"]) == set(params[task]["families"])
     text = (project / "params.yaml").read_text()
     (project / "params.yaml").write_text(text.replace("  transformer: {}", "  transformer: 3"))
     with pytest.raises(ConfigError, match="family_params.transformer must be a mapping"):

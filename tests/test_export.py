@@ -131,5 +131,5 @@ def test_export_stage_end_to_end(project):
 def test_export_stage_needs_a_checkpoint(project):
     from attention_lab.stages import export
 
-    with pytest.raises(SystemExit, match="train@bahdanau"):
+    with pytest.raises(SystemExit, match="train_translate@bahdanau"):
         export.main(["family=bahdanau"])

@@ -19,6 +19,8 @@ BIN = Path(sys.executable).parent
 FAMILIES = ["seq2seq_lstm", "seq2seq_gru", "bahdanau", "luong_dot", "luong_general", "luong_concat", "luong_local_m",
             "luong_local_p", "transformer"]
 NO_ATTENTION = {"seq2seq_lstm", "seq2seq_gru"}
+CLASSIFIERS = ["bow", "bigru_max", "han", "self_attentive", "transformer_encoder"]
+NO_ATTENTION_CLASSIFIERS = {"bow", "bigru_max"}
 GIT_ID = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "test",
           "GIT_COMMITTER_EMAIL": "test@example.com"}
 
@@ -64,8 +66,30 @@ def test_outputs_report_and_metrics(tiny):
         assert parity["greedy_identical"] is True
     assert (tiny / "reports" / "translate" / "bleu_by_length.png").stat().st_size > 1000
     assert len(list((tiny / "reports" / "translate").glob("bahdanau_attention_*.png"))) >= 1
-    summary = json.loads((tiny / "metrics" / "summary.json").read_text())
-    assert set(summary["translate"]) == set(FAMILIES)
+    summary = json.loads((tiny / "metrics" / "translate_summary.json").read_text())
+    assert set(summary) == set(FAMILIES)
+
+
+def test_classify_outputs_report_pictures_and_cli(tiny):
+    report = (tiny / "reports" / "classify.md").read_text()
+    for family in CLASSIFIERS:
+        assert f"| `{family}` |" in report
+        m = json.loads((tiny / "metrics" / "classify" / f"{family}.json").read_text())
+        assert 0.0 <= m["test/accuracy"] <= 1.0 and 0.0 <= m["test/macro_f1"] <= 1.0
+        assert ("test/rationale_acc" in m) == (family not in NO_ATTENTION_CLASSIFIERS)
+        parity = json.loads((tiny / "models" / family / "onnx" / "parity.json").read_text())
+        assert parity["ok"] and parity["prediction_identical"]
+    assert "test/hop_overlap" in json.loads((tiny / "metrics" / "classify" / "self_attentive.json").read_text())
+    assets = tiny / "reports" / "classify"
+    assert (assets / "han_document_0.png").stat().st_size > 1000 and (assets / "self_attentive_hops_0.png").is_file()
+    page = (assets / "han_document_0.html").read_text()
+    assert "<div" in page and "http://" not in page and "https://" not in page
+    out = sh(["attention-lab", "classify", "--model", "models/han", "--json",
+              "The room was small. In the end the food was not good at all. We left on a Sunday."], tiny).stdout
+    result = json.loads(out)[0]
+    assert result["label"] in result["probabilities"] and len(result["sentence_weights"]) == 3
+    bad = sh(["attention-lab", "classify", "--model", "models/han", "   "], tiny, check=False)
+    assert bad.returncode == 2 and "no document" in bad.stderr
 
 
 def test_second_repro_does_nothing_and_one_family_change_reruns_only_it(tiny):
@@ -75,7 +99,8 @@ def test_second_repro_does_nothing_and_one_family_change_reruns_only_it(tiny):
     conf.write_text(conf.read_text().replace("dropout: 0.1", "dropout: 0.15"))
     log = sh(["dvc", "repro"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
-    assert ran == {"train@transformer", "evaluate@transformer", "export@transformer", "report"}
+    assert ran == {"train_translate@transformer", "evaluate_translate@transformer", "export_translate@transformer",
+                   "report@translate"}
 
 
 def test_mlflow_runs_hold_params_tags_plots_and_onnx(tiny):
@@ -123,9 +148,10 @@ def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
     sh(["git", "add", "-A"], tiny)
     sh(["git", "commit", "-qm", "baseline results"], tiny)
     log = sh(["dvc", "exp", "run", "-n", "no-feeding", "-S",
-              "family_params.luong_general.model.input_feeding=false"], tiny).stdout
+              "translate.family_params.luong_general.model.input_feeding=false"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
-    assert ran == {"train@luong_general", "evaluate@luong_general", "export@luong_general", "report"}
+    assert ran == {"train_translate@luong_general", "evaluate_translate@luong_general",
+                   "export_translate@luong_general", "report@translate"}
     shown = json.loads(sh(["dvc", "exp", "show", "--json"], tiny).stdout)
     exps = [e for base in shown for e in (base.get("experiments") or []) if e.get("name") == "no-feeding"]
     assert exps and "metrics/translate/luong_general.json" in json.dumps(exps[0])  # listed with its metrics
@@ -134,16 +160,43 @@ def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
     assert "| `luong_general` | model.input_feeding: True → False |" in table and "`no-feeding`" in table
 
 
+def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
+    corpus = shared_data / "bbc_news" / "bbc_news.jsonl"
+
+    def use_bbc(params: Path) -> None:  # the classify task only, on real news with a stratified split
+        import yaml
+
+        params_dict = yaml.safe_load(params.read_text())
+        params_dict["tasks"] = ["classify"]
+        params_dict["translate"]["families"] = []
+        params_dict["classify"]["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
+                                           "text_field": "text", "label_field": "label", "title_field": "title"}
+        params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
+
+    dest, _ = repro_project(tmp_path / "project", use_bbc)
+    stats = json.loads((dest / "data" / "prepared" / "classify" / "stats.json").read_text())
+    assert sum(s["documents"] for s in stats.values() if isinstance(s, dict)) == 2225
+    assert set(stats["test"]["labels"]) == {"business", "entertainment", "politics", "sport", "tech"}
+    for family in CLASSIFIERS:
+        m = json.loads((dest / "metrics" / "classify" / f"{family}.json").read_text())
+        assert "test/rationale_acc" not in m  # no gold rationales in user data
+        assert m["test/accuracy"] > 0.2  # 5 classes: chance is about 0.2 (the quick-profile figures are in the note)
+    assert "| `han` |" in (dest / "reports" / "classify.md").read_text()
+
+
 def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
     corpus = shared_data / "korean_english_tatoeba" / "kor.txt"
 
     def use_tatoeba(params: Path) -> None:  # a few families: this test is about the corpus, not the models
-        text = params.read_text()
-        text = text[:text.index("families:")] + "families: [seq2seq_lstm, bahdanau, luong_local_p]\n" + \
-            text[text.index("seeds:"):]
-        head, _, rest = text.partition("data:\n")
-        tail = rest[rest.index("\ntokenize:"):]
-        params.write_text(f"{head}data:\n  source: tsv\n  path: {corpus}\n  src_column: 0\n  tgt_column: 1\n{tail}")
+        import yaml
+
+        params_dict = yaml.safe_load(params.read_text())
+        params_dict["tasks"] = ["translate"]  # this test is about the corpus: no classify stages
+        params_dict["classify"]["families"] = []
+        t = params_dict["translate"]
+        t["families"] = ["seq2seq_lstm", "bahdanau", "luong_local_p"]
+        t["data"] = {"source": "tsv", "path": str(corpus), "src_column": 0, "tgt_column": 1}
+        params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
 
     dest, _ = repro_project(tmp_path / "project", use_tatoeba)
     stats = json.loads((dest / "data" / "prepared" / "translate" / "stats.json").read_text())

@@ -26,7 +26,7 @@ def repo(tmp_path, monkeypatch) -> Path:
 
 def set_data(root: Path, data: dict) -> None:
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["data"] = data
+    params["translate"]["data"] = data
     (root / "params.yaml").write_text(yaml.safe_dump(params))
 
 
@@ -40,7 +40,7 @@ def test_generated(repo, capsys):
     stats = read_json(OUT / "stats.json")
     assert stats["test"]["buckets"] == {"1-10": 6, "11-20": 6, "21-30": 6, "31-40": 6, "41-1000": 6}
     assert stats["train"]["pairs"] == 300 and stats["test"]["src_words_max"] <= 60
-    assert capsys.readouterr().out.count("prepare: ") == 3
+    assert capsys.readouterr().out.count("prepare@translate: ") == 3
 
 
 def test_tsv(repo):

@@ -2,7 +2,7 @@
 
 import re
 
-from attention_lab.config import load_config, read_params
+from attention_lab.config import families, load_config, read_params
 from attention_lab.io import read_json
 from attention_lab.report import results_table
 from tests.conftest import ROOT
@@ -13,8 +13,8 @@ def test_readme_results_match_committed_metrics():
     block = re.search(r"<!-- results:begin.*?-->\n(.*?)<!-- results:end -->", readme, re.DOTALL)
     assert block, "README.md lost its results markers"
     cfg = load_config(root=ROOT)
-    families = read_params(ROOT)["families"]
-    results = {f: read_json(ROOT / "metrics" / "translate" / f"{f}.json") for f in families}
+    names = families(read_params(ROOT), "translate")
+    results = {f: read_json(ROOT / "metrics" / "translate" / f"{f}.json") for f in names}
     assert results_table(results, cfg.task.buckets) in block.group(1)
 
 

@@ -10,6 +10,7 @@ masked gets all-zero weights (never NaN).
 - `LocalMonotonic`     Luong et al. 2015, §3.2 local-m: a content score inside the window [t − D, t + D]
 - `LocalPredictive`    Luong et al. 2015, §3.2 local-p, eq. 9-10: p_t = S·sigmoid(v_pᵀ tanh(W_p h_t)), Gaussian around p_t
 - `MultiHeadAttention` Vaswani et al. 2017, eq. 1 and §3.2.2: softmax(QKᵀ/√d_k) V over h heads
+- `SelfAttentivePooling` Lin et al. 2017, eq. 5-6: A = softmax(W_s2 tanh(W_s1 Hᵀ)); r learned queries, forward(keys, mask)
 
 The single-query scorers share `Attention`: a new scorer subclasses it, overrides `score` (and `forward` if it reshapes
 the weights) and registers itself in `ATTENTIONS`; callers only use `build_attention(name, ...)` and the forward
@@ -235,3 +236,28 @@ class MultiHeadAttention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=head_mask, dropout_p=p)  # (B, h, Q, d_k)
         out = out.transpose(1, 2).reshape(B, Q, D)  # concat heads: (B, Q, h * d_k)
         return self.W_o(out), weights
+
+
+class SelfAttentivePooling(nn.Module):
+    """Lin et al. 2017, eq. 5-6: A = softmax(W_s2 tanh(W_s1 Hᵀ)) (r hops), M = A H; keys (B, T, D) -> (M, A).
+
+    Yang et al. 2016's word and sentence attention (eq. 5-10: u = tanh(W h + b), α = softmax(uᵀ u_w), s = Σ α h) is
+    the one-hop case with bias: u_w is the single row of W_s2. Lin et al. use no bias (bias=False).
+    """
+
+    def __init__(self, key_dim: int, attn_dim: int, hops: int = 1, bias: bool = True):
+        super().__init__()
+        self.W_s1 = nn.Linear(key_dim, attn_dim, bias=bias)
+        self.W_s2 = nn.Linear(attn_dim, hops, bias=False)  # row k is the context vector of hop k (u_w in Yang)
+
+    def forward(self, keys: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        """keys (B, T, D), mask (B, T) -> (pooled M (B, r, D), weights A (B, r, T)), A zero at masked keys."""
+        scores = self.W_s2(torch.tanh(self.W_s1(keys))).transpose(1, 2)  # (B, T, A) -> (B, T, r) -> (B, r, T)
+        weights = masked_softmax(scores, None if mask is None else mask.unsqueeze(1))  # (B, r, T)
+        return weights @ keys, weights  # (B, r, T) @ (B, T, D) -> (B, r, D)
+
+
+def attention_penalty(weights: Tensor) -> Tensor:
+    """Lin et al. 2017, eq. 8: P = ‖A Aᵀ − I‖²_F per example; weights A (B, r, T) -> (B,)."""
+    eye = torch.eye(weights.shape[1], dtype=weights.dtype, device=weights.device)  # (r, r)
+    return (weights @ weights.transpose(1, 2) - eye).square().sum((1, 2))

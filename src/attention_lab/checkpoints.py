@@ -25,7 +25,8 @@ def load_model(path: str | Path) -> tuple[torch.nn.Module, DictConfig]:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
         hparams, state = ckpt["hyper_parameters"], ckpt["state_dict"]
         cfg = OmegaConf.create(hparams["cfg"])
-        model = instantiate(cfg.model, vocab_size=hparams["vocab_size"], pad_id=PAD)
+        classes = {"num_classes": len(cfg.task.labels)} if "labels" in cfg.task else {}  # classify: its labels
+        model = instantiate(cfg.model, vocab_size=hparams["vocab_size"], pad_id=PAD, **classes)
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
     except (pickle.UnpicklingError, EOFError, RuntimeError, KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{path}: not a readable attention-lab checkpoint ({type(err).__name__}: {err})") from err

@@ -76,15 +76,42 @@ def _translate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _classify(args: argparse.Namespace) -> int:
+    from attention_lab.serving.classifier import OnnxClassifier
+
+    texts = args.texts or ([sys.stdin.read()] if not sys.stdin.isatty() else [])
+    texts = [t for t in texts if t.strip()]
+    if not texts:
+        print("attention-lab classify: no document given (as arguments or on stdin)", file=sys.stderr)
+        return 2
+    classifier = OnnxClassifier(resolve_model_dir(args.model), threads=args.threads)
+    results = classifier.classify(texts)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2))
+        return 0
+    for k, r in enumerate(results):
+        if k:
+            print()
+        print(f"label: {r.label}")
+        print("probabilities: " + ", ".join(f"{label} {p:.3f}" for label, p in
+                                            sorted(r.probabilities.items(), key=lambda kv: -kv[1])))
+        if r.sentence_weights is None:
+            print(f"(no attention: {classifier.meta['family']} pools without weights)")
+        for weight, sentence in r.top_sentences(args.top):
+            print(f"  {weight:.2f}  {sentence}")
+    return 0
+
+
 def _readme(args: argparse.Namespace) -> int:
     """Copy the generated results table (from metrics/<task>/*.json) into README.md between its markers."""
-    from attention_lab.config import load_config, read_params
+    from attention_lab.config import families, load_config, read_params
     from attention_lab.io import read_json, write_text
     from attention_lab.report import results_table, splice_results
 
     root = Path.cwd()
     cfg = load_config(root=root)
-    results = {f: read_json(root / cfg.paths.metrics / cfg.task.name / f"{f}.json") for f in read_params(root)["families"]}
+    results = {f: read_json(root / cfg.paths.metrics / cfg.task.name / f"{f}.json")
+               for f in families(read_params(root), "translate")}
     readme = root / "README.md"
     write_text(readme, splice_results(readme.read_text(encoding="utf-8"), results_table(results, cfg.task.buckets)))
     print(f"updated {readme}")
@@ -97,7 +124,7 @@ def _ablations(args: argparse.Namespace) -> int:
     from dvc.exceptions import DvcException
 
     from attention_lab.ablations import ablation_rows, render
-    from attention_lab.config import load_config, read_params
+    from attention_lab.config import families, load_config, read_params
     from attention_lab.io import write_text
 
     root = Path.cwd()
@@ -106,10 +133,11 @@ def _ablations(args: argparse.Namespace) -> int:
         experiments = dvc.api.exp_show()
     except DvcException as err:  # no git repository, no DVC project here, ...
         raise ValueError(f"cannot list DVC experiments in {root}: {err} (run it in the project's git checkout)") from err
-    rows = ablation_rows(experiments, cfg.task.name, read_params(root)["families"])
+    params = read_params(root)
+    tables = {task: ablation_rows(experiments, task, families(params, task)) for task in params.get("tasks", [])}
     out = root / cfg.paths.reports / "ablations.md"
-    write_text(out, render(rows, cfg.task.name))
-    print(f"wrote {out} ({len(rows)} ablation rows)")
+    write_text(out, render(tables))
+    print(f"wrote {out} ({sum(map(len, tables.values()))} ablation rows)")
     return 0
 
 
@@ -125,9 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
     t.add_argument("--json", action="store_true", help="print JSON (translation, tokens, word attention)")
     t.set_defaults(func=_translate)
+    c = sub.add_parser("classify", help="classify documents with an exported ONNX model (onnxruntime only, no torch)")
+    c.add_argument("texts", nargs="*", help="documents (default: one document read from stdin)")
+    c.add_argument("--model", default="models/han",
+                   help="a family folder (models/han) or its onnx folder (default: %(default)s)")
+    c.add_argument("--top", type=int, default=3, help="most attended sentences to print (default: %(default)s)")
+    c.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
+    c.add_argument("--json", action="store_true", help="print JSON (label, probabilities, sentence and word weights)")
+    c.set_defaults(func=_classify)
     r = sub.add_parser("readme", help="copy the results table of the last `dvc repro` into README.md")
     r.set_defaults(func=_readme)
-    a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S family_params...` runs")
+    a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S <task>.family_params...` runs")
     a.set_defaults(func=_ablations)
     return parser
 

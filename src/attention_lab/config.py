@@ -9,7 +9,8 @@ from omegaconf import DictConfig, OmegaConf
 
 PARAMS_FILE = "params.yaml"
 CONF_DIR = "conf"
-REPLACED = ("data.length_mix",)  # mappings that params.yaml replaces whole instead of merging key by key
+REPLACED = ("data.length_mix",)
+TASKS = ("translate", "classify")  # mappings that params.yaml replaces whole instead of merging key by key
 
 
 class ConfigError(ValueError):
@@ -27,33 +28,54 @@ def read_params(root: Path) -> dict:
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    unknown = sorted(set(params) - {"profile", "seeds", "tasks", *TASKS})
+    if unknown:
+        raise ConfigError(f"{path}: unknown top-level key(s) {unknown}; expected profile, seeds, tasks and one "
+                          f"section per task ({', '.join(TASKS)})")
     return params
 
 
-def family_params(params: dict, root: Path, family: str | None) -> dict:
-    """params.yaml `family_params.<family>`: overrides for one family only (its DVC stages alone depend on them)."""
-    if family is None:
-        return {}
-    own = (params.get("family_params") or {}).get(family, {})
+def task_params(params: dict, root: Path, task: str) -> dict:
+    """params.yaml `<task>:`, the knobs of one task (families, family_params, data, tokenize, train, evaluate)."""
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    own = params.get(task)
     if not isinstance(own, dict):
-        raise ConfigError(f"{root / PARAMS_FILE}: family_params.{family} must be a mapping (e.g. {{model: {{...}}}}), "
-                          f"got {own!r}")
+        raise ConfigError(f"{root / PARAMS_FILE}: expected a mapping `{task}:` (families, data, train, ...), got {own!r}")
     return own
 
 
-def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None) -> DictConfig:
-    """Compose conf/config.yaml, pick data source and model family, merge params.yaml and the profile overlay.
+def families(params: dict, task: str) -> list[str]:
+    """params.yaml `<task>.families`, in timeline order."""
+    return list(params.get(task, {}).get("families") or [])
 
-    Precedence (later wins): conf/ defaults < params.yaml < params.yaml `family_params.<family>` <
-    conf/profile/<profile>.yaml < command-line overrides.
+
+def family_params(params: dict, root: Path, task: str, family: str | None) -> dict:
+    """params.yaml `<task>.family_params.<family>`: overrides for one family (its DVC stages alone depend on them)."""
+    if family is None:
+        return {}
+    own = (params[task].get("family_params") or {}).get(family, {})
+    if not isinstance(own, dict):
+        raise ConfigError(f"{root / PARAMS_FILE}: {task}.family_params.{family} must be a mapping "
+                          f"(e.g. {{model: {{...}}}}), got {own!r}")
+    return own
+
+
+def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
+                task: str = "translate") -> DictConfig:
+    """Compose conf/config.yaml for one task, pick its data source and model family, merge params.yaml and the profile.
+
+    Precedence (later wins): conf/ defaults (config.yaml < task/<task>.yaml) < params.yaml `<task>:` <
+    `<task>.family_params.<family>` < conf/profile/<profile>.yaml `<task>:` < command-line overrides.
     """
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     root = (root or Path.cwd()).resolve()
     params = read_params(root)
+    own_task = task_params(params, root, task)
     profile = params.get("profile", "quick")
-    group_choices = [f"data={params.get('data', {}).get('source', 'generated')}"]
+    group_choices = [f"task={task}", f"data={task}/{own_task.get('data', {}).get('source', 'generated')}"]
     if family is not None:
         group_choices.append(f"model={family}")
     cli = list(overrides or [])
@@ -62,12 +84,12 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
             cfg = compose("config", overrides=group_choices + [o for o in cli if o.split("=")[0] in ("data", "model")])
     except HydraException as err:  # e.g. a family or data source with no file in conf/
         raise ConfigError(f"{root / CONF_DIR}: {err}") from err
-    knobs = {k: v for k, v in params.items() if k not in ("families", "seeds", "profile", "family_params")}
-    own = family_params(params, root, family)
+    knobs = {k: v for k, v in own_task.items() if k not in ("families", "family_params")}
+    own = family_params(params, root, task, family)
     overlay_path = root / CONF_DIR / "profile" / f"{profile}.yaml"
     if not overlay_path.is_file():
         raise ConfigError(f"{root / PARAMS_FILE}: profile '{profile}' has no file {overlay_path}")
-    overlay = OmegaConf.load(overlay_path)
+    overlay = OmegaConf.load(overlay_path).get(task) or OmegaConf.create({})
     if "data" in overlay:  # a profile sizes the generated data; other sources ignore those keys
         overlay.data = {k: v for k, v in overlay.data.items() if k in cfg.data}
     knobs = OmegaConf.create(knobs)
@@ -83,7 +105,7 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
             if value is not None:
                 OmegaConf.update(cfg, key, value, merge=False)
     except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
-        raise ConfigError(f"{root / PARAMS_FILE} or {overlay_path}: {err}") from err
+        raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`) or {overlay_path}: {err}") from err
     OmegaConf.set_struct(cfg, False)
     cfg.family, cfg.profile, cfg.root = family, profile, str(root)
     cfg.seeds = params.get("seeds", [0])

@@ -68,6 +68,36 @@ def _opaque_gru_forward(self: nn.GRU, input: Tensor, hx: Tensor | None = None) -
                       self.bidirectional, self.batch_first)
 
 
+@torch.library.custom_op("attention_lab::lstm", mutates_args=())
+def opaque_lstm(input: Tensor, hx: list[Tensor], params: list[Tensor], has_biases: bool, num_layers: int,
+                bidirectional: bool, batch_first: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """aten.lstm.input behind an opaque op, as opaque_gru: torch.export would unroll nn.LSTM over time."""
+    return torch._VF.lstm(input, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+
+
+@opaque_lstm.register_fake
+def _(input, hx, params, has_biases, num_layers, bidirectional, batch_first):
+    hidden = hx[0].shape[2] * (2 if bidirectional else 1)
+    return input.new_empty(*input.shape[:2], hidden), hx[0].new_empty(hx[0].shape), hx[1].new_empty(hx[1].shape)
+
+
+def _opaque_lstm_forward(self: nn.LSTM, input: Tensor, hx: tuple[Tensor, Tensor] | None = None):
+    if hx is None:
+        batch = input.shape[0] if self.batch_first else input.shape[1]
+        zeros = input.new_zeros(self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
+        hx = (zeros, zeros)
+    out, h, c = opaque_lstm(input, list(hx), list(self._flat_weights), self.bias, self.num_layers,
+                            self.bidirectional, self.batch_first)
+    return out, (h, c)
+
+
+def onnx_lstm(input, hx, params, has_biases: bool, num_layers: int, bidirectional: bool, batch_first: bool):
+    """opaque_lstm as ONNX LSTM nodes (onnxscript's own translation of aten.lstm)."""
+    from onnxscript.function_libs.torch_lib.ops.core import aten_lstm
+
+    return aten_lstm(input, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
+
+
 @torch.library.custom_op("attention_lab::packed_lstm", mutates_args=())
 def packed_lstm(input: Tensor, lengths: Tensor, h0: Tensor, c0: Tensor, params: list[Tensor],
                 num_layers: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -122,20 +152,21 @@ def onnx_packed_lstm(input, lengths, h0, c0, params, num_layers: int):
 
 @contextlib.contextmanager
 def onnx_friendly(model: nn.Module) -> Iterator[dict]:
-    """Route nn.GRU through opaque_gru and PackedLSTM through packed_lstm (ONNX GRU / LSTM nodes) while exporting."""
+    """Route nn.GRU, nn.LSTM and PackedLSTM through opaque ops that become ONNX GRU / LSTM nodes while exporting."""
     from onnxscript.function_libs.torch_lib.ops.core import aten_gru
 
-    grus = [m for m in model.modules() if isinstance(m, nn.GRU)]
-    lstms = [m for m in model.modules() if isinstance(m, PackedLSTM)]
-    for m in grus:
-        m.forward = types.MethodType(_opaque_gru_forward, m)
-    for m in lstms:
-        m.forward = types.MethodType(_opaque_packed_lstm_forward, m)
+    patched = []
+    for m in model.modules():
+        forward = {nn.GRU: _opaque_gru_forward, nn.LSTM: _opaque_lstm_forward,
+                   PackedLSTM: _opaque_packed_lstm_forward}.get(type(m))
+        if forward is not None:
+            m.forward = types.MethodType(forward, m)
+            patched.append(m)
     try:
-        yield {torch.ops.attention_lab.gru.default: aten_gru,
+        yield {torch.ops.attention_lab.gru.default: aten_gru, torch.ops.attention_lab.lstm.default: onnx_lstm,
                torch.ops.attention_lab.packed_lstm.default: onnx_packed_lstm}
     finally:
-        for m in grus + lstms:
+        for m in patched:
             del m.forward
 
 

@@ -1,4 +1,5 @@
-"""Translation metrics: sacreBLEU corpus BLEU/chrF (with signatures), exact match, per-bucket BLEU, AER."""
+"""Translation metrics (sacreBLEU BLEU/chrF, exact match, per-bucket BLEU, AER) and classification metrics
+(accuracy, macro-F1, per-bucket scores, rationale hits, word precision@k, hop overlap)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,111 @@ def aer(predicted: list[set], gold: list[set]) -> float:
     hit = sum(len(a & s) for a, s in zip(predicted, gold))
     total = sum(len(a) + len(s) for a, s in zip(predicted, gold))
     return 1.0 - 2.0 * hit / total if total else float("nan")
+
+
+# --- document classification -------------------------------------------------------------------------------
+
+
+def classification_scores(y_true: list[int], y_pred: list[int], num_classes: int) -> dict:
+    """scikit-learn accuracy and macro-F1 over labels 0..num_classes-1 (unseen ones score 0), fractions."""
+    from sklearn.metrics import accuracy_score, f1_score  # lazy: ~1 s to import, only classification needs it
+
+    return {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "macro_f1": float(f1_score(y_true, y_pred, average="macro", labels=list(range(num_classes)),
+                                   zero_division=0)),
+    }
+
+
+def per_bucket_scores(lengths: list[int], y_true: list[int], y_pred: list[int], buckets,
+                      num_classes: int) -> dict[str, dict]:
+    """classification_scores plus "n" per bucket of document length in sentences: {'1_10': {...}}."""
+    which = [bucket_of(n, buckets) for n in lengths]
+    out = {}
+    for i, b in enumerate(buckets):
+        idx = [k for k, w in enumerate(which) if w == i]
+        if idx:
+            scores = classification_scores([y_true[k] for k in idx], [y_pred[k] for k in idx], num_classes)
+            out[bucket_key(b)] = {"n": len(idx), **scores}
+    return out
+
+
+def flat_to_sentences(flat: np.ndarray, sentence_lengths: Sequence[int]) -> list[np.ndarray]:
+    """Weights over all words in order (T,) -> one (L_i,) array per sentence; extra positions: padding."""
+    flat = np.asarray(flat, dtype=float)
+    total = int(sum(sentence_lengths))
+    if flat.ndim != 1 or flat.shape[0] < total:
+        raise ValueError(f"flat weights of shape {flat.shape} cannot cover {total} words")
+    return np.split(flat[:total], np.cumsum(sentence_lengths)[:-1])
+
+
+def sentence_word_weights(word_weights, sentence_lengths: Sequence[int]) -> list[np.ndarray]:
+    """Flat (T,), padded (N, L) or ragged word weights -> one unpadded (L_i,) array per sentence."""
+    if isinstance(word_weights, np.ndarray) and word_weights.ndim == 1:
+        return flat_to_sentences(word_weights, sentence_lengths)
+    if len(word_weights) < len(sentence_lengths):
+        raise ValueError(f"{len(word_weights)} rows of word weights for {len(sentence_lengths)} sentences")
+    rows = [np.asarray(w, dtype=float)[:n] for w, n in zip(word_weights, sentence_lengths)]
+    if any(len(r) < n for r, n in zip(rows, sentence_lengths)):
+        raise ValueError("a row of word weights is shorter than its sentence")
+    return rows
+
+
+def sentence_weights_from_words(flat: np.ndarray, sentence_lengths: Sequence[int]) -> np.ndarray:
+    """Sentence weights (N,) for families attending over flat words: the sum over each sentence's words."""
+    return np.array([w.sum() for w in flat_to_sentences(flat, sentence_lengths)])
+
+
+def sentence_rationale_hit(sentence_weights: np.ndarray, gold_sentences: Sequence[int]) -> bool:
+    """Whether the most-attended sentence (first on ties) is a gold key sentence."""
+    return int(np.argmax(sentence_weights)) in set(gold_sentences)
+
+
+def word_precision_at_k(word_weights, gold_words: Sequence[Sequence[int]], k: int,
+                        sentence_lengths: Sequence[int] | None = None) -> float:
+    """Share of the k most-attended words (k capped at the word count) that are gold [sentence, word] pairs.
+
+    word_weights: padded (N, L), ragged, or flat (T,); sentence_lengths drops padding (needed for flat).
+    """
+    rows = ([np.asarray(w, dtype=float) for w in word_weights] if sentence_lengths is None
+            else sentence_word_weights(word_weights, sentence_lengths))
+    pos = [(i, j) for i, w in enumerate(rows) for j in range(len(w))]
+    k = min(k, len(pos))
+    if k <= 0:
+        return float("nan")
+    top = np.argsort(-np.concatenate(rows), kind="stable")[:k]  # ties: earlier words first
+    gold = {(int(i), int(j)) for i, j in gold_words}
+    return sum(pos[t] in gold for t in top) / k
+
+
+def rationale_scores(docs: list[dict], k: int = 5) -> dict:
+    """Mean rationale hit and word precision@k over documents with gold (None where none has any).
+
+    Each doc: {"sentence_weights": (N,), "word_weights": (N, L) or ragged, "gold": {"sentences", "words"} or
+    None, optional "sentence_lengths"}.
+    """
+    hits, precisions = [], []
+    for d in docs:
+        gold = d.get("gold") or {}
+        if gold.get("sentences"):
+            hits.append(sentence_rationale_hit(d["sentence_weights"], gold["sentences"]))
+        if gold.get("words"):
+            lengths = d.get("sentence_lengths")
+            precisions.append(word_precision_at_k(d["word_weights"], gold["words"], k, lengths))
+    return {
+        "rationale_acc": float(np.mean(hits)) if hits else None,
+        "word_p_at_k": float(np.mean(precisions)) if precisions else None,
+    }
+
+
+def hop_overlap(hops: np.ndarray) -> float:
+    """Mean over hop pairs i < j of sum_t min(a_i(t), a_j(t)): 1 = identical, 0 = disjoint; nan for r < 2.
+
+    The redundancy measure for Lin et al. (2017)'s ||AA^T - I||_F^2 penalty ablation: it should lower it.
+    """
+    hops = np.asarray(hops, dtype=float)  # (r, T), each row a distribution over words
+    r = hops.shape[0]
+    if r < 2:
+        return float("nan")
+    i, j = np.triu_indices(r, 1)
+    return float(np.minimum(hops[i], hops[j]).sum(axis=1).mean())

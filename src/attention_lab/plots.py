@@ -1,4 +1,5 @@
-"""Matplotlib PNGs (offline; `dvc plots` HTML needs a CDN): attention heatmaps and BLEU by source length."""
+"""Matplotlib PNGs (offline; `dvc plots` HTML needs a CDN): attention heatmaps, BLEU by source length,
+HAN-style document attention and self-attentive hop heatmaps."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from pathlib import Path
 import koreanize_matplotlib  # noqa: F401  (registers NanumGothic so Hangul renders)
 import matplotlib.pyplot as plt  # headless: matplotlib falls back to Agg; in Jupyter: inline
 import numpy as np
+from matplotlib.font_manager import FontProperties
 
 from attention_lab.io import atomic_path
+from attention_lab.metrics import sentence_word_weights
 
 
 def save(fig, path: str | Path) -> None:
@@ -42,14 +45,109 @@ def attention_heatmap(weights: np.ndarray, src_words: list[str], tgt_words: list
     save(attention_figure(weights, src_words, tgt_words, title, gold), path)
 
 
-def bleu_by_length(series: dict[str, dict[str, float]], path: str | Path, title: str = "BLEU by source length") -> None:
-    """One line per family: {family: {bucket label: BLEU}}."""
+def by_length(series: dict[str, dict[str, float]], path: str | Path, title: str = "BLEU by source length",
+              xlabel: str = "source length (words)", ylabel: str = "BLEU") -> None:
+    """One line per family: {family: {bucket label: score}}."""
     fig, ax = plt.subplots(figsize=(6, 3.6))
     for name, points in series.items():
         ax.plot(list(points), list(points.values()), marker="o", label=name)
-    ax.set_xlabel("source length (words)")
-    ax.set_ylabel("BLEU")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
     save(fig, path)
+
+
+def document_figure(sentences: list[list[str]], sentence_weights: np.ndarray, word_weights, title: str = "",
+                    gold: dict | None = None, max_sentences: int = 30):
+    """HAN-style view: per sentence a weight bar, then its words (wrapped) shaded by weight; gold marked red.
+
+    word_weights: padded (N, L), ragged, or flat (T,); gold: {"sentences": [i, ...], "words": [[i, j], ...]}.
+    Bars scale to the largest sentence weight, shading to the largest word weight; at most max_sentences rows.
+    """
+    sentence_weights = np.asarray(sentence_weights, dtype=float)  # (N,)
+    if len(sentence_weights) != len(sentences):
+        raise ValueError(f"{len(sentence_weights)} sentence weights for {len(sentences)} sentences")
+    rows = sentence_word_weights(word_weights, [len(s) for s in sentences])[:max_sentences]
+    shown = sentences[:max_sentences]
+    w_max = max((float(r.max()) for r in rows if len(r)), default=0.0) or 1.0
+    s_max = float(sentence_weights.max(initial=0.0)) or 1.0
+    gold_s = set(gold.get("sentences", ())) if gold else set()
+    gold_w = {(int(i), int(j)) for i, j in gold.get("words", ())} if gold else set()
+
+    font = FontProperties(size=9)
+    pad, gap, line, box, text_x, text_w, top = 0.04, 0.05, 0.26, 0.22, 1.65, 8.5, 0.55  # inches
+    fig = plt.figure()
+    renderer = fig.canvas.get_renderer()  # word widths in inches, measured before the figure is sized
+    placed, starts, y = [], [], top  # placed: (sentence, word, x, y, width) in inches from the top left
+    for i, words in enumerate(shown):
+        starts.append(y)
+        x = 0.0
+        for j, word in enumerate(words):
+            ww = renderer.get_text_width_height_descent(word, font, ismath=False)[0] / fig.dpi + 2 * pad
+            if x > 0 and x + ww > text_w:
+                x, y = 0.0, y + line
+            placed.append((i, j, x, y, ww))
+            x += ww + gap
+        y += line + 0.08
+    fig.set_size_inches(text_x + text_w + 0.2, y + 0.1)
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, text_x + text_w + 0.2)
+    ax.set_ylim(y + 0.1, 0)
+    ax.axis("off")
+
+    for i, y0 in enumerate(starts):
+        if i in gold_s:
+            ax.plot(0.08, y0 + box / 2, marker="o", color="crimson", markersize=6)
+        ax.text(0.38, y0 + box / 2, str(i), ha="right", va="center", fontsize=8, color="dimgray")
+        ax.add_patch(plt.Rectangle((0.45, y0), 1.0, box, fill=False, edgecolor="lightgray", lw=0.6))
+        bar = sentence_weights[i] / s_max
+        ax.add_patch(plt.Rectangle((0.45, y0), bar, box, color="tab:orange", alpha=0.8))
+        ax.text(0.5, y0 + box / 2, f"{sentence_weights[i]:.2f}", va="center", fontsize=7)
+    cmap = plt.get_cmap("Blues")
+    for i, j, x, y0, ww in placed:
+        v = float(rows[i][j]) / w_max
+        edge = "crimson" if (i, j) in gold_w else "none"
+        ax.add_patch(plt.Rectangle((text_x + x, y0), ww, box, facecolor=cmap(v), edgecolor=edge, lw=1.0))
+        ax.text(text_x + x + pad, y0 + box / 2, shown[i][j], va="center", fontproperties=font,
+                parse_math=False, color="white" if v > 0.65 else "black")
+
+    more = f" (first {max_sentences} of {len(sentences)} sentences)" if len(sentences) > max_sentences else ""
+    ax.text(0.05, 0.18, title + more, fontsize=10, va="center", parse_math=False)
+    note = "bars: sentence weight (scaled to the largest); shading: word weight (scaled to the largest)"
+    note += "; red: gold key sentence / word" if gold else ""
+    ax.text(0.05, 0.4, note, fontsize=7, color="dimgray", va="center")
+    return fig
+
+
+def document_attention(sentences: list[list[str]], sentence_weights: np.ndarray, word_weights,
+                       path: str | Path, title: str = "", gold: dict | None = None) -> None:
+    """Save document_figure as a PNG."""
+    save(document_figure(sentences, sentence_weights, word_weights, title, gold), path)
+
+
+def hop_figure(words: list[str], hops: np.ndarray, title: str = "", max_words: int = 80):
+    """Self-attentive hops (r, T) as rows over words; past max_words, the window with the most attention."""
+    hops = np.asarray(hops, dtype=float)  # (r, T)
+    r, n = hops.shape
+    if len(words) != n:
+        raise ValueError(f"{len(words)} words for hops over {n} positions")
+    lo = 0
+    if n > max_words:
+        mass = np.concatenate([[0.0], np.cumsum(hops.sum(axis=0))])  # (T + 1,)
+        lo = int(np.argmax(mass[max_words:] - mass[:-max_words]))
+        title += f" (words {lo + 1}-{lo + max_words} of {n}: the window with the most attention)"
+        n = max_words
+    fig, ax = plt.subplots(figsize=(max(4, 0.2 * n + 2), max(2, 0.25 * r + 1.5)))
+    im = ax.imshow(hops[:, lo:lo + n], cmap="Blues", vmin=0, vmax=hops.max() or 1, aspect="auto")
+    ax.set_xticks(range(n), words[lo:lo + n], rotation=90, fontsize=8, parse_math=False)
+    ax.set_yticks(range(r), [f"hop {k + 1}" for k in range(r)], fontsize=7)
+    fig.colorbar(im, ax=ax, fraction=0.02, pad=0.01)
+    ax.set_title(title, fontsize=9)
+    return fig
+
+
+def hop_heatmap(words: list[str], hops: np.ndarray, path: str | Path, title: str = "") -> None:
+    """Save hop_figure as a PNG."""
+    save(hop_figure(words, hops, title), path)

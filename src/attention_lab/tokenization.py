@@ -1,4 +1,4 @@
-"""Joint source+target subword tokenizer (HF tokenizers: BPE or unigram), trained on the training split only."""
+"""HF tokenizers trained on the training split only: a joint subword model (translation) or a word-level one (classify)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,25 @@ def train_tokenizer(texts: Iterable[str], model: str = "bpe", vocab_size: int = 
     if [tok.token_to_id(s) for s in SPECIALS] != list(range(len(SPECIALS))):
         raise RuntimeError(f"special tokens must take ids 0..3, got {[tok.token_to_id(s) for s in SPECIALS]}")
     return tok
+
+
+def train_word_tokenizer(documents: Iterable[list[list[str]]], vocab_size: int = 20000,
+                         min_frequency: int = 2) -> Tokenizer:
+    """One id per lowercased word (WordLevel), for documents already split into sentences of words."""
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIALS,
+                                        show_progress=False)
+    tok.train_from_iterator((" ".join(sentence) for doc in documents for sentence in doc), trainer)
+    if [tok.token_to_id(s) for s in SPECIALS] != list(range(len(SPECIALS))):
+        raise RuntimeError(f"special tokens must take ids 0..3, got {[tok.token_to_id(s) for s in SPECIALS]}")
+    return tok
+
+
+def encode_words(tok: Tokenizer, sentences: list[list[str]]) -> list[list[int]]:
+    """One id per word of each sentence (words are given, so the tokenizer never splits or merges them)."""
+    return [e.ids for e in tok.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)]
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

@@ -2,7 +2,8 @@
 
 No pack_padded_sequence (the ONNX exporter cannot trace it): the GRUs run over the padded batch, padding sits after
 each sentence so the forward direction never sees it, and the backward direction runs over every sentence reversed
-within its own length. Encoder states at padded positions are zeroed and masked out of the attention.
+within its own length. Encoder states at padded positions are zeroed and masked out of the attention. `BiRNN` is the
+same reading over any vectors (GRU or LSTM); RNNEncoder keeps its own attributes so checkpoints still load.
 """
 
 from __future__ import annotations
@@ -22,6 +23,32 @@ def reverse_within_length(x: Tensor, lengths: Tensor) -> Tensor:
     return x.gather(1, index.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
 
 
+def bidirectional_states(forward_rnn: nn.RNNBase, backward_rnn: nn.RNNBase | None, x: Tensor, mask: Tensor) -> Tensor:
+    """x (B, S, E), mask (B, S) -> [→h_j; ←h_j] (B, S, 2H) (or →h_j (B, S, H) without backward_rnn), zero at padding."""
+    states, _ = forward_rnn(x)  # (B, S, H): position j has read x_1..x_j only
+    if backward_rnn is not None:
+        lengths = mask.sum(1)
+        backward, _ = backward_rnn(reverse_within_length(x, lengths))  # (B, S, H) over x_{T_x} .. x_1
+        states = torch.cat([states, reverse_within_length(backward, lengths)], -1)  # (B, S, 2H)
+    return states * mask.unsqueeze(-1)
+
+
+class BiRNN(nn.Module):
+    """A (bidirectional) GRU or LSTM over right-padded vectors, without packing: (B, S, E), (B, S) -> (B, S, out_dim)."""
+
+    def __init__(self, input_dim: int, hidden_dim: int, bidirectional: bool = True, cell: str = "gru"):
+        super().__init__()
+        if cell not in ("gru", "lstm"):
+            raise ValueError(f"unknown cell {cell!r}; choose gru or lstm")
+        rnn = nn.GRU if cell == "gru" else nn.LSTM
+        self.forward_rnn = rnn(input_dim, hidden_dim, batch_first=True)
+        self.backward_rnn = rnn(input_dim, hidden_dim, batch_first=True) if bidirectional else None
+        self.out_dim = hidden_dim * (2 if bidirectional else 1)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        return bidirectional_states(self.forward_rnn, self.backward_rnn, x, mask)
+
+
 class RNNEncoder(nn.Module):
     """Embedding + GRU over the source; bidirectional gives annotations h_j = [→h_j; ←h_j] (Bahdanau §3.2)."""
 
@@ -35,13 +62,7 @@ class RNNEncoder(nn.Module):
 
     def forward(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S), src_mask (B, S) -> annotations (B, S, out_dim), zero at padded positions."""
-        x = self.drop(self.embed(src))  # (B, S, E)
-        states, _ = self.forward_rnn(x)  # (B, S, H): position j has read tokens 1..j only
-        if self.backward_rnn is not None:
-            lengths = src_mask.sum(1)
-            backward, _ = self.backward_rnn(reverse_within_length(x, lengths))  # (B, S, H) over x_{T_x} .. x_1
-            states = torch.cat([states, reverse_within_length(backward, lengths)], -1)  # (B, S, 2H)
-        return states * src_mask.unsqueeze(-1)
+        return bidirectional_states(self.forward_rnn, self.backward_rnn, self.drop(self.embed(src)), src_mask)
 
 
 class MaxoutOutput(nn.Module):

@@ -8,6 +8,9 @@ Choices, stated once:
 - `decode_step` caches, per decoder layer, the normalised inputs of all positions fed so far: state[l] (B, 1 + t, D).
   Slot 0 is a zero sentinel that is never attended to, so no state tensor is ever empty (zero-size tensors break ONNX
   graphs). Self-attention of the new position over that cache equals the causal self-attention of `forward`.
+- Dropout as in §5.4 only: on each sublayer's output before the residual sum and on embeddings + positions. The
+  attention-weight and FFN-hidden dropouts of later implementations (tensor2tensor) are left out: they are not in the
+  paper and cost a sixth of a CPU training step.
 - The attention a step returns (and `forward`'s (B, T, S)) is the mean over heads of the LAST decoder layer's
   encoder-decoder attention; AER and the heatmaps use it. `attention_maps` returns every layer and head.
 """
@@ -33,8 +36,8 @@ def sinusoids(positions: Tensor, d_model: int) -> Tensor:
 class FeedForward(nn.Sequential):
     """Vaswani 2017 eq. 2: FFN(x) = max(0, x W_1 + b_1) W_2 + b_2."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float):
-        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
 
 
 class EncoderLayer(nn.Module):
@@ -43,8 +46,8 @@ class EncoderLayer(nn.Module):
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.self_attn = MultiHeadAttention(d_model, heads, dropout)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.self_attn = MultiHeadAttention(d_model, heads)
+        self.ffn = FeedForward(d_model, d_ff)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -61,9 +64,9 @@ class DecoderLayer(nn.Module):
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
         super().__init__()
         self.norm1, self.norm2, self.norm3 = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.self_attn = MultiHeadAttention(d_model, heads, dropout)
-        self.cross_attn = MultiHeadAttention(d_model, heads, dropout)
-        self.ffn = FeedForward(d_model, d_ff, dropout)
+        self.self_attn = MultiHeadAttention(d_model, heads)
+        self.cross_attn = MultiHeadAttention(d_model, heads)
+        self.ffn = FeedForward(d_model, d_ff)
         self.drop = nn.Dropout(dropout)
 
     def forward(

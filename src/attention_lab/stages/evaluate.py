@@ -1,4 +1,5 @@
-"""DVC stage: evaluate one family on the test split -> metrics/<task>/<family>.json, plots/<family>/*.png (+ MLflow)."""
+"""DVC stage `evaluate_<task>@<family>`: score one family on the test split -> metrics/<task>/<family>.json,
+plots/<family>/* (+ MLflow metrics and artifacts on the family's training run)."""
 
 from __future__ import annotations
 
@@ -7,46 +8,92 @@ import sys
 from pathlib import Path
 
 import mlflow
+from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import plots, tracking
 from attention_lab.checkpoints import load_model
-from attention_lab.data.batching import load_split
-from attention_lab.evaluation import evaluate
 from attention_lab.io import atomic_path, read_json, write_json
 from attention_lab.metrics import bucket_of
 from attention_lab.stages.common import seed_dir, stage_config
 from attention_lab.tokenization import load_tokenizer
 
 
-def heatmap_rows(rows: list[dict], buckets, n: int) -> list[int]:
-    """Indices of n test sentences spread over the length buckets (shortest bucket first)."""
+def spread_over_buckets(lengths: list[int], buckets, n: int) -> list[int]:
+    """Indices of n test examples spread over the length buckets (shortest bucket first)."""
     by_bucket = {}
-    for i, r in enumerate(rows):
-        by_bucket.setdefault(bucket_of(len(r["src"].split()), buckets), i)
+    for i, length in enumerate(lengths):
+        by_bucket.setdefault(bucket_of(length, buckets), i)
     picks = [by_bucket[b] for b in sorted(by_bucket)]
     return [picks[round(k * (len(picks) - 1) / max(n - 1, 1))] for k in range(n)] if picks else []
+
+
+def translation(cfg: DictConfig, pictures: Path) -> dict[str, dict]:
+    """Per-seed test/* scores of a translation family; attention heatmaps (gold alignment overlaid) of the first seed."""
+    from attention_lab.data.batching import load_split
+    from attention_lab.evaluation import evaluate
+
+    root = Path(cfg.root)
+    tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")
+    rows = load_split(root / cfg.paths.prepared, "test", tok)
+    per_seed = {}
+    for seed in cfg.seeds:
+        model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
+        per_seed[str(seed)], attentions = evaluate(model, tok, rows, cfg)
+        if seed != cfg.seeds[0] or attentions is None:
+            continue
+        lengths = [len(r["src"].split()) for r in rows]
+        for k, i in enumerate(spread_over_buckets(lengths, cfg.task.buckets, cfg.evaluate.heatmaps)):
+            plots.attention_heatmap(attentions[i], rows[i]["src"].split(), rows[i]["tgt"].split(),
+                                    pictures / f"attention_{k}.png", gold={tuple(p) for p in rows[i]["align"]},
+                                    title=f"{cfg.family}: test sentence {rows[i]['id']}")
+    return per_seed
+
+
+def classification(cfg: DictConfig, pictures: Path) -> dict[str, dict]:
+    """Per-seed test/* scores of a classify family; document pictures (PNG + HTML) and hop heatmaps of the first seed."""
+    from attention_lab.classification_eval import evaluate
+    from attention_lab.data.document_batches import load_documents
+    from attention_lab.highlights import write_document_html
+
+    root = Path(cfg.root)
+    tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")
+    per_seed = {}
+    for seed in cfg.seeds:
+        model, trained = load_model(seed_dir(cfg, seed) / "best.ckpt")
+        labels = list(trained.task.labels)
+        cfg.task.labels = labels
+        t = trained.train
+        rows = load_documents(root / cfg.paths.prepared, "test", tok, labels, t.max_sentences, t.max_words)
+        per_seed[str(seed)], probs, attentions = evaluate(model, rows, cfg)
+        if seed != cfg.seeds[0] or attentions[0] is None:
+            continue
+        for k, i in enumerate(spread_over_buckets([len(r["ids"]) for r in rows], cfg.task.buckets,
+                                                  cfg.evaluate.pictures)):
+            r, a = rows[i], attentions[i]
+            sentences = [s[:len(w)] for s, w in zip(r["sentences"], a.words)]  # as truncated for the model
+            title = f"{cfg.family}: test document {r['id']} (gold {r['label']}, predicted {labels[probs[i].argmax()]})"
+            plots.document_attention(sentences, a.sentence, a.words, pictures / f"document_{k}.png", title=title,
+                                     gold=r.get("rationale"))
+            write_document_html(pictures / f"document_{k}.html", sentences, a.sentence, a.words, title,
+                                labels[probs[i].argmax()], dict(zip(labels, probs[i].tolist())), gold=r.get("rationale"))
+            if a.hops is not None:
+                plots.hop_heatmap([w for s in sentences for w in s], a.hops, pictures / f"hops_{k}.png", title=title)
+    return per_seed
+
+
+TASKS = {"translate": translation, "classify": classification}
 
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
     root = Path(cfg.root)
-    tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")
-    rows = load_split(root / cfg.paths.prepared, "test", tok)
-    per_seed, plot_dir = {}, root / cfg.paths.plots / cfg.family
-    with atomic_path(plot_dir) as tmp_dir:
-        tmp_dir.mkdir()
-        for seed in cfg.seeds:
-            model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
-            scores, attentions = evaluate(model, tok, rows, cfg)
-            per_seed[str(seed)] = scores
+    OmegaConf.set_struct(cfg, False)  # classify adds task.labels from the checkpoint
+    with atomic_path(root / cfg.paths.plots / cfg.family) as pictures:
+        pictures.mkdir()
+        per_seed = TASKS[cfg.task.name](cfg, pictures)
+        for seed, scores in per_seed.items():
             print(f"{cfg.family} seed {seed}: " + ", ".join(
-                f"{k}={v:.2f}" for k, v in scores.items() if isinstance(v, float)))
-            if seed != cfg.seeds[0] or attentions is None:
-                continue
-            for k, i in enumerate(heatmap_rows(rows, cfg.task.buckets, cfg.evaluate.heatmaps)):
-                plots.attention_heatmap(attentions[i], rows[i]["src"].split(), rows[i]["tgt"].split(),
-                                        tmp_dir / f"attention_{k}.png", gold={tuple(p) for p in rows[i]["align"]},
-                                        title=f"{cfg.family}: test sentence {rows[i]['id']}")
+                f"{k}={v:.3f}" for k, v in scores.items() if isinstance(v, float)))
         first = per_seed[str(cfg.seeds[0])]
         numeric = [k for k, v in first.items() if isinstance(v, float)]
         summary = {k: statistics.fmean(per_seed[s][k] for s in per_seed) for k in numeric}
@@ -59,7 +106,7 @@ def main(argv: list[str]) -> None:
             run_id = read_json(seed_dir(cfg, seed) / "run.json")["run_id"]
             with tracking.reopen_run(cfg, run_id):
                 mlflow.log_metrics({k: v for k, v in per_seed[str(seed)].items() if isinstance(v, float)})
-                mlflow.log_artifacts(str(tmp_dir), artifact_path="plots")
+                mlflow.log_artifacts(str(pictures), artifact_path="plots")
     write_json(root / cfg.paths.metrics / cfg.task.name / f"{cfg.family}.json", summary)
 
 

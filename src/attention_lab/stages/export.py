@@ -1,4 +1,5 @@
-"""DVC stage: export one family to ONNX -> models/<family>/onnx/ (encoder, decoder step, meta, tokenizer, parity.json)."""
+"""DVC stage `export_<task>@<family>`: export one family to ONNX -> models/<family>/onnx/ (translate: encoder and
+decoder step; classify: one graph; plus meta.json, tokenizer.json, parity.json)."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ def log_to_mlflow(cfg: DictConfig, parity: dict) -> None:
     for seed in cfg.seeds:
         with tracking.reopen_run(cfg, read_json(seed_dir(cfg, seed) / "run.json")["run_id"]):
             mlflow.log_artifacts(str(onnx_dir(cfg)), artifact_path="onnx")
+            identical = parity.get("greedy_identical", parity.get("prediction_identical"))
             mlflow.log_metrics({"onnx/max_abs_diff_logits": parity["max_abs_diff"]["logits"],
-                                "onnx/greedy_identical": float(parity["greedy_identical"])})
+                                "onnx/identical": float(identical)})
 
 
 def main(argv: list[str]) -> dict:
@@ -35,23 +37,31 @@ def main(argv: list[str]) -> dict:
     cfg = stage_config(argv)
     ckpt = checkpoint_path(cfg)
     tokenizer = Path(cfg.root) / cfg.paths.tokenized / "tokenizer.json"
-    for path, stage in ((ckpt, f"train@{cfg.family}"), (tokenizer, "tokenize")):
+    task = cfg.task.name
+    for path, stage in ((ckpt, f"train_{task}@{cfg.family}"), (tokenizer, f"tokenize@{task}")):
         if not path.is_file():
-            raise SystemExit(f"export@{cfg.family}: {path} not found (run the {stage} stage first)")
+            raise SystemExit(f"export_{task}@{cfg.family}: {path} not found (run the {stage} stage first)")
     from attention_lab.checkpoints import load_model
 
-    model, _ = load_model(ckpt)
-    e = cfg.evaluate
+    model, trained = load_model(ckpt)
     try:
         with atomic_path(onnx_dir(cfg)) as tmp:
-            parity = export_and_check(model, tmp, cfg.family, tokenizer, e.max_len_ratio, cfg.export.opset,
-                                      beam=e.beam, len_penalty=e.len_penalty)
+            if task == "classify":
+                from attention_lab.classifier_export import export_and_check_classifier
+
+                t = trained.train
+                parity = export_and_check_classifier(model, tmp, cfg.family, tokenizer, list(trained.task.labels),
+                                                     t.max_sentences, t.max_words, cfg.export.opset)
+            else:
+                e = cfg.evaluate
+                parity = export_and_check(model, tmp, cfg.family, tokenizer, e.max_len_ratio, cfg.export.opset,
+                                          beam=e.beam, len_penalty=e.len_penalty)
     except ExportError as err:
-        raise SystemExit(f"export@{cfg.family}: {err}") from err
+        raise SystemExit(f"export_{task}@{cfg.family}: {err}") from err
     log_to_mlflow(cfg, parity)
-    print(f"export@{cfg.family}: {onnx_dir(cfg)} parity " + json.dumps(
-        {"max_abs_diff": parity["max_abs_diff"], "greedy_identical": parity["greedy_identical"],
-         "beam_identical": parity["beam_identical"]}))
+    print(f"export_{task}@{cfg.family}: {onnx_dir(cfg)} parity " + json.dumps(
+        {k: v for k, v in parity.items() if k in ("max_abs_diff", "greedy_identical", "beam_identical",
+                                                   "prediction_identical")}))
     return parity
 
 

@@ -1,4 +1,5 @@
-"""DVC stage: train one family for every seed -> models/<family>/checkpoints/seed<k>/{last,best}.ckpt, train.json, run.json.
+"""DVC stage `train_<task>@<family>`: train one family for every seed -> models/<family>/checkpoints/seed<k>/
+{last,best}.ckpt, train.json, run.json.
 
 Work happens in models/<family>/.partial/seed<k>/ and is renamed into place when done, so a failed run leaves
 no half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an uninterrupted run).
@@ -16,11 +17,42 @@ from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import tracking
 from attention_lab.checkpoints import count_parameters
-from attention_lab.data.datamodule import TranslationDataModule
 from attention_lab.io import read_json, write_json, write_text
 from attention_lab.stages.common import seed_dir, stage_config
-from attention_lab.tasks.translation import TranslationModule
-from attention_lab.tokenization import decode
+
+
+def translation(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
+    """Sentence pairs and a Seq2Seq family; greedy val/bleu on the first train.val_bleu_sentences valid pairs."""
+    from attention_lab.data.datamodule import TranslationDataModule
+    from attention_lab.tasks.translation import TranslationModule
+    from attention_lab.tokenization import decode
+
+    root = Path(cfg.root)
+    dm = TranslationDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json",
+                               cfg.train.batch_size, seed)
+    dm.setup()
+    module = TranslationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size())
+    module.val_refs = [(r["src_ids"], r["tgt"]) for r in dm.splits["valid"][:cfg.train.val_bleu_sentences]]
+    module.detokenize = lambda ids: decode(dm.tok, ids)
+    return module, dm
+
+
+def classification(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
+    """Labelled documents and a DocumentClassifier family; the training labels become cfg.task.labels."""
+    from attention_lab.data.document_batches import DocumentDataModule
+    from attention_lab.tasks.classification import ClassificationModule
+
+    root, t = Path(cfg.root), cfg.train
+    dm = DocumentDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json", t.batch_size,
+                            seed, t.max_sentences, t.max_words)
+    dm.setup()
+    cfg.task.labels = dm.labels
+    module = ClassificationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size(),
+                                  num_classes=len(dm.labels))
+    return module, dm
+
+
+TASKS = {"translate": translation, "classify": classification}
 
 
 def train_one(cfg: DictConfig, seed: int, out: Path, callbacks: tuple[pl.Callback, ...] = ()) -> dict:
@@ -28,15 +60,9 @@ def train_one(cfg: DictConfig, seed: int, out: Path, callbacks: tuple[pl.Callbac
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
     pl.seed_everything(seed, workers=True)
-    root = Path(cfg.root)
     partial = out.parent.parent / ".partial" / out.name
     partial.mkdir(parents=True, exist_ok=True)
-    dm = TranslationDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json",
-                               cfg.train.batch_size, seed)
-    dm.setup()
-    module = TranslationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size())
-    module.val_refs = [(r["src_ids"], r["tgt"]) for r in dm.splits["valid"][:cfg.train.val_bleu_sentences]]
-    module.detokenize = lambda ids: decode(dm.tok, ids)
+    module, dm = TASKS[cfg.task.name](cfg, seed)
 
     run_file = partial / "run.json"
     resume = (partial / "last.ckpt").is_file() and run_file.is_file()

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import math
-import time
 
-import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
-from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
+from attention_lab.tasks.base import TaskModule
 from attention_lab.tokenization import PAD
 
 SCHEDULES = ("constant", "linear", "inverse_sigmoid")
@@ -28,22 +25,14 @@ def teacher_forcing_ratio(tf, epoch: int) -> float:
     raise ValueError(f"train.teacher_forcing.schedule: expected one of {', '.join(SCHEDULES)}, got {tf.schedule!r}")
 
 
-class NonFiniteLossError(FloatingPointError):
-    """Training produced a NaN/inf loss: the run stops instead of saving a broken model."""
-
-
-class TranslationModule(pl.LightningModule):
+class TranslationModule(TaskModule):
     """Cross-entropy on the next target token; validation loss plus greedy val/bleu on a fixed subset."""
 
     def __init__(self, cfg: dict, vocab_size: int):
-        super().__init__()
-        self.save_hyperparameters(logger=False)  # the stage logs the flattened config once per run
-        self.cfg = OmegaConf.create(cfg)
-        self.model = instantiate(self.cfg.model, vocab_size=vocab_size, pad_id=PAD)
+        super().__init__(cfg, vocab_size)
         self.teacher_forcing = teacher_forcing_ratio(self.cfg.train.teacher_forcing, 0)  # validates the schedule
         self.val_refs: list[tuple[list[int], str]] = []  # (src ids, reference) for val/bleu, set by the stage
         self.detokenize = None
-        self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None
 
     def loss(self, batch: dict, teacher_forcing: float = 1.0) -> tuple[torch.Tensor, int]:
         if teacher_forcing < 1.0:
@@ -57,20 +46,15 @@ class TranslationModule(pl.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss, n_tokens = self.loss(batch, self.teacher_forcing)
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch}, "
-                                     f"step {self.global_step}; lower train.lr or raise train.clip")
+        self.check_finite(loss)
         self.tokens_seen += n_tokens
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0])
         self.log("train/teacher_forcing", self.teacher_forcing, on_step=False, on_epoch=True, batch_size=1)
         return loss
 
     def on_train_epoch_start(self) -> None:
+        super().on_train_epoch_start()
         self.teacher_forcing = teacher_forcing_ratio(self.cfg.train.teacher_forcing, self.current_epoch)
-        self._t0 = time.perf_counter()
-
-    def on_train_epoch_end(self) -> None:
-        self.train_seconds += time.perf_counter() - self._t0
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, _ = self.loss(batch)
@@ -88,29 +72,3 @@ class TranslationModule(pl.LightningModule):
                                max_len_ratio=self.cfg.evaluate.max_len_ratio)
         texts = self.detokenize([h.tokens for h in hyps])
         self.log("val/bleu", BLEU().corpus_score(texts, [[r for _, r in self.val_refs]]).score, prog_bar=True)
-
-    def configure_optimizers(self):
-        """Adam with linear warm-up, then cosine decay to 5% over the planned steps (max_epochs: deterministic)."""
-        t = self.cfg.train
-        opt = torch.optim.Adam(self.parameters(), lr=t.lr, weight_decay=t.weight_decay)
-        warmup, total = max(1, t.warmup_steps), max(2, int(self.trainer.estimated_stepping_batches))
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / warmup
-            progress = min(1.0, (step - warmup) / max(1, total - warmup))
-            return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * progress))
-
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
-
-    # Exact resume: the global RNG (dropout) is saved with the checkpoint and restored on load.
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["torch_rng_state"] = torch.get_rng_state()
-        checkpoint["tokens_seen"], checkpoint["train_seconds"] = self.tokens_seen, self.train_seconds
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if "torch_rng_state" in checkpoint:
-            torch.set_rng_state(checkpoint["torch_rng_state"])
-        self.tokens_seen = checkpoint.get("tokens_seen", 0)
-        self.train_seconds = checkpoint.get("train_seconds", 0.0)

@@ -1,0 +1,74 @@
+"""Test-set evaluation of a trained document classifier: predictions, accuracy and macro-F1 (overall and per
+length bucket), rationale accuracy of its attention against the gold key sentences and words, and its pictures."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from attention_lab import metrics
+from attention_lab.data.document_batches import collate_documents
+from attention_lab.tasks.classification import model_inputs
+
+
+@dataclass
+class DocumentAttention:
+    """One document's attention, per sentence: sentence weights (N,), word weights (one (L_n,) array per sentence),
+    and for multi-hop families the hops over the document's words (r, T)."""
+
+    sentence: np.ndarray
+    words: list[np.ndarray]
+    hops: np.ndarray | None = None
+
+
+def split_attention(out: dict[str, torch.Tensor], b: int, lengths: list[int]) -> DocumentAttention | None:
+    """Document b of a batch's outputs -> DocumentAttention in sentence coordinates (None without attention)."""
+    if "word" not in out:
+        return None
+    word = out["word"][b].numpy()
+    if word.ndim == 2:  # hierarchical: (N, L)
+        words = [word[n, :length] for n, length in enumerate(lengths)]
+        sentence = out["sentence"][b, :len(lengths)].numpy()
+    else:  # flat: (T,)
+        flat = word[:sum(lengths)]
+        words = metrics.flat_to_sentences(flat, lengths)
+        sentence = metrics.sentence_weights_from_words(flat, lengths)
+    hops = out["hops"][b, :, :sum(lengths)].numpy() if "hops" in out else None
+    return DocumentAttention(sentence, words, hops)
+
+
+@torch.inference_mode()
+def predict(model, rows: list[dict], batch_size: int) -> tuple[np.ndarray, list[DocumentAttention | None], float]:
+    """Class probabilities (D, C) in input order, each document's attention, and the wall-clock seconds."""
+    probs, attentions = [], []
+    t0 = time.perf_counter()
+    for k in range(0, len(rows), batch_size):
+        chunk = rows[k:k + batch_size]
+        out = model(*model_inputs(model, collate_documents(chunk)))
+        probs.append(out["logits"].softmax(-1).numpy())
+        attentions += [split_attention(out, b, [len(s) for s in r["ids"]]) for b, r in enumerate(chunk)]
+    return np.concatenate(probs), attentions, time.perf_counter() - t0
+
+
+def evaluate(model, rows: list[dict], cfg) -> tuple[dict, np.ndarray, list[DocumentAttention | None]]:
+    """test/* metrics of one model on prepared rows (with ids and y), its probabilities and attentions."""
+    num_classes = len(cfg.task.labels)
+    probs, attentions, seconds = predict(model, rows, cfg.evaluate.batch_size)
+    y_true, y_pred = [r["y"] for r in rows], probs.argmax(-1).tolist()
+    lengths = [len(r["ids"]) for r in rows]
+    scores = metrics.classification_scores(y_true, y_pred, num_classes)
+    for bucket, s in metrics.per_bucket_scores(lengths, y_true, y_pred, cfg.task.buckets, num_classes).items():
+        scores.update({f"{name}_len_{bucket}": value for name, value in s.items()})
+    scores.update(predict_seconds=seconds, predict_documents_per_s=len(rows) / seconds)
+    if attentions and attentions[0] is not None:
+        gold = [{"sentence_weights": a.sentence, "word_weights": a.words, "gold": r.get("rationale")}
+                for a, r in zip(attentions, rows) if r.get("rationale")]
+        if gold:
+            rationale = metrics.rationale_scores(gold, k=cfg.evaluate.top_k_words)
+            scores.update({k: v for k, v in rationale.items() if v is not None})
+        if attentions[0].hops is not None:
+            scores["hop_overlap"] = float(np.mean([metrics.hop_overlap(a.hops) for a in attentions]))
+    return {f"test/{k}": v for k, v in scores.items()}, probs, attentions

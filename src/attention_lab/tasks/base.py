@@ -1,0 +1,66 @@
+"""What every task's LightningModule shares: the model from conf/model, Adam with warm-up and cosine decay, exact
+resume (RNG state in the checkpoint) and the training clock (seconds and tokens of the training epochs only)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import lightning.pytorch as pl
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from attention_lab.tokenization import PAD
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Training produced a NaN/inf loss: the run stops instead of saving a broken model."""
+
+
+class TaskModule(pl.LightningModule):
+    """cfg (resolved dict) -> self.cfg and self.model = instantiate(cfg.model, vocab_size, pad_id, **model_kwargs)."""
+
+    def __init__(self, cfg: dict, vocab_size: int, **model_kwargs):
+        super().__init__()
+        self.save_hyperparameters(logger=False)  # the stage logs the flattened config once per run
+        self.cfg = OmegaConf.create(cfg)
+        self.model = instantiate(self.cfg.model, vocab_size=vocab_size, pad_id=PAD, **model_kwargs)
+        self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None
+
+    def check_finite(self, loss: torch.Tensor) -> None:
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch}, "
+                                     f"step {self.global_step}; lower train.lr or raise train.clip")
+
+    def on_train_epoch_start(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_train_epoch_end(self) -> None:
+        self.train_seconds += time.perf_counter() - self._t0
+
+    def configure_optimizers(self):
+        """Adam with linear warm-up, then cosine decay to 5% over the planned steps (max_epochs: deterministic)."""
+        t = self.cfg.train
+        opt = torch.optim.Adam(self.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+        warmup, total = max(1, t.warmup_steps), max(2, int(self.trainer.estimated_stepping_batches))
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            progress = min(1.0, (step - warmup) / max(1, total - warmup))
+            return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # Exact resume: the global RNG (dropout) is saved with the checkpoint and restored on load.
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["torch_rng_state"] = torch.get_rng_state()
+        checkpoint["tokens_seen"], checkpoint["train_seconds"] = self.tokens_seen, self.train_seconds
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "torch_rng_state" in checkpoint:
+            torch.set_rng_state(checkpoint["torch_rng_state"])
+        self.tokens_seen = checkpoint.get("tokens_seen", 0)
+        self.train_seconds = checkpoint.get("train_seconds", 0.0)
