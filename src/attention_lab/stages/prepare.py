@@ -51,7 +51,8 @@ def classify_splits(cfg: DictConfig) -> dict[str, list[dict]]:
     if d.max_documents is not None:
         rows = rows[: d.max_documents]
     if d.split_field:
-        splits = {name: [r for r in rows if r["split"] == name] for name in SPLITS}
+        splits = {name: [{k: v for k, v in r.items() if k != "split"} for r in rows if r["split"] == name]
+                  for name in SPLITS}
         for name, part in splits.items():
             if not part:
                 raise DataError(f"{root / d.path}: no document has {d.split_field} = {name!r}")
