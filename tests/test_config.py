@@ -79,3 +79,14 @@ def test_every_family_has_family_params_and_bad_ones_are_named(project):
     (project / "params.yaml").write_text(text.replace("  transformer: {}", "  transformer: {model: {dropot: 0.2}}"))
     with pytest.raises(ConfigError, match="dropot"):
         load_config(root=project, family="transformer")
+
+
+def test_classify_task_composes_its_own_groups(project):
+    cfg = load_config(root=project, task="classify", family="han")
+    assert cfg.task.name == "classify" and cfg.paths.prepared == "data/prepared/classify"
+    assert cfg.model._target_ == "attention_lab.models.han.HAN" and cfg.tokenize.model == "wordlevel"
+    assert cfg.data.n_train == 300 and cfg.train.penalty == 1.0  # tiny profile's classify section; task default
+    assert "teacher_forcing" not in cfg.train  # translation's knobs stay with translation
+    assert load_config(root=project, task="classify", family="self_attentive").train.penalty == 1.0
+    with pytest.raises(ConfigError, match="unknown task 'caption'"):
+        load_config(root=project, task="caption")

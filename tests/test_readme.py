@@ -4,18 +4,19 @@ import re
 
 from attention_lab.config import families, load_config, read_params
 from attention_lab.io import read_json
-from attention_lab.report import results_table
+from attention_lab.report import task_table
 from tests.conftest import ROOT
 
 
 def test_readme_results_match_committed_metrics():
     readme = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- results:begin.*?-->\n(.*?)<!-- results:end -->", readme, re.DOTALL)
-    assert block, "README.md lost its results markers"
-    cfg = load_config(root=ROOT)
-    names = families(read_params(ROOT), "translate")
-    results = {f: read_json(ROOT / "metrics" / "translate" / f"{f}.json") for f in names}
-    assert results_table(results, cfg.task.buckets) in block.group(1)
+    params = read_params(ROOT)
+    for task in params["tasks"]:
+        block = re.search(rf"<!-- results:{task}:begin.*?-->\n(.*?)<!-- results:{task}:end -->", readme, re.DOTALL)
+        assert block, f"README.md lost its {task} results markers"
+        cfg = load_config(root=ROOT, task=task)
+        results = {f: read_json(ROOT / "metrics" / task / f"{f}.json") for f in families(params, task)}
+        assert task_table(task, results, cfg) in block.group(1)
 
 
 def test_readme_names_the_two_commands_and_the_mlflow_ui():

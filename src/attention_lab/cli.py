@@ -103,17 +103,19 @@ def _classify(args: argparse.Namespace) -> int:
 
 
 def _readme(args: argparse.Namespace) -> int:
-    """Copy the generated results table (from metrics/<task>/*.json) into README.md between its markers."""
+    """Copy each task's generated results table (from metrics/<task>/*.json) into README.md between its markers."""
     from attention_lab.config import families, load_config, read_params
     from attention_lab.io import read_json, write_text
-    from attention_lab.report import results_table, splice_results
+    from attention_lab.report import splice_results, task_table
 
     root = Path.cwd()
-    cfg = load_config(root=root)
-    results = {f: read_json(root / cfg.paths.metrics / cfg.task.name / f"{f}.json")
-               for f in families(read_params(root), "translate")}
-    readme = root / "README.md"
-    write_text(readme, splice_results(readme.read_text(encoding="utf-8"), results_table(results, cfg.task.buckets)))
+    params, readme = read_params(root), root / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    for task in params.get("tasks", []):
+        cfg = load_config(root=root, task=task)
+        results = {f: read_json(root / cfg.paths.metrics / task / f"{f}.json") for f in families(params, task)}
+        text = splice_results(text, task_table(task, results, cfg), task)
+    write_text(readme, text)
     print(f"updated {readme}")
     return 0
 

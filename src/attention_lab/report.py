@@ -20,7 +20,7 @@ def length_drop(m: dict, buckets) -> float | None:
     return None if not first or last is None else 100.0 * (first - last) / first
 
 
-def results_table(results: dict[str, dict], buckets) -> str:
+def results_table(results: dict[str, dict], buckets) -> str:  # translate
     """Markdown table: one row per family (metrics as written by the evaluate stage, mean over seeds)."""
     head = ["family", "params", "train time (s)", "train tok/s", "decode tok/s", "BLEU", "chrF", "exact match %",
             "AER", *[f"BLEU {bucket_label(b)}" for b in buckets], "drop short→long %"]
@@ -34,11 +34,11 @@ def results_table(results: dict[str, dict], buckets) -> str:
     return "\n".join(lines)
 
 
-def splice_results(readme: str, table: str) -> str:
-    """README text with `table` between its `<!-- results:begin ... -->` and `<!-- results:end -->` markers."""
-    begin, end = readme.find("<!-- results:begin"), readme.find("<!-- results:end -->")
+def splice_results(readme: str, table: str, task: str) -> str:
+    """README text with `table` between its `<!-- results:<task>:begin ... -->` and `<!-- results:<task>:end -->`."""
+    begin, end = readme.find(f"<!-- results:{task}:begin"), readme.find(f"<!-- results:{task}:end -->")
     if begin < 0 or end < 0:
-        raise ValueError("README.md has no <!-- results:begin --> / <!-- results:end --> markers")
+        raise ValueError(f"README.md has no <!-- results:{task}:begin --> / <!-- results:{task}:end --> markers")
     head = readme[:readme.index("\n", begin) + 1]
     return f"{head}{table}\n{readme[end:]}"
 
@@ -101,3 +101,10 @@ def render_translate(task: str, results: dict[str, dict], buckets, heatmaps: dic
         if paths:
             out += [f"## Attention: `{family}`", "", *[f"![{family} attention {k}]({p})" for k, p in enumerate(paths)], ""]
     return "\n".join(out)
+
+
+def task_table(task: str, results: dict[str, dict], cfg) -> str:
+    """The results table of a task, as its report page shows it."""
+    if task == "classify":
+        return classify_table(results, cfg.task.buckets, cfg.evaluate.top_k_words)
+    return results_table(results, cfg.task.buckets)

@@ -1,5 +1,5 @@
 """DVC stage `evaluate_<task>@<family>`: score one family on the test split -> metrics/<task>/<family>.json,
-plots/<family>/* (+ MLflow metrics and artifacts on the family's training run)."""
+plots/<task>/<family>/* (+ MLflow metrics and artifacts on the family's training run)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ def budget_line(cfg: DictConfig) -> str:
 
 
 def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tuple[str, ...]) -> dict[str, list[str]]:
-    """Copy each family's plots/<family>/<pattern> files into reports/<task>/; their paths relative to the page."""
+    """Copy each family's plots/<task>/<family>/<pattern> files into reports/<task>/; their paths relative to the page."""
     task, out = cfg.task.name, {}
     for f in names:
         out[f] = []

@@ -1,0 +1,41 @@
+"""data/document_batches.py: both layouts of a batch hold the same words; labels and truncation as in training."""
+
+from __future__ import annotations
+
+import pytest
+
+from attention_lab.data.document_batches import collate_documents, load_documents, train_labels
+from attention_lab.io import write_jsonl
+from attention_lab.tokenization import PAD, train_word_tokenizer
+
+DOCS = [{"label": "pos", "sentences": [["good", "food", "."], ["we", "ate", "."]]},
+        {"label": "neg", "sentences": [["bad", "."]]},
+        {"label": "pos", "sentences": [["lovely", "room", "and", "good", "food", "."], ["yes"], ["no", "."]]}]
+
+
+@pytest.fixture
+def prepared(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", DOCS)
+    write_jsonl(tmp_path / "test.jsonl", [*DOCS, {"label": "meh", "sentences": [["so", "so"]]}])
+    return tmp_path
+
+
+def test_layouts_agree_and_truncation_applies(prepared):
+    tok = train_word_tokenizer([d["sentences"] for d in DOCS], vocab_size=50, min_frequency=1)
+    labels = train_labels(prepared)
+    assert labels == ["neg", "pos"]
+    rows = load_documents(prepared, "train", tok, labels, max_sentences=2, max_words=4)
+    assert [len(r["ids"]) for r in rows] == [2, 1, 2] and len(rows[2]["ids"][0]) == 4  # truncated
+    batch = collate_documents(rows)
+    B, N, L = batch["words"].shape
+    assert (B, N, L) == (3, 2, 4) and batch["tokens"].shape == (3, 6)
+    for b in range(B):  # the flat layout is the hierarchical one without its padding
+        words = batch["words"][b][batch["word_mask"][b]].tolist()
+        assert words == batch["tokens"][b][batch["token_mask"][b]].tolist()
+    assert batch["label"].tolist() == [1, 0, 1] and batch["words"][1, 1].tolist() == [PAD] * 4
+
+
+def test_unknown_label_names_the_document(prepared):
+    tok = train_word_tokenizer([d["sentences"] for d in DOCS], vocab_size=50, min_frequency=1)
+    with pytest.raises(ValueError, match=r"test\.jsonl: document 3 has label 'meh'"):
+        load_documents(prepared, "test", tok, ["neg", "pos"], 10, 10)
