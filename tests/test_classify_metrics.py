@@ -75,3 +75,11 @@ def test_hop_overlap_is_one_for_identical_and_zero_for_disjoint_hops():
     hops = np.array([[0.5, 0.5, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 0.5, 0.5]])  # pair overlaps 0.5, 0, 0.5
     assert metrics.hop_overlap(hops) == pytest.approx(1 / 3)
     assert np.isnan(metrics.hop_overlap(a[None]))
+
+
+def test_bucket_macro_f1_averages_over_the_labels_present():
+    from attention_lab.metrics import per_bucket_scores
+
+    scores = per_bucket_scores([2, 2, 9, 9], [1, 1, 0, 2], [1, 1, 0, 1], [[1, 5], [6, 1000]], num_classes=5)
+    assert scores["1_5"]["macro_f1"] == 1.0  # one class, all right: not 1/5 for the four absent classes
+    assert scores["6_plus"]["accuracy"] == 0.5 and 0.0 < scores["6_plus"]["macro_f1"] < 1.0

@@ -23,6 +23,11 @@ class DocumentAttention:
     words: list[np.ndarray]
     hops: np.ndarray | None = None
 
+    def document_words(self) -> list[np.ndarray]:
+        """Word weights over the whole document: α_word · α_sentence for hierarchical attention, where each
+        sentence's words sum to 1 (HAN); unchanged for attention over all words, whose sentences sum to α_sentence."""
+        return [w * s / max(float(w.sum()), 1e-12) for w, s in zip(self.words, self.sentence)]
+
 
 def split_attention(out: dict[str, torch.Tensor], b: int, lengths: list[int]) -> DocumentAttention | None:
     """Document b of a batch's outputs -> DocumentAttention in sentence coordinates (None without attention)."""
@@ -64,7 +69,7 @@ def evaluate(model, rows: list[dict], cfg) -> tuple[dict, np.ndarray, list[Docum
         scores.update({f"{name}_len_{bucket}": value for name, value in s.items()})
     scores.update(predict_seconds=seconds, predict_documents_per_s=len(rows) / seconds)
     if attentions and attentions[0] is not None:
-        gold = [{"sentence_weights": a.sentence, "word_weights": a.words, "gold": r.get("rationale")}
+        gold = [{"sentence_weights": a.sentence, "word_weights": a.document_words(), "gold": r.get("rationale")}
                 for a, r in zip(attentions, rows) if r.get("rationale")]
         if gold:
             rationale = metrics.rationale_scores(gold, k=cfg.evaluate.top_k_words)

@@ -17,7 +17,7 @@ def resolve_model_dir(path: str | Path) -> Path:
         if (candidate / "meta.json").is_file():
             return candidate
     raise FileNotFoundError(f"{path}: no exported model here or in {path / 'onnx'} "
-                            "(run `dvc repro export@<family>` or pass the onnx folder)")
+                            "(run `dvc repro export_<task>@<family>` or pass the onnx folder)")
 
 
 def _width(text: str) -> int:

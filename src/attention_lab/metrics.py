@@ -76,26 +76,28 @@ def aer(predicted: list[set], gold: list[set]) -> float:
 # --- document classification -------------------------------------------------------------------------------
 
 
-def classification_scores(y_true: list[int], y_pred: list[int], num_classes: int) -> dict:
-    """scikit-learn accuracy and macro-F1 over labels 0..num_classes-1 (unseen ones score 0), fractions."""
+def classification_scores(y_true: list[int], y_pred: list[int], num_classes: int | None = None) -> dict:
+    """scikit-learn accuracy and macro-F1 as fractions; macro-F1 over labels 0..num_classes-1 (unseen ones score 0),
+    or, with num_classes None, over the labels that occur in y_true or y_pred (for subsets such as length buckets)."""
     from sklearn.metrics import accuracy_score, f1_score  # lazy: ~1 s to import, only classification needs it
 
+    labels = list(range(num_classes)) if num_classes else sorted(set(y_true) | set(y_pred))
     return {
         "accuracy": float(accuracy_score(y_true, y_pred)),
-        "macro_f1": float(f1_score(y_true, y_pred, average="macro", labels=list(range(num_classes)),
-                                   zero_division=0)),
+        "macro_f1": float(f1_score(y_true, y_pred, average="macro", labels=labels, zero_division=0)),
     }
 
 
 def per_bucket_scores(lengths: list[int], y_true: list[int], y_pred: list[int], buckets,
                       num_classes: int) -> dict[str, dict]:
-    """classification_scores plus "n" per bucket of document length in sentences: {'1_10': {...}}."""
+    """classification_scores plus "n" per bucket of document length in sentences: {'1_10': {...}}; a bucket's
+    macro-F1 averages over the labels present in it, so a bucket holding one class is not scored down for the rest."""
     which = [bucket_of(n, buckets) for n in lengths]
     out = {}
     for i, b in enumerate(buckets):
         idx = [k for k, w in enumerate(which) if w == i]
         if idx:
-            scores = classification_scores([y_true[k] for k in idx], [y_pred[k] for k in idx], num_classes)
+            scores = classification_scores([y_true[k] for k in idx], [y_pred[k] for k in idx])
             out[bucket_key(b)] = {"n": len(idx), **scores}
     return out
 

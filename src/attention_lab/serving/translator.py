@@ -95,7 +95,7 @@ class OnnxTranslator:
         missing = [f for f in (ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE) if not (self.model_dir / f).is_file()]
         if missing:
             raise FileNotFoundError(f"{self.model_dir}: not an exported model folder, missing {', '.join(missing)} "
-                                    "(run the export stage: dvc repro export@<family>)")
+                                    "(run the export stage: dvc repro export_translate@<family>)")
         self.meta = json.loads((self.model_dir / META_FILE).read_text(encoding="utf-8"))
         self.tokenizer = Tokenizer.from_file(str(self.model_dir / TOKENIZER_FILE))
         self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)

@@ -1,0 +1,44 @@
+"""classification_eval.py: attention back in sentence coordinates, document-level word weights, test/* metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from attention_lab.classification_eval import evaluate, split_attention
+
+IDS = [[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]], [[5, 9], [6], [7, 8, 9]]]
+
+
+def rows() -> list[dict]:
+    gold = {"sentences": [0], "words": [[0, 1]]}
+    return [{"id": f"test-{i}", "ids": ids, "y": i % 3, "index": i, "rationale": gold} for i, ids in enumerate(IDS)]
+
+
+def test_split_attention_hierarchical_and_flat():
+    word = torch.tensor([[[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]])  # (1, N=2, L=3)
+    doc = split_attention({"word": word, "sentence": torch.tensor([[0.25, 0.75]])}, 0, [2, 1])
+    assert [w.tolist() for w in doc.words] == [[0.5, 0.5], [1.0]] and doc.sentence.tolist() == [0.25, 0.75]
+    assert [w.tolist() for w in doc.document_words()] == [[0.125, 0.125], [0.75]]
+    flat = split_attention({"word": torch.tensor([[0.1, 0.3, 0.6, 0.0]])}, 0, [2, 1])  # (1, T=4), one pad
+    np.testing.assert_allclose(flat.sentence, [0.4, 0.6])
+    np.testing.assert_allclose(np.concatenate(flat.document_words()), [0.1, 0.3, 0.6])
+    assert split_attention({"logits": torch.zeros(1, 3)}, 0, [2]) is None
+
+
+@pytest.mark.parametrize("family", ["bow", "han", "self_attentive"])
+def test_evaluate_reports_the_metrics_of_the_family(family):
+    torch.manual_seed(0)
+    model = instantiate(OmegaConf.load(f"conf/model/{family}.yaml"), vocab_size=20, num_classes=3, pad_id=0).eval()
+    cfg = OmegaConf.create({"task": {"labels": ["a", "b", "c"], "buckets": [[1, 1], [2, 1000]]},
+                            "evaluate": {"batch_size": 2, "top_k_words": 2}})
+    scores, probs, attentions = evaluate(model, rows(), cfg)
+    assert probs.shape == (3, 3) and np.allclose(probs.sum(1), 1.0, atol=1e-5)
+    assert 0 <= scores["test/accuracy"] <= 1 and "test/accuracy_len_2_plus" in scores
+    assert ("test/rationale_acc" in scores) == (family != "bow")
+    assert ("test/hop_overlap" in scores) == (family == "self_attentive")
+    if family != "bow":
+        assert [len(w) for w in attentions[2].words] == [2, 1, 3]
