@@ -99,3 +99,18 @@ def test_scheduled_sampling_trains_a_luong_model_and_logs_the_ratio_per_epoch(pr
     mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
     history = mlflow.MlflowClient().get_metric_history(run_id, "train/teacher_forcing")
     assert [round(m.value, 6) for m in sorted(history, key=lambda m: m.step)] == [1.0, 0.75]
+
+
+def test_classify_same_seed_same_metrics_and_penalty_logged(project):
+    """A classify family through the same stage: seeded determinism and the self-attentive penalty in MLflow."""
+    prepare.main(["task=classify", "data.n_train=90", "data.n_valid=15"])
+    tokenize.main(["task=classify"])
+    small = ["task=classify", "family=self_attentive", "model.emb_dim=16", "model.hidden_dim=16", "model.attn_dim=8",
+             "model.mlp_dim=16", "train.max_epochs=1", "train.batch_size=16"]
+    cfg = stage_config(small)
+    first, second = (train.main(small) or read_json(seed_dir(cfg, 0) / "train.json") for _ in range(2))
+    assert first["best_val_loss"] == second["best_val_loss"] and first["steps"] == second["steps"] == 6
+    mlflow.set_tracking_uri(f"sqlite:///{project / 'mlflow.db'}")
+    logged = mlflow.get_run(read_json(seed_dir(cfg, 0) / "run.json")["run_id"])
+    assert logged.data.tags["task"] == "classify" and "train/penalty" in logged.data.metrics
+    assert "val/accuracy" in logged.data.metrics
