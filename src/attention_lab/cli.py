@@ -60,19 +60,27 @@ def _translate(args: argparse.Namespace) -> int:
     translator = OnnxTranslator(resolve_model_dir(args.model), threads=args.threads)
     beam = args.beam if args.beam is not None else translator.meta.get("beam", 4)
     len_penalty = args.len_penalty if args.len_penalty is not None else translator.meta.get("len_penalty", 1.0)
-    results = translator.translate(sentences, beam=beam, len_penalty=len_penalty)
-    if args.json:
-        print(json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2))
-        return 0
-    for k, r in enumerate(results):
-        if k:
-            print()
+
+    def show(r) -> None:
         print(f"source:      {r.source}")
         print(f"translation: {r.text}")
         if not r.has_attention:
             print(f"(no attention: {translator.meta['family']} conditions on a fixed summary vector)")
         elif r.tokens:
             print(attention_table(r.source_words, r.tokens, r.attention))
+
+    return _emit(translator.translate(sentences, beam=beam, len_penalty=len_penalty), args.json, show)
+
+
+def _emit(results: list, as_json: bool, show) -> int:
+    """Print results as one JSON list, or each with `show`, separated by blank lines."""
+    if as_json:
+        print(json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2))
+        return 0
+    for k, r in enumerate(results):
+        if k:
+            print()
+        show(r)
     return 0
 
 
@@ -85,13 +93,8 @@ def _classify(args: argparse.Namespace) -> int:
         print("attention-lab classify: no document given (as arguments or on stdin)", file=sys.stderr)
         return 2
     classifier = OnnxClassifier(resolve_model_dir(args.model), threads=args.threads)
-    results = classifier.classify(texts)
-    if args.json:
-        print(json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2))
-        return 0
-    for k, r in enumerate(results):
-        if k:
-            print()
+
+    def show(r) -> None:
         print(f"label: {r.label}")
         print("probabilities: " + ", ".join(f"{label} {p:.3f}" for label, p in
                                             sorted(r.probabilities.items(), key=lambda kv: -kv[1])))
@@ -99,7 +102,8 @@ def _classify(args: argparse.Namespace) -> int:
             print(f"(no attention: {classifier.meta['family']} pools without weights)")
         for weight, sentence in r.top_sentences(args.top):
             print(f"  {weight:.2f}  {sentence}")
-    return 0
+
+    return _emit(classifier.classify(texts), args.json, show)
 
 
 def _readme(args: argparse.Namespace) -> int:
