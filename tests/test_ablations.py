@@ -38,3 +38,19 @@ def test_command_outside_a_git_repository_says_so(project, capsys):
     assert main(["ablations"]) == 2
     err = capsys.readouterr().err
     assert "cannot list DVC experiments" in err and not (project / "reports" / "ablations.md").exists()
+
+
+def test_a_metric_only_one_family_has_is_read_from_its_bare_key():
+    def row(typ, rev, penalty, overlap, name=None):
+        return {"Experiment": name, "rev": rev, "typ": typ, "State": None,
+                "classify.family_params.self_attentive.train.penalty": penalty,
+                "classify.family_params.han.train.penalty": 1.0,
+                "metrics/classify/self_attentive.json:test/accuracy": 0.8, "metrics/classify/han.json:test/accuracy": 0.9,
+                "test/hop_overlap": overlap}  # dvc prints a name without its file when one file alone has it
+
+    rows = ablation_rows([row("baseline", "main", 1.0, 0.01), row("branch_base", "x", 0.0, 0.9, "no-penalty")],
+                         "classify", ["han", "self_attentive"],
+                         {"han": {"test/accuracy"}, "self_attentive": {"test/accuracy", "test/hop_overlap"}})
+    assert len(rows) == 1 and rows[0]["hop overlap"] == (0.01, 0.9)
+    text = render({"classify": rows})
+    assert "| `self_attentive` | train.penalty: 1.0 → 0.0 | 0.800 → 0.800 |" in text and "0.010 → 0.900" in text

@@ -11,9 +11,10 @@ COLUMNS = {  # per task: (column, metric, digits)
 }
 
 
-def _metric(row: dict, task: str, family: str, name: str) -> float | None:
-    """A family's metric in a flat `dvc exp show` row (keyed `<metrics file>:<name>` when files share names)."""
-    value = row.get(f"metrics/{task}/{family}.json:{name}")
+def _metric(row: dict, task: str, family: str, name: str, own: set[str]) -> float | None:
+    """A family's metric in a flat `dvc exp show` row: keyed `<metrics file>:<name>` when files share the name, bare
+    when one file alone has it (then it is this family's only if the family's own metrics file has it: `own`)."""
+    value = row.get(f"metrics/{task}/{family}.json:{name}", row.get(name) if name in own else None)
     return value if isinstance(value, (int, float)) else None
 
 
@@ -24,8 +25,11 @@ def _changes(row: dict, baseline: dict, task: str, family: str) -> list[str]:
             if key.startswith(own) and str(value) != str(baseline.get(key))]
 
 
-def ablation_rows(exp_rows: list[dict], task: str, families: list[str]) -> list[dict]:
-    """One row per (experiment, family whose family_params it changed), with metrics of baseline and experiment."""
+def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
+                  own_metrics: dict[str, set[str]] | None = None) -> list[dict]:
+    """One row per (experiment, family whose family_params it changed), with metrics of baseline and experiment;
+    own_metrics: the metric names in each family's metrics file (to read metrics only one family has)."""
+    own_metrics = own_metrics or {}
     baselines = [r for r in exp_rows if r.get("typ") == "baseline" and r.get("rev") != "workspace"]
     if not baselines:
         return []
@@ -35,10 +39,11 @@ def ablation_rows(exp_rows: list[dict], task: str, families: list[str]) -> list[
             continue  # queued, running or failed experiments have no metrics yet
         for family in families:
             changes = _changes(row, baseline, task, family)
-            if changes and _metric(row, task, family, COLUMNS[task][0][1]) is not None:
+            own = own_metrics.get(family, set())
+            if changes and _metric(row, task, family, COLUMNS[task][0][1], own) is not None:
                 rows.append({"experiment": row.get("Experiment") or row.get("rev"), "family": family,
                              "changes": changes,
-                             **{name: (_metric(baseline, task, family, key), _metric(row, task, family, key))
+                             **{name: (_metric(baseline, task, family, key, own), _metric(row, task, family, key, own))
                                 for name, key, _ in COLUMNS[task]}})
     return rows
 

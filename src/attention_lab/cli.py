@@ -131,7 +131,7 @@ def _ablations(args: argparse.Namespace) -> int:
 
     from attention_lab.ablations import ablation_rows, render
     from attention_lab.config import families, load_config, read_params
-    from attention_lab.io import write_text
+    from attention_lab.io import read_json, write_text
 
     root = Path.cwd()
     cfg = load_config(root=root)
@@ -140,7 +140,11 @@ def _ablations(args: argparse.Namespace) -> int:
     except DvcException as err:  # no git repository, no DVC project here, ...
         raise ValueError(f"cannot list DVC experiments in {root}: {err} (run it in the project's git checkout)") from err
     params = read_params(root)
-    tables = {task: ablation_rows(experiments, task, families(params, task)) for task in params.get("tasks", [])}
+    tables = {}
+    for task in params.get("tasks", []):
+        files = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
+        own = {f: set(read_json(path)) if path.is_file() else set() for f, path in files.items()}
+        tables[task] = ablation_rows(experiments, task, families(params, task), own)
     out = root / cfg.paths.reports / "ablations.md"
     write_text(out, render(tables))
     print(f"wrote {out} ({sum(map(len, tables.values()))} ablation rows)")
