@@ -171,6 +171,7 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
         params_dict["translate"]["families"] = []
         params_dict["classify"]["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
                                            "text_field": "text", "label_field": "label", "title_field": "title"}
+        params_dict["classify"]["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
 
     dest, _ = repro_project(tmp_path / "project", use_bbc)

@@ -106,7 +106,7 @@ def test_classify_same_seed_same_metrics_and_penalty_logged(project):
     prepare.main(["task=classify", "data.n_train=90", "data.n_valid=15"])
     tokenize.main(["task=classify"])
     small = ["task=classify", "family=self_attentive", "model.emb_dim=16", "model.hidden_dim=16", "model.attn_dim=8",
-             "model.mlp_dim=16", "train.max_epochs=1", "train.batch_size=16"]
+             "model.mlp_dim=16", "train.max_epochs=1", "train.batch_size=16", "trainer.log_every_n_steps=1"]
     cfg = stage_config(small)
     first, second = (train.main(small) or read_json(seed_dir(cfg, 0) / "train.json") for _ in range(2))
     assert first["best_val_loss"] == second["best_val_loss"] and first["steps"] == second["steps"] == 6
