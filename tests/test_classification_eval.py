@@ -15,18 +15,26 @@ IDS = [[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]], [[5, 9], [6], [7, 8, 9]]]
 
 def rows() -> list[dict]:
     gold = {"sentences": [0], "words": [[0, 1]]}
-    return [{"id": f"test-{i}", "ids": ids, "y": i % 3, "index": i, "rationale": gold} for i, ids in enumerate(IDS)]
+    return [{"id": f"test-{i}", "ids": ids, "word_of": [list(range(len(s))) for s in ids], "y": i % 3, "index": i,
+             "rationale": gold} for i, ids in enumerate(IDS)]
 
 
 def test_split_attention_hierarchical_and_flat():
     word = torch.tensor([[[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]]])  # (1, N=2, L=3)
-    doc = split_attention({"word": word, "sentence": torch.tensor([[0.25, 0.75]])}, 0, [2, 1])
+    doc = split_attention({"word": word, "sentence": torch.tensor([[0.25, 0.75]])}, 0, [[0, 1], [0]])
     assert [w.tolist() for w in doc.words] == [[0.5, 0.5], [1.0]] and doc.sentence.tolist() == [0.25, 0.75]
     assert [w.tolist() for w in doc.document_words()] == [[0.125, 0.125], [0.75]]
-    flat = split_attention({"word": torch.tensor([[0.1, 0.3, 0.6, 0.0]])}, 0, [2, 1])  # (1, T=4), one pad
+    flat = split_attention({"word": torch.tensor([[0.1, 0.3, 0.6, 0.0]])}, 0, [[0, 1], [0]])  # (1, T=4), one pad
     np.testing.assert_allclose(flat.sentence, [0.4, 0.6])
     np.testing.assert_allclose(np.concatenate(flat.document_words()), [0.1, 0.3, 0.6])
-    assert split_attention({"logits": torch.zeros(1, 3)}, 0, [2]) is None
+    assert split_attention({"logits": torch.zeros(1, 3)}, 0, [[0, 1]]) is None
+
+
+def test_split_attention_sums_the_pieces_of_a_word():
+    """WordPiece: "wonder ##ful day" is 3 tokens but 2 words; the weight of a word is the sum of its pieces."""
+    pieces = split_attention({"word": torch.tensor([[0.2, 0.3, 0.1, 0.4]])}, 0, [[0, 0, 1], [0]])
+    np.testing.assert_allclose(pieces.words[0], [0.5, 0.1])
+    np.testing.assert_allclose(pieces.sentence, [0.6, 0.4])
 
 
 @pytest.mark.parametrize("family", ["bow", "han", "self_attentive"])

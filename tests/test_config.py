@@ -1,6 +1,6 @@
 import pytest
 
-from attention_lab.config import ConfigError, load_config
+from attention_lab.config import ConfigError, families, load_config
 from tests.conftest import ROOT
 
 
@@ -71,7 +71,7 @@ def test_every_family_has_family_params_and_bad_ones_are_named(project):
 
     params = yaml.safe_load((project / "params.yaml").read_text())
     for task in params["tasks"]:  # dvc.yaml's train stages read each entry
-        assert set(params[task]["family_params"]) == set(params[task]["families"])
+        assert set(params[task]["family_params"]) == set(families(params, task))
     text = (project / "params.yaml").read_text()
     (project / "params.yaml").write_text(text.replace("  transformer: {}", "  transformer: 3"))
     with pytest.raises(ConfigError, match="family_params.transformer must be a mapping"):

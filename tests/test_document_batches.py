@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from attention_lab.data.document_batches import collate_documents, load_documents, train_labels
+from attention_lab.data.document_batches import collate_documents, label_subset, load_documents, train_labels
 from attention_lab.io import write_jsonl
-from attention_lab.tokenization import PAD, train_word_tokenizer
+from attention_lab.tokenization import PAD, train_word_tokenizer, train_wordpiece, truncate
 
 DOCS = [{"label": "pos", "sentences": [["good", "food", "."], ["we", "ate", "."]]},
         {"label": "neg", "sentences": [["bad", "."]]},
@@ -39,3 +39,27 @@ def test_unknown_label_names_the_document(prepared):
     tok = train_word_tokenizer([d["sentences"] for d in DOCS], vocab_size=50, min_frequency=1)
     with pytest.raises(ValueError, match=r"test\.jsonl: document 3 has label 'meh'"):
         load_documents(prepared, "test", tok, ["neg", "pos"], 10, 10)
+
+
+def test_wordpiece_documents_keep_the_word_of_each_piece_and_cut_at_a_word(prepared):
+    tok = train_wordpiece([" ".join(w for s in d["sentences"] for w in s) for d in DOCS], vocab_size=40,
+                          min_frequency=1)
+    rows = load_documents(prepared, "train", tok, ["neg", "pos"], 10, 10)
+    for r in rows:  # every word has at least one piece, in order
+        assert [sorted(set(w)) for w in r["word_of"]] == [list(range(len(s))) for s in r["sentences"]]
+        assert [len(i) for i in r["ids"]] == [len(w) for w in r["word_of"]]
+    ids = [[1, 2, 3], [4, 5, 6, 7]]
+    word_of = [[0, 0, 1], [0, 1, 1, 1]]
+    assert truncate(ids, word_of, 5) == ([[1, 2, 3], [4]], [[0, 0, 1], [0]])
+    assert truncate(ids, word_of, 6) == ([[1, 2, 3], [4]], [[0, 0, 1], [0]])  # never half a word
+    assert truncate(ids, word_of, 7) == (ids, word_of)
+
+
+def test_label_subset_is_stratified_and_the_same_for_every_call(prepared):
+    rows = [{"y": i % 3, "index": i} for i in range(300)]
+    subset = label_subset(rows, 0.1, seed=1234)
+    assert len(subset) == 30 and sorted({r["y"] for r in subset}) == [0, 1, 2]
+    assert [r["index"] for r in subset] == [r["index"] for r in label_subset(rows, 0.1, seed=1234)]
+    assert label_subset(rows, 1.0, seed=0) is rows
+    with pytest.raises(ValueError, match="label_fractions"):
+        label_subset(rows, 0.0, seed=0)

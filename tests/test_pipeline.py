@@ -19,7 +19,7 @@ BIN = Path(sys.executable).parent
 FAMILIES = ["seq2seq_lstm", "seq2seq_gru", "bahdanau", "luong_dot", "luong_general", "luong_concat", "luong_local_m",
             "luong_local_p", "transformer"]
 NO_ATTENTION = {"seq2seq_lstm", "seq2seq_gru"}
-CLASSIFIERS = ["bow", "bigru_max", "han", "self_attentive", "transformer_encoder"]
+CLASSIFIERS = ["bow", "bigru_max", "han", "self_attentive", "transformer_encoder", "bert", "bert_minilm"]
 NO_ATTENTION_CLASSIFIERS = {"bow", "bigru_max"}
 GIT_ID = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "test",
           "GIT_COMMITTER_EMAIL": "test@example.com"}
@@ -90,6 +90,31 @@ def test_classify_outputs_report_pictures_and_cli(tiny):
     assert result["label"] in result["probabilities"] and len(result["sentence_weights"]) == 3
     bad = sh(["attention-lab", "classify", "--model", "models/han", "   "], tiny, check=False)
     assert bad.returncode == 2 and "no document" in bad.stderr
+
+
+def test_bert_families_pretrain_fine_tune_and_serve(tiny):
+    """pretrain@bert (masked LM, tracked in MLflow), the label-fraction rows, the head grid, and serving with WordPiece."""
+    ours = json.loads((tiny / "models" / "pretrained" / "bert" / "pretrain.json").read_text())
+    assert ours["source"] == "mlm" and {"val/mlm_loss", "val/mlm_accuracy", "val/perplexity"} <= set(ours["last_val"])
+    real = json.loads((tiny / "models" / "pretrained" / "bert_minilm" / "pretrain.json").read_text())
+    assert real["source"] == "minilm" and real["params"] > 20_000_000
+    mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
+    pretrain = [r for r in mlflow.search_runs(experiment_names=["classify"], output_format="list")
+                if r.data.tags.get("stage") == "pretrain"]
+    assert len(pretrain) == 1 and {"train/mlm_loss", "val/mlm_accuracy", "val/perplexity"} <= set(pretrain[0].data.metrics)
+    for family in ("bert", "transformer_encoder"):
+        m = json.loads((tiny / "metrics" / "classify" / f"{family}.json").read_text())
+        assert 0.0 <= m["label_fractions"]["0.1"]["test/accuracy"] <= 1.0
+        assert m["label_fractions"]["0.1"]["train/train_documents"] < m["train/train_documents"]
+    report = (tiny / "reports" / "classify.md").read_text()
+    assert "accuracy, 10% of labels" in report and "## Pretrained encoders" in report
+    assert (tiny / "reports" / "classify" / "bert_heads.png").stat().st_size > 1000
+    text = "The room was small. In the end the loathed toaster was not good at all."
+    for family in ("bert", "bert_minilm"):  # "loathed" and "toaster" are several pieces in MiniLM's vocabulary
+        result = json.loads(sh(["attention-lab", "classify", "--model", f"models/{family}", "--json", text],
+                               tiny).stdout)[0]
+        assert [len(w) for w in result["word_weights"]] == [len(s) for s in result["sentences"]] == [5, 12]
+        assert abs(sum(map(sum, result["word_weights"])) - 1.0) < 1e-4
 
 
 def test_second_repro_does_nothing_and_one_family_change_reruns_only_it(tiny):
@@ -172,6 +197,10 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
         params_dict["classify"]["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
                                            "text_field": "text", "label_field": "label", "title_field": "title"}
         params_dict["classify"]["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
+        params_dict["classify"]["pretrain"]["max_epochs"] = 3  # our BERT: a short pretraining on the news text
+        params_dict["classify"]["family_params"]["bert_minilm"]["train"].update(max_epochs=1, max_tokens=128)
+        for family in ("bert", "transformer_encoder"):  # the label fractions are the default data's experiment
+            params_dict["classify"]["family_params"][family]["train"]["label_fractions"] = [1.0]
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
 
     dest, _ = repro_project(tmp_path / "project", use_bbc)
@@ -193,7 +222,7 @@ def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
 
         params_dict = yaml.safe_load(params.read_text())
         params_dict["tasks"] = ["translate"]  # this test is about the corpus: no classify stages
-        params_dict["classify"]["families"] = []
+        params_dict["classify"]["families"] = params_dict["classify"]["pretrained"] = []
         t = params_dict["translate"]
         t["families"] = ["seq2seq_lstm", "bahdanau", "luong_local_p"]
         t["data"] = {"source": "tsv", "path": str(corpus), "src_column": 0, "tgt_column": 1}

@@ -9,7 +9,7 @@ import pytest
 
 from attention_lab.io import read_json
 from attention_lab.stages import prepare, tokenize, train
-from attention_lab.stages.common import seed_dir, stage_config
+from attention_lab.stages.common import partial_dir, seed_dir, stage_config
 from attention_lab.tasks.translation import teacher_forcing_ratio
 
 SMALL = ["model.emb_dim=16", "model.enc_hidden_dim=16", "model.dec_hidden_dim=32", "model.attn_dim=16",
@@ -58,8 +58,8 @@ def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
     out = seed_dir(cfg, 0)
     shutil.rmtree(out)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        train.train_one(cfg.copy(), 0, out, callbacks=(Crash(),))
-    partial = out.parent.parent / ".partial" / out.name
+        train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+    partial = partial_dir(out, out.parent)
     assert (partial / "last.ckpt").is_file() and not out.exists()  # nothing half-written in place
     resumed = run(2)
     assert resumed["best_val_loss"] == straight["best_val_loss"]

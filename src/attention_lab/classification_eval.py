@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from attention_lab import metrics
-from attention_lab.data.document_batches import collate_documents
-from attention_lab.tasks.classification import model_inputs
+from attention_lab.data.document_batches import collate_documents, model_inputs
+from attention_lab.tokenization import pool_pieces
 
 
 @dataclass
@@ -29,18 +29,21 @@ class DocumentAttention:
         return [w * s / max(float(w.sum()), 1e-12) for w, s in zip(self.words, self.sentence)]
 
 
-def split_attention(out: dict[str, torch.Tensor], b: int, lengths: list[int]) -> DocumentAttention | None:
-    """Document b of a batch's outputs -> DocumentAttention in sentence coordinates (None without attention)."""
+def split_attention(out: dict[str, torch.Tensor], b: int, word_of: list[list[int]]) -> DocumentAttention | None:
+    """Document b of a batch's outputs -> DocumentAttention in sentence and word coordinates (the weights of a word's
+    WordPiece pieces summed; word_of: the word index of each token, per sentence). None without attention."""
     if "word" not in out:
         return None
+    lengths = [len(w) for w in word_of]
     word = out["word"][b].numpy()
     if word.ndim == 2:  # hierarchical: (N, L)
-        words = [word[n, :length] for n, length in enumerate(lengths)]
+        tokens = [word[n, :length] for n, length in enumerate(lengths)]
         sentence = out["sentence"][b, :len(lengths)].numpy()
     else:  # flat: (T,)
         flat = word[:sum(lengths)]
-        words = metrics.flat_to_sentences(flat, lengths)
+        tokens = metrics.flat_to_sentences(flat, lengths)
         sentence = metrics.sentence_weights_from_words(flat, lengths)
+    words = [pool_pieces(t, w) for t, w in zip(tokens, word_of)]
     hops = out["hops"][b, :, :sum(lengths)].numpy() if "hops" in out else None
     return DocumentAttention(sentence, words, hops)
 
@@ -54,7 +57,7 @@ def predict(model, rows: list[dict], batch_size: int) -> tuple[np.ndarray, list[
         chunk = rows[k:k + batch_size]
         out = model(*model_inputs(model, collate_documents(chunk)))
         probs.append(out["logits"].softmax(-1).numpy())
-        attentions += [split_attention(out, b, [len(s) for s in r["ids"]]) for b, r in enumerate(chunk)]
+        attentions += [split_attention(out, b, r["word_of"]) for b, r in enumerate(chunk)]
     return np.concatenate(probs), attentions, time.perf_counter() - t0
 
 

@@ -44,7 +44,7 @@ def random_documents(shapes: list[list[int]], vocab_size: int, seed: int) -> lis
 
 
 def export_classifier(model: nn.Module, out_dir: str | Path, family: str, tokenizer_path: str | Path, labels: list[str],
-                      max_sentences: int, max_words: int, opset: int = 20) -> list[str]:
+                      max_sentences: int, max_words: int, opset: int = 20, max_tokens: int | None = None) -> list[str]:
     """Write model.onnx (+ .data), meta.json and tokenizer.json into out_dir; return the graph's output names."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -63,7 +63,7 @@ def export_classifier(model: nn.Module, out_dir: str | Path, family: str, tokeni
     _check_dynamic(out_dir / MODEL_FILE, {"ids": axes, "mask": axes})
     meta = {"task": "classify", "family": family, "labels": list(labels), "hierarchical": bool(model.hierarchical),
             "outputs": names, "vocab_size": int(model.vocab_size), "max_sentences": int(max_sentences),
-            "max_words": int(max_words), "opset": opset}
+            "max_words": int(max_words), "max_tokens": max_tokens, "opset": opset}
     (out_dir / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     shutil.copyfile(tokenizer_path, out_dir / TOKENIZER_FILE)
     return names
@@ -87,9 +87,10 @@ def check_classifier_parity(model: nn.Module, out_dir: str | Path, tol: float = 
 
 
 def export_and_check_classifier(model: nn.Module, out_dir: str | Path, family: str, tokenizer_path: str | Path,
-                                labels: list[str], max_sentences: int, max_words: int, opset: int = 20) -> dict:
+                                labels: list[str], max_sentences: int, max_words: int, opset: int = 20,
+                                max_tokens: int | None = None) -> dict:
     """export_classifier + check_classifier_parity; raise ExportError with the figures if parity fails."""
-    export_classifier(model, out_dir, family, tokenizer_path, labels, max_sentences, max_words, opset)
+    export_classifier(model, out_dir, family, tokenizer_path, labels, max_sentences, max_words, opset, max_tokens)
     parity = check_classifier_parity(model, out_dir)
     (Path(out_dir) / "parity.json").write_text(json.dumps(parity, indent=2) + "\n", encoding="utf-8")
     if not parity["ok"]:

@@ -46,8 +46,15 @@ def task_params(params: dict, root: Path, task: str) -> dict:
 
 
 def families(params: dict, task: str) -> list[str]:
-    """params.yaml `<task>.families`, in timeline order."""
-    return list(params.get(task, {}).get("families") or [])
+    """params.yaml `<task>.families` in timeline order, then `<task>.pretrained` (families fine-tuned from a
+    pretrained encoder)."""
+    own = params.get(task, {})
+    return list(own.get("families") or []) + pretrained_families(params, task)
+
+
+def pretrained_families(params: dict, task: str) -> list[str]:
+    """params.yaml `<task>.pretrained`: families whose encoder comes from their `pretrain@<family>` stage."""
+    return list(params.get(task, {}).get("pretrained") or [])
 
 
 def family_params(params: dict, root: Path, task: str, family: str | None) -> dict:
@@ -84,7 +91,7 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
             cfg = compose("config", overrides=group_choices + [o for o in cli if o.split("=")[0] in ("data", "model")])
     except HydraException as err:  # e.g. a family or data source with no file in conf/
         raise ConfigError(f"{root / CONF_DIR}: {err}") from err
-    knobs = {k: v for k, v in own_task.items() if k not in ("families", "family_params")}
+    knobs = {k: v for k, v in own_task.items() if k not in ("families", "pretrained", "family_params")}
     own = family_params(params, root, task, family)
     overlay_path = root / CONF_DIR / "profile" / f"{profile}.yaml"
     if not overlay_path.is_file():
@@ -108,6 +115,7 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
         raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`) or {overlay_path}: {err}") from err
     OmegaConf.set_struct(cfg, False)
     cfg.family, cfg.profile, cfg.root = family, profile, str(root)
+    cfg.pretrained = family in pretrained_families(params, task)
     cfg.seeds = params.get("seeds", [0])
     OmegaConf.set_struct(cfg, True)
     return cfg

@@ -151,3 +151,28 @@ def hop_figure(words: list[str], hops: np.ndarray, title: str = "", max_words: i
 def hop_heatmap(words: list[str], hops: np.ndarray, path: str | Path, title: str = "") -> None:
     """Save hop_figure as a PNG."""
     save(hop_figure(words, hops, title), path)
+
+
+def head_grid_figure(maps: list[np.ndarray], tokens: list[str], title: str = "", max_tokens: int = 24):
+    """Every layer (rows) and head (columns) of self-attention [heads, query, key] over the first max_tokens tokens."""
+    layers, heads = len(maps), maps[0].shape[0]
+    n = min(max_tokens, len(tokens))
+    fig, axes = plt.subplots(layers, heads, figsize=(1.9 * heads + 1, 1.9 * layers + 1), squeeze=False)
+    for layer, weights in enumerate(maps):
+        for head in range(heads):
+            ax = axes[layer, head]
+            ax.imshow(weights[head, :n, :n], cmap="Blues", vmin=0, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if layer == 0:
+                ax.set_title(f"head {head + 1}", fontsize=8)
+            if head == 0:
+                ax.set_ylabel(f"layer {layer + 1}", fontsize=8)
+    shown = " ".join(tokens[:n]) + (" …" if len(tokens) > n else "")
+    fig.suptitle(f"{title}\nquery (rows) → key (columns): {shown}", fontsize=8, wrap=True)
+    return fig
+
+
+def head_grid(maps: list[np.ndarray], tokens: list[str], path: str | Path, title: str = "") -> None:
+    """Save head_grid_figure as a PNG."""
+    save(head_grid_figure(maps, tokens, title), path)

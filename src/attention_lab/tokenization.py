@@ -1,14 +1,17 @@
-"""HF tokenizers trained on the training split only: a joint subword model (translation) or a word-level one (classify)."""
+"""HF tokenizers trained on the training split only: a joint subword model (translation), a word-level one (classify)
+and a BERT WordPiece model (classify's pretrained families)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+import numpy as np
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 PAD, BOS, EOS, UNK = range(4)
+BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4 in our own WordPiece vocabularies
 
 
 def train_tokenizer(texts: Iterable[str], model: str = "bpe", vocab_size: int = 2000,
@@ -45,6 +48,66 @@ def train_word_tokenizer(documents: Iterable[list[list[str]]], vocab_size: int =
     if [tok.token_to_id(s) for s in SPECIALS] != list(range(len(SPECIALS))):
         raise RuntimeError(f"special tokens must take ids 0..3, got {[tok.token_to_id(s) for s in SPECIALS]}")
     return tok
+
+
+def train_wordpiece(texts: Iterable[str], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
+    """Devlin et al. 2018 §3 WordPiece (lowercased, BERT pre-tokenizer); pairs encode as [CLS] A [SEP] B [SEP]."""
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                        special_tokens=BERT_SPECIALS, show_progress=False)
+    tok.train_from_iterator(texts, trainer)
+    if [tok.token_to_id(s) for s in BERT_SPECIALS] != list(range(len(BERT_SPECIALS))):
+        raise RuntimeError(f"special tokens must take ids 0..4, got {[tok.token_to_id(s) for s in BERT_SPECIALS]}")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
+    return tok
+
+
+def bert_special_ids(tok: Tokenizer) -> dict[str, int]:
+    """{'pad': id, 'unk': id, 'cls': id, 'sep': id, 'mask': id} of a BERT vocabulary (ours or a pretrained one)."""
+    ids = {s.strip("[]").lower(): tok.token_to_id(s) for s in BERT_SPECIALS}
+    missing = [k for k, v in ids.items() if v is None]
+    if missing:
+        raise ValueError(f"not a BERT vocabulary: no {', '.join(f'[{m.upper()}]' for m in missing)} token")
+    return ids
+
+
+def encode_document(tok: Tokenizer, sentences: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
+    """Sentences of words -> (token ids per sentence, word index of each token): one token per word for a word-level
+    vocabulary, one or more WordPiece pieces per word for a BERT one."""
+    encodings = tok.encode_batch(sentences, is_pretokenized=True, add_special_tokens=False)
+    return [e.ids for e in encodings], [e.word_ids for e in encodings]
+
+
+def truncate(ids: list[list[int]], word_of: list[list[int]], max_tokens: int | None):
+    """Keep the first max_tokens tokens of a document, cut at a word boundary (sentences after the cut dropped)."""
+    if max_tokens is None or sum(map(len, ids)) <= max_tokens:
+        return ids, word_of
+    kept_ids, kept_words, room = [], [], max_tokens
+    for s, w in zip(ids, word_of):
+        if len(s) > room:
+            cut = room
+            while 0 < cut < len(s) and w[cut] == w[cut - 1]:  # never split a word's pieces
+                cut -= 1
+            if cut:
+                kept_ids.append(s[:cut])
+                kept_words.append(w[:cut])
+            break
+        kept_ids.append(s)
+        kept_words.append(w)
+        room -= len(s)
+    return kept_ids, kept_words
+
+
+def pool_pieces(weights: np.ndarray, word_of: list[int], n_words: int | None = None) -> np.ndarray:
+    """Per-token weights of one sentence -> per-word weights (a word's pieces summed): (n_tokens,) -> (n_words,)."""
+    n = n_words if n_words is not None else (max(word_of) + 1 if word_of else 0)
+    return np.bincount(np.asarray(word_of, dtype=np.int64), weights=np.asarray(weights, dtype=np.float64),
+                       minlength=n)[:n].astype(np.float32)
 
 
 def encode_words(tok: Tokenizer, sentences: list[list[str]]) -> list[list[int]]:

@@ -65,18 +65,28 @@ def data_hash(cfg: DictConfig) -> str:
     return h.hexdigest()[:16]
 
 
-def run_tags(cfg: DictConfig) -> dict[str, str]:
-    return {"family": str(cfg.family), "task": cfg.task.name, "seed": str(cfg.seed), "profile": cfg.profile,
-            "git_commit": git_commit(cfg.root), "data_hash": data_hash(cfg)}
+def run_name(cfg: DictConfig, stage: str = "train") -> str:
+    """<family>-seed<k>, with -labels<percent> for a run on a fraction of the labels and pretrain- for pretraining."""
+    fraction = cfg.train.get("label_fraction", 1.0)
+    labels = f"-labels{fraction * 100:g}" if fraction != 1 else ""
+    return f"{'pretrain-' if stage == 'pretrain' else ''}{cfg.family}-seed{cfg.seed}{labels}"
 
 
-def lightning_logger(cfg: DictConfig, run_id: str | None = None):
-    """MLFlowLogger for one (family, seed) training run (or the run `run_id`, when resuming), with tags."""
+def run_tags(cfg: DictConfig, stage: str = "train") -> dict[str, str]:
+    tags = {"family": str(cfg.family), "task": cfg.task.name, "seed": str(cfg.seed), "profile": cfg.profile,
+            "stage": stage, "git_commit": git_commit(cfg.root), "data_hash": data_hash(cfg)}
+    if "label_fraction" in cfg.train:
+        tags["label_fraction"] = str(cfg.train.label_fraction)
+    return tags
+
+
+def lightning_logger(cfg: DictConfig, run_id: str | None = None, stage: str = "train"):
+    """MLFlowLogger for one (family, seed) training or pretraining run (or the run `run_id`, when resuming), with tags."""
     from lightning.pytorch.loggers import MLFlowLogger
 
     experiment_id(cfg)  # make sure the experiment exists with the right artifact location
-    return MLFlowLogger(experiment_name=cfg.task.name, run_name=f"{cfg.family}-seed{cfg.seed}",
-                        tracking_uri=tracking_uri(cfg), tags=run_tags(cfg), log_model=False, run_id=run_id)
+    return MLFlowLogger(experiment_name=cfg.task.name, run_name=run_name(cfg, stage),
+                        tracking_uri=tracking_uri(cfg), tags=run_tags(cfg, stage), log_model=False, run_id=run_id)
 
 
 @contextlib.contextmanager

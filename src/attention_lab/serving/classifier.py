@@ -1,4 +1,5 @@
-"""onnxruntime-only document classification: model.onnx, the word-level tokenizer and the sentence/word splitter.
+"""onnxruntime-only document classification: model.onnx, the family's tokenizer (word-level, or WordPiece for the BERT
+families, whose piece weights are summed per word) and the sentence/word splitter.
 
 Never imports torch: serving needs numpy, onnxruntime, tokenizers (and attention_lab.data.labeled for splitting).
 """
@@ -14,7 +15,7 @@ from tokenizers import Tokenizer
 
 from attention_lab.data.labeled import split_sentences, split_words
 from attention_lab.serving.translator import META_FILE, TOKENIZER_FILE, make_session
-from attention_lab.tokenization import encode_words
+from attention_lab.tokenization import encode_document, pool_pieces, truncate
 
 MODEL_FILE = "model.onnx"
 
@@ -78,28 +79,36 @@ class OnnxClassifier:
             raise ValueError("empty document: no words to classify")
         return sentences
 
-    def run(self, documents: list[list[list[str]]]) -> dict[str, np.ndarray]:
-        """Split documents -> the graph's named outputs (logits, and word/sentence/hops weights where the family has them)."""
-        ids, mask = document_arrays([encode_words(self.tok, doc) for doc in documents], self.meta["hierarchical"])
+    def encode(self, document: list[list[str]]) -> tuple[list[list[int]], list[list[int]]]:
+        """Token ids per sentence and the word index of each token, cut to the model's max_tokens."""
+        return truncate(*encode_document(self.tok, document), self.meta.get("max_tokens"))
+
+    def run(self, encoded: list[list[list[int]]]) -> dict[str, np.ndarray]:
+        """Token ids of documents -> the graph's named outputs (logits, and word/sentence/hops weights where the family
+        has them)."""
+        ids, mask = document_arrays(encoded, self.meta["hierarchical"])
         outs = self.session.run(None, {"ids": ids, "mask": mask})
         return dict(zip([o.name for o in self.session.get_outputs()], outs))
 
     def classify(self, texts: list[str]) -> list[Classification]:
         documents = [self.split(t) for t in texts]
-        out = self.run(documents)
+        encoded = [self.encode(doc) for doc in documents]
+        out = self.run([ids for ids, _ in encoded])
         logits = out["logits"] - out["logits"].max(-1, keepdims=True)
         probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
         results = []
-        for b, doc in enumerate(documents):
-            lengths = [len(s) for s in doc]
+        for b, (doc, (ids, word_of)) in enumerate(zip(documents, encoded)):
+            doc = [s[:max(w) + 1] for s, w in zip(doc, word_of)]  # the words the model saw
+            lengths = [len(w) for w in word_of]
             sentence_w, word_w = None, None
             if "word" in out:
                 w = out["word"][b]
                 if w.ndim == 2:  # (N, L)
-                    word_w = [w[n, :k].tolist() for n, k in enumerate(lengths)]
+                    tokens = [w[n, :k] for n, k in enumerate(lengths)]
                 else:  # (T,)
                     edges = np.cumsum([0, *lengths])
-                    word_w = [w[edges[n]:edges[n + 1]].tolist() for n in range(len(lengths))]
+                    tokens = [w[edges[n]:edges[n + 1]] for n in range(len(lengths))]
+                word_w = [pool_pieces(t, wo).tolist() for t, wo in zip(tokens, word_of)]
                 sentence_w = (out["sentence"][b, :len(lengths)].tolist() if "sentence" in out
                               else [float(sum(ws)) for ws in word_w])
             results.append(Classification(self.labels[int(probs[b].argmax())], dict(zip(self.labels, probs[b].tolist())),

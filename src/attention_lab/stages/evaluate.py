@@ -14,7 +14,7 @@ from attention_lab import plots, tracking
 from attention_lab.checkpoints import load_model
 from attention_lab.io import atomic_path, read_json, write_json
 from attention_lab.metrics import bucket_of
-from attention_lab.stages.common import seed_dir, stage_config
+from attention_lab.stages.common import seed_dir, stage_config, tokenizer_path
 from attention_lab.tokenization import load_tokenizer
 
 
@@ -27,8 +27,9 @@ def spread_over_buckets(lengths: list[int], buckets, n: int) -> list[int]:
     return [picks[round(k * (len(picks) - 1) / max(n - 1, 1))] for k in range(n)] if picks else []
 
 
-def translation(cfg: DictConfig, pictures: Path) -> dict[str, dict]:
-    """Per-seed test/* scores of a translation family; attention heatmaps (gold alignment overlaid) of the first seed."""
+def translation(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[str, dict]:
+    """Per-seed test/* scores of a translation family (trained on every pair: fraction is 1); attention heatmaps
+    (gold alignment overlaid) of the first seed."""
     from attention_lab.data.batching import load_split
     from attention_lab.evaluation import evaluate
 
@@ -49,23 +50,25 @@ def translation(cfg: DictConfig, pictures: Path) -> dict[str, dict]:
     return per_seed
 
 
-def classification(cfg: DictConfig, pictures: Path) -> dict[str, dict]:
-    """Per-seed test/* scores of a classify family; document pictures (PNG + HTML) and hop heatmaps of the first seed."""
+def classification(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[str, dict]:
+    """Per-seed test/* scores of a classify family trained on `fraction` of the labels; document pictures (PNG +
+    HTML) and hop heatmaps of the first seed (pictures=None: none)."""
     from attention_lab.classification_eval import evaluate
     from attention_lab.data.document_batches import load_documents
     from attention_lab.highlights import write_document_html
 
     root = Path(cfg.root)
-    tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")
+    tok = load_tokenizer(tokenizer_path(cfg))
     per_seed = {}
     for seed in cfg.seeds:
-        model, trained = load_model(seed_dir(cfg, seed) / "best.ckpt")
+        model, trained = load_model(seed_dir(cfg, seed, fraction=fraction) / "best.ckpt")
         labels = list(trained.task.labels)
         cfg.task.labels = labels
         t = trained.train
-        rows = load_documents(root / cfg.paths.prepared, "test", tok, labels, t.max_sentences, t.max_words)
+        rows = load_documents(root / cfg.paths.prepared, "test", tok, labels, t.max_sentences, t.max_words,
+                              t.get("max_tokens"))
         per_seed[str(seed)], probs, attentions = evaluate(model, rows, cfg)
-        if seed != cfg.seeds[0] or attentions[0] is None:
+        if pictures is None or seed != cfg.seeds[0] or attentions[0] is None:
             continue
         for k, i in enumerate(spread_over_buckets([len(r["ids"]) for r in rows], cfg.task.buckets,
                                                   cfg.evaluate.pictures)):
@@ -78,35 +81,66 @@ def classification(cfg: DictConfig, pictures: Path) -> dict[str, dict]:
                                 labels[probs[i].argmax()], dict(zip(labels, probs[i].tolist())), gold=r.get("rationale"))
             if a.hops is not None:
                 plots.hop_heatmap([w for s in sentences for w in s], a.hops, pictures / f"hops_{k}.png", title=title)
+        if hasattr(model, "attention_maps"):
+            i = spread_over_buckets([len(r["ids"]) for r in rows], cfg.task.buckets, 1)[0]
+            head_grid(model, rows[i], tok, pictures / "heads.png", f"{cfg.family}: test document {rows[i]['id']}")
     return per_seed
 
 
+def head_grid(model, row: dict, tok, path: Path, title: str) -> None:
+    """Every layer and head of a BERT-style family on one document ([CLS] doc [SEP]), as one grid of heatmaps."""
+    import torch
+
+    ids = torch.tensor([[i for s in row["ids"] for i in s]])
+    with torch.inference_mode():
+        maps = model.attention_maps(ids, ids != 0)  # per layer (1, h, T + 2, T + 2)
+    tokens = ["[CLS]", *[tok.id_to_token(int(i)) for i in ids[0]], "[SEP]"]
+    plots.head_grid([m[0].numpy() for m in maps], tokens, path, title=title)
+
+
 TASKS = {"translate": translation, "classify": classification}
+
+
+def summarize(cfg: DictConfig, per_seed: dict[str, dict], fraction: float) -> dict:
+    """Mean test/* scores over seeds, the mean train/* figures, and the per-seed scores."""
+    first = per_seed[str(cfg.seeds[0])]
+    summary = {k: statistics.fmean(per_seed[s][k] for s in per_seed) for k, v in first.items() if isinstance(v, float)}
+    trained = [read_json(seed_dir(cfg, s, fraction=fraction) / "train.json") for s in cfg.seeds]
+    for key in ("params", "train_seconds", "train_tokens_per_s", "epochs", "train_documents"):
+        if key in trained[0]:
+            summary[f"train/{key}"] = statistics.fmean(t[key] for t in trained)
+    summary.update({k: v for k, v in first.items() if isinstance(v, str)}, seeds=list(cfg.seeds), per_seed=per_seed)
+    return summary
+
+
+def log_runs(cfg: DictConfig, per_seed: dict[str, dict], fraction: float, pictures: Path | None) -> None:
+    """The test scores (and pictures) into each seed's training run."""
+    for seed in cfg.seeds:
+        with tracking.reopen_run(cfg, read_json(seed_dir(cfg, seed, fraction=fraction) / "run.json")["run_id"]):
+            mlflow.log_metrics({k: v for k, v in per_seed[str(seed)].items() if isinstance(v, float)})
+            if pictures is not None:
+                mlflow.log_artifacts(str(pictures), artifact_path="plots")
 
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
     root = Path(cfg.root)
     OmegaConf.set_struct(cfg, False)  # classify adds task.labels from the checkpoint
+    fractions = list(cfg.train.get("label_fractions", [1.0]))  # classify: a run per fraction of the labels
+    main_fraction = 1.0 if 1.0 in fractions else max(fractions)
     with atomic_path(root / cfg.paths.plots / cfg.family) as pictures:
         pictures.mkdir()
-        per_seed = TASKS[cfg.task.name](cfg, pictures)
-        for seed, scores in per_seed.items():
-            print(f"{cfg.family} seed {seed}: " + ", ".join(
-                f"{k}={v:.3f}" for k, v in scores.items() if isinstance(v, float)))
-        first = per_seed[str(cfg.seeds[0])]
-        numeric = [k for k, v in first.items() if isinstance(v, float)]
-        summary = {k: statistics.fmean(per_seed[s][k] for s in per_seed) for k in numeric}
-        trained = [read_json(seed_dir(cfg, s) / "train.json") for s in cfg.seeds]
-        for key in ("params", "train_seconds", "train_tokens_per_s", "epochs"):
-            summary[f"train/{key}"] = statistics.fmean(t[key] for t in trained)
-        summary.update({k: v for k, v in first.items() if isinstance(v, str)},
-                       family=cfg.family, seeds=list(cfg.seeds), per_seed=per_seed)
-        for seed in cfg.seeds:
-            run_id = read_json(seed_dir(cfg, seed) / "run.json")["run_id"]
-            with tracking.reopen_run(cfg, run_id):
-                mlflow.log_metrics({k: v for k, v in per_seed[str(seed)].items() if isinstance(v, float)})
-                mlflow.log_artifacts(str(pictures), artifact_path="plots")
+        per_seed = TASKS[cfg.task.name](cfg, pictures, main_fraction)
+        summary = {"family": cfg.family, **summarize(cfg, per_seed, main_fraction)}
+        log_runs(cfg, per_seed, main_fraction, pictures)
+        for fraction in fractions:
+            if fraction != main_fraction:
+                scores = TASKS[cfg.task.name](cfg, None, fraction)
+                summary.setdefault("label_fractions", {})[f"{fraction:g}"] = summarize(cfg, scores, fraction)
+                log_runs(cfg, scores, fraction, None)
+        for name, result in [(f"labels {main_fraction:g}", summary), *summary.get("label_fractions", {}).items()]:
+            print(f"{cfg.family} ({name}): " + ", ".join(
+                f"{k}={v:.3f}" for k, v in result.items() if k.startswith("test/") and "_len_" not in k))
     write_json(root / cfg.paths.metrics / cfg.task.name / f"{cfg.family}.json", summary)
 
 

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from attention_lab import tracking
 from attention_lab.export import ExportError, export_and_check
 from attention_lab.io import atomic_path, read_json
-from attention_lab.stages.common import onnx_dir, seed_dir, stage_config
+from attention_lab.stages.common import onnx_dir, seed_dir, stage_config, tokenizer_path
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
@@ -36,9 +36,10 @@ def main(argv: list[str]) -> dict:
     """Export, check parity (fail loudly), and return parity.json's content; the folder is onnx_dir(cfg)."""
     cfg = stage_config(argv)
     ckpt = checkpoint_path(cfg)
-    tokenizer = Path(cfg.root) / cfg.paths.tokenized / "tokenizer.json"
+    tokenizer = tokenizer_path(cfg)
     task = cfg.task.name
-    for path, stage in ((ckpt, f"train_{task}@{cfg.family}"), (tokenizer, f"tokenize@{task}")):
+    tokenizer_stage = f"pretrain@{cfg.family}" if cfg.get("pretrained") else f"tokenize@{task}"
+    for path, stage in ((ckpt, f"train_{task}@{cfg.family}"), (tokenizer, tokenizer_stage)):
         if not path.is_file():
             raise SystemExit(f"export_{task}@{cfg.family}: {path} not found (run the {stage} stage first)")
     from attention_lab.checkpoints import load_model
@@ -51,7 +52,8 @@ def main(argv: list[str]) -> dict:
 
                 t = trained.train
                 parity = export_and_check_classifier(model, tmp, cfg.family, tokenizer, list(trained.task.labels),
-                                                     t.max_sentences, t.max_words, cfg.export.opset)
+                                                     t.max_sentences, t.max_words, cfg.export.opset,
+                                                     max_tokens=t.get("max_tokens"))
             else:
                 e = cfg.evaluate
                 parity = export_and_check(model, tmp, cfg.family, tokenizer, e.max_len_ratio, cfg.export.opset,

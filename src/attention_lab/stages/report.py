@@ -11,10 +11,10 @@ import mlflow
 from omegaconf import DictConfig
 
 from attention_lab import plots, tracking
-from attention_lab.config import families, read_params
+from attention_lab.config import families, pretrained_families, read_params
 from attention_lab.io import atomic_path, read_json, write_json, write_text
 from attention_lab.report import bucket_series, render_classify, render_translate
-from attention_lab.stages.common import seed_dir, stage_config
+from attention_lab.stages.common import pretrained_dir, seed_dir, stage_config
 
 
 def budget_line(cfg: DictConfig) -> str:
@@ -49,11 +49,14 @@ def translate_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> s
 def classify_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> str:
     plots.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
                     title="Accuracy by document length", xlabel="document length (sentences)", ylabel="accuracy")
-    pictures = copy_pictures(cfg, list(results), assets, ("document_*.png", "document_*.html", "hops_*.png"))
+    pictures = copy_pictures(cfg, list(results), assets, ("document_*.png", "document_*.html", "hops_*.png",
+                                                          "heads.png"))
+    pretrained = {f: read_json(pretrained_dir(cfg, f) / "pretrain.json")
+                  for f in pretrained_families(read_params(Path(cfg.root)), cfg.task.name)}
     lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}. " + budget_line(cfg) +
              f" Attention penalty coefficient {cfg.train.penalty} (self-attentive); its ablation is in "
              "[ablations.md](ablations.md)."]
-    return render_classify(results, cfg.task.buckets, cfg.evaluate.top_k_words, pictures, lines)
+    return render_classify(results, cfg.task.buckets, cfg.evaluate.top_k_words, pictures, lines, pretrained)
 
 
 PAGES = {"translate": translate_page, "classify": classify_page}

@@ -1,8 +1,9 @@
-"""DVC stage `train_<task>@<family>`: train one family for every seed -> models/<family>/checkpoints/seed<k>/
-{last,best}.ckpt, train.json, run.json.
+"""DVC stages `train_<task>@<family>` and `finetune_<task>@<family>`: train one family for every seed (and, in
+classify, every fraction of the training labels in train.label_fractions) -> models/<family>/checkpoints/[labels<p>/]
+seed<k>/{last,best}.ckpt, train.json, run.json. A pretrained family starts from models/pretrained/<family>.
 
-Work happens in models/<family>/.partial/seed<k>/ and is renamed into place when done, so a failed run leaves
-no half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an uninterrupted run).
+Work happens in models/<family>/.partial-checkpoints/... (common.partial_dir) and is renamed into place when done, so a failed run leaves no
+half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an uninterrupted run).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab import tracking
 from attention_lab.checkpoints import count_parameters
 from attention_lab.io import read_json, write_json, write_text
-from attention_lab.stages.common import seed_dir, stage_config
+from attention_lab.stages.common import partial_dir, pretrained_dir, seed_dir, stage_config, tokenizer_path
 
 
 def translation(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
@@ -38,35 +39,43 @@ def translation(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.Ligh
 
 
 def classification(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
-    """Labelled documents and a DocumentClassifier family; the training labels become cfg.task.labels."""
-    from attention_lab.data.document_batches import DocumentDataModule
+    """Labelled documents (a stratified train.label_fraction of the training set, the same for every family) and a
+    DocumentClassifier family, from its pretrained encoder if it has one; the training labels become cfg.task.labels."""
+    from safetensors.torch import load_file
+
+    from attention_lab.data.document_datamodule import DocumentDataModule
     from attention_lab.tasks.classification import ClassificationModule
 
     root, t = Path(cfg.root), cfg.train
-    dm = DocumentDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json", t.batch_size,
-                            seed, t.max_sentences, t.max_words)
+    dm = DocumentDataModule(root / cfg.paths.prepared, tokenizer_path(cfg), t.batch_size, seed, t.max_sentences,
+                            t.max_words, t.max_tokens, t.label_fraction, cfg.data.seed)
     dm.setup()
     cfg.task.labels = dm.labels
     module = ClassificationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size(),
                                   num_classes=len(dm.labels))
+    if cfg.pretrained:
+        module.model.bert.load_state_dict(load_file(pretrained_dir(cfg) / "encoder.safetensors"))
     return module, dm
 
 
 TASKS = {"translate": translation, "classify": classification}
 
 
-def train_one(cfg: DictConfig, seed: int, out: Path, callbacks: tuple[pl.Callback, ...] = ()) -> dict:
-    """Train (or resume) one (family, seed) run into `out`; returns the training summary."""
+def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
+              build=None, stage: str = "train", **trainer_options) -> dict:
+    """Train (or resume) one (family, seed) run in `partial`, then move it to `out`; returns the training summary.
+
+    `build(cfg, seed) -> (module, datamodule)` defaults to the task's builder in TASKS.
+    """
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
     pl.seed_everything(seed, workers=True)
-    partial = out.parent.parent / ".partial" / out.name
     partial.mkdir(parents=True, exist_ok=True)
-    module, dm = TASKS[cfg.task.name](cfg, seed)
+    module, dm = (build or TASKS[cfg.task.name])(cfg, seed)
 
     run_file = partial / "run.json"
     resume = (partial / "last.ckpt").is_file() and run_file.is_file()
-    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None)
+    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None, stage=stage)
     if resume:
         print(f"resuming {cfg.family} seed {seed} from {partial / 'last.ckpt'}")
     else:
@@ -81,7 +90,7 @@ def train_one(cfg: DictConfig, seed: int, out: Path, callbacks: tuple[pl.Callbac
                          max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
                          logger=logger, default_root_dir=partial,
                          callbacks=[ckpt, EarlyStopping("val/loss", patience=cfg.train.patience), RichProgressBar(),
-                                    *callbacks])
+                                    *callbacks], **trainer_options)
     trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
     if not (partial / "best.ckpt").is_file():  # stopped by the time budget before any validation
         trainer.save_checkpoint(partial / "best.ckpt")
@@ -91,6 +100,9 @@ def train_one(cfg: DictConfig, seed: int, out: Path, callbacks: tuple[pl.Callbac
                "train_seconds": round(module.train_seconds, 2),
                "train_tokens_per_s": round(module.tokens_seen / max(module.train_seconds, 1e-9), 1),
                "best_val_loss": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None}
+    if "label_fraction" in cfg.train:
+        summary.update(label_fraction=cfg.train.label_fraction, train_documents=len(dm.splits["train"]))
+    summary["last_val"] = {k: round(float(v), 5) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     write_json(partial / "train.json", summary)
     logger.log_metrics({"train_seconds": summary["train_seconds"],
                         "train_tokens_per_s": summary["train_tokens_per_s"], "params": summary["params"]})
@@ -104,8 +116,16 @@ def train_one(cfg: DictConfig, seed: int, out: Path, callbacks: tuple[pl.Callbac
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
-    for seed in cfg.seeds:
-        print(train_one(cfg.copy(), seed, seed_dir(cfg, seed)))
+    for fraction in cfg.train.get("label_fractions", [1.0]):
+        for seed in cfg.seeds:
+            run_cfg = cfg.copy()
+            OmegaConf.set_struct(run_cfg, False)
+            run_cfg.train.label_fraction = fraction
+            # a fraction f of the labels: epochs and early-stopping patience / f, so the schedule is the same in steps
+            run_cfg.train.max_epochs = max(1, round(cfg.train.max_epochs / fraction))
+            run_cfg.train.patience = max(1, round(cfg.train.patience / fraction))
+            out = seed_dir(cfg, seed, fraction=fraction)
+            print(train_one(run_cfg, seed, out, partial_dir(out, seed_dir(cfg, seed).parent)))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,12 @@ class TaskModule(pl.LightningModule):
         super().__init__()
         self.save_hyperparameters(logger=False)  # the stage logs the flattened config once per run
         self.cfg = OmegaConf.create(cfg)
-        self.model = instantiate(self.cfg.model, vocab_size=vocab_size, pad_id=PAD, **model_kwargs)
+        self.model = self.build_model(vocab_size, **model_kwargs)
         self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None
+
+    def build_model(self, vocab_size: int, **model_kwargs) -> torch.nn.Module:
+        """The family's model from conf/model/<family>.yaml."""
+        return instantiate(self.cfg.model, vocab_size=vocab_size, pad_id=PAD, **model_kwargs)
 
     def check_finite(self, loss: torch.Tensor) -> None:
         if not torch.isfinite(loss):

@@ -9,12 +9,8 @@ import torch
 import torch.nn.functional as F
 from torchmetrics.classification import MulticlassAccuracy
 
+from attention_lab.data.document_batches import model_inputs
 from attention_lab.tasks.base import TaskModule
-
-
-def model_inputs(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids, mask) in the layout the family reads: (B, N, L) sentences of words, or (B, T) words."""
-    return (batch["words"], batch["word_mask"]) if model.hierarchical else (batch["tokens"], batch["token_mask"])
 
 
 class ClassificationModule(TaskModule):

