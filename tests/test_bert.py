@@ -201,8 +201,9 @@ def test_classifier_outputs_and_padding_invariance():
     model = tiny_classifier()
     ids, mask = pad(random_docs([6, 2, 4], 3), T=8)  # two columns of padding for every document
     out = model(ids, mask)
-    assert list(out) == ["logits", "word"]
+    assert list(out) == ["logits", "word", "attentions"]
     assert out["logits"].shape == (3, C) and out["word"].shape == (3, 8)
+    assert out["attentions"].shape == (3, 2, 2, 10, 10)  # (B, layers, heads, T + 2, T + 2)
     assert out["word"].masked_select(~mask).eq(0).all()
     torch.testing.assert_close(out["word"].sum(-1), torch.ones(3))
     alone = model(*pad(random_docs([6, 2, 4], 3)[1:2]))
@@ -210,6 +211,8 @@ def test_classifier_outputs_and_padding_invariance():
     torch.testing.assert_close(alone["word"], out["word"][1:2, :2], atol=1e-5, rtol=0)
     maps = model.attention_maps(ids, mask)
     assert len(maps) == 2 and all(a.shape == (3, 2, 10, 10) for a in maps)
+    assert torch.equal(torch.stack(maps, 1), out["attentions"])
+    assert "attentions" not in model.train()(ids, mask)
 
 
 def test_classifier_onnx_round_trip(tmp_path):
@@ -231,3 +234,20 @@ def test_classifier_onnx_round_trip(tmp_path):
         ref = model(ids, mask)
     for name, value in zip(names, got):
         np.testing.assert_allclose(value, ref[name].numpy(), atol=1e-4, rtol=0, err_msg=name)
+
+
+@torch.inference_mode()
+def test_bertviz_head_and_model_views_read_our_attentions():
+    """The per-layer (batch, heads, query, key) tuple is what bertviz takes: its views embed our weights as they are."""
+    from bertviz import head_view, model_view
+
+    model = tiny_classifier()
+    ids, mask = pad(random_docs([4], 6))
+    maps = model.attention_maps(ids, mask)  # 2 layers of (1, 2, 6, 6)
+    tokens = ["[CLS]", "w1", "w2", "w3", "w4", "[SEP]"]
+    for view in (head_view, model_view):
+        html = view(maps, tokens, html_action="return").data
+        params, _ = json.JSONDecoder().raw_decode(html, html.index("{", html.index("const params = ")))
+        got = np.array(params["attention"][0]["attn"])  # (layers, heads, query, key)
+        np.testing.assert_allclose(got, torch.stack([m[0] for m in maps]).numpy(), atol=1e-6)
+        assert params["attention"][0]["left_text"] == tokens

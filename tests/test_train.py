@@ -67,6 +67,17 @@ def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
     assert not partial.exists()
 
 
+def test_a_crashed_run_of_other_settings_is_not_resumed(prepared, capsys):
+    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2", "train.lr=0.01"])
+    out = seed_dir(cfg, 0)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+    crashed_run = read_json(partial_dir(out, out.parent) / "run.json")["run_id"]
+    straight = run(2)  # the default lr: a fresh run, not the crashed one's second epoch
+    assert "not resuming" in capsys.readouterr().out
+    assert read_json(out / "run.json")["run_id"] != crashed_run and straight["epochs"] == 2
+
+
 def test_non_finite_loss_stops_with_clear_error(prepared):
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
         run(1, "train.lr=1e30", "train.clip=0", "train.warmup_steps=1")

@@ -147,5 +147,7 @@ def render_translate(task: str, results: dict[str, dict], buckets, heatmaps: dic
 def task_table(task: str, results: dict[str, dict], cfg) -> str:
     """The results table of a task, as its report page shows it."""
     if task == "classify":
-        return classify_table(results, cfg.task.buckets, cfg.evaluate.top_k_words)
+        fractions = fraction_table(results)
+        table = classify_table(results, cfg.task.buckets, cfg.evaluate.top_k_words)
+        return table + ("\n\n" + fractions if fractions else "")
     return results_table(results, cfg.task.buckets)

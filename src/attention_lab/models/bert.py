@@ -149,10 +149,11 @@ class BertPretraining(nn.Module):
 
 class BertClassifier(DocumentClassifier):
     """Devlin 2018 §4.1: logits = W dropout(pooled [CLS]) + b over [CLS] w_1 .. w_n [SEP]; "word" is the last
-    layer's [CLS]-row attention over w_1 .. w_T, mean over heads, renormalised to sum to 1 over the real words."""
+    layer's [CLS]-row attention over w_1 .. w_T, mean over heads, renormalised to sum to 1 over the real words;
+    "attentions" (not while training) is every layer's self-attention, (B, layers, heads, T + 2, T + 2)."""
 
     hierarchical = False
-    output_names = ("logits", "word")
+    output_names = ("logits", "word", "attentions")
 
     def __init__(self, vocab_size: int, num_classes: int, pad_id: int = 0, hidden: int = 128, layers: int = 2,
                  heads: int = 4, intermediate: int = 256, max_positions: int = 512, dropout: float = 0.1,
@@ -182,10 +183,13 @@ class BertClassifier(DocumentClassifier):
 
     def forward(self, ids: Tensor, mask: Tensor) -> dict[str, Tensor]:
         x, m = self.bert_inputs(ids, mask)  # (B, T + 2)
-        _, pooled, attentions = self.bert(x, m, need_weights=True, last_only=True)
+        _, pooled, attentions = self.bert(x, m, need_weights=True, last_only=self.training)
         logits = self.out(self.drop(pooled))  # (B, C)
         word = attentions[-1][:, :, 0, 1:-1].mean(1) * mask  # [CLS] row over positions 1..T, [SEP] dropped: (B, T)
-        return {"logits": logits, "word": word / word.sum(-1, keepdim=True).clamp_min(1e-9)}
+        out = {"logits": logits, "word": word / word.sum(-1, keepdim=True).clamp_min(1e-9)}
+        if not self.training:  # training needs the last layer's only (the others run the fused kernel)
+            out["attentions"] = torch.stack(attentions, 1)  # (B, layers, heads, T + 2, T + 2)
+        return out
 
     def attention_maps(self, ids: Tensor, mask: Tensor) -> tuple[Tensor, ...]:
         """Every layer's self-attention over [CLS] ids [SEP]: (B, heads, T + 2, T + 2) each (for bertviz)."""

@@ -14,7 +14,7 @@ from attention_lab import plots, tracking
 from attention_lab.checkpoints import load_model
 from attention_lab.io import atomic_path, read_json, write_json
 from attention_lab.metrics import bucket_of
-from attention_lab.stages.common import seed_dir, stage_config, tokenizer_path
+from attention_lab.stages.common import pretrained_dir, seed_dir, stage_config, tokenizer_path
 from attention_lab.tokenization import load_tokenizer
 
 
@@ -140,7 +140,10 @@ def main(argv: list[str]) -> None:
                 log_runs(cfg, scores, fraction, None)
         for name, result in [(f"labels {main_fraction:g}", summary), *summary.get("label_fractions", {}).items()]:
             print(f"{cfg.family} ({name}): " + ", ".join(
-                f"{k}={v:.3f}" for k, v in result.items() if k.startswith("test/") and "_len_" not in k))
+                f"{k}={v:.3f}" for k, v in result.items()
+                if k.startswith("test/") and "_len_" not in k and isinstance(v, float)))
+    if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
+        summary["pretrain"] = read_json(pretrained_dir(cfg) / "pretrain.json")
     write_json(root / cfg.paths.metrics / cfg.task.name / f"{cfg.family}.json", summary)
 
 

@@ -46,17 +46,15 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict:
     root, p = Path(cfg.root), cfg.pretrain
     partial = partial_dir(out, out)
     partial.mkdir(parents=True, exist_ok=True)
-    if not (partial / "tokenizer.json").is_file():
-        train = read_jsonl(root / cfg.paths.prepared / "train.jsonl")
-        tok = train_wordpiece((" ".join(w for s in r["sentences"] for w in s) for r in train), p.vocab_size,
-                              p.min_frequency)
-        tok.save(str(partial / "tokenizer.json"))
-    tok = Tokenizer.from_file(str(partial / "tokenizer.json"))
+    train = read_jsonl(root / cfg.paths.prepared / "train.jsonl")  # deterministic and fast: retrained on a resume
+    tok = train_wordpiece((" ".join(w for s in r["sentences"] for w in s) for r in train), p.vocab_size,
+                          p.min_frequency)
 
     run_cfg = cfg.copy()
     OmegaConf.set_struct(run_cfg, False)
-    knobs = {k: v for k, v in p.items() if k not in ("source", "vocab_size", "min_frequency")}
+    knobs = {k: v for k, v in p.items() if k not in ("source", "vocab_size", "min_frequency", "dropout")}
     run_cfg.train = OmegaConf.merge(OmegaConf.to_container(cfg.train), knobs)  # the pretrain knobs drive train_one
+    run_cfg.model.dropout = run_cfg.model.attention_dropout = p.dropout  # pretraining's own; fine-tuning keeps conf/model
 
     def build(cfg: DictConfig, seed: int):
         dm = PairDataModule(root / cfg.paths.prepared, tok, cfg.train.batch_size, seed, cfg.train.objective,

@@ -11,10 +11,10 @@ import mlflow
 from omegaconf import DictConfig
 
 from attention_lab import plots, tracking
-from attention_lab.config import families, pretrained_families, read_params
+from attention_lab.config import families, read_params
 from attention_lab.io import atomic_path, read_json, write_json, write_text
 from attention_lab.report import bucket_series, render_classify, render_translate
-from attention_lab.stages.common import pretrained_dir, seed_dir, stage_config
+from attention_lab.stages.common import seed_dir, stage_config
 
 
 def budget_line(cfg: DictConfig) -> str:
@@ -51,8 +51,7 @@ def classify_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> st
                     title="Accuracy by document length", xlabel="document length (sentences)", ylabel="accuracy")
     pictures = copy_pictures(cfg, list(results), assets, ("document_*.png", "document_*.html", "hops_*.png",
                                                           "heads.png"))
-    pretrained = {f: read_json(pretrained_dir(cfg, f) / "pretrain.json")
-                  for f in pretrained_families(read_params(Path(cfg.root)), cfg.task.name)}
+    pretrained = {f: m["pretrain"] for f, m in results.items() if "pretrain" in m}
     lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}. " + budget_line(cfg) +
              f" Attention penalty coefficient {cfg.train.penalty} (self-attentive); its ablation is in "
              "[ablations.md](ablations.md)."]

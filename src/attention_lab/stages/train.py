@@ -73,15 +73,22 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     partial.mkdir(parents=True, exist_ok=True)
     module, dm = (build or TASKS[cfg.task.name])(cfg, seed)
 
-    run_file = partial / "run.json"
+    run_file, config_file = partial / "run.json", partial / "config.yaml"
+    config_text = OmegaConf.to_yaml(cfg, resolve=True)
     resume = (partial / "last.ckpt").is_file() and run_file.is_file()
+    same = config_file.is_file() and config_file.read_text(encoding="utf-8") == config_text
+    if resume and not same:  # a crashed run of other settings (params changed since): start over
+        print(f"not resuming {partial}: its config.yaml differs from this run's")
+        for name in ("last.ckpt", "best.ckpt", "run.json", config_file.name):
+            (partial / name).unlink(missing_ok=True)
+        resume = False
     logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None, stage=stage)
     if resume:
         print(f"resuming {cfg.family} seed {seed} from {partial / 'last.ckpt'}")
     else:
         write_json(run_file, {"run_id": logger.run_id})
         logger.log_hyperparams(tracking.flatten(cfg))
-        write_text(partial / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
+        write_text(config_file, config_text)
         logger.experiment.log_artifact(logger.run_id, str(partial / "config.yaml"))
 
     ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor="val/loss", mode="min", save_last=True,
@@ -121,11 +128,13 @@ def main(argv: list[str]) -> None:
             run_cfg = cfg.copy()
             OmegaConf.set_struct(run_cfg, False)
             run_cfg.train.label_fraction = fraction
-            # a fraction f of the labels: epochs and early-stopping patience / f, so the schedule is the same in steps
-            run_cfg.train.max_epochs = max(1, round(cfg.train.max_epochs / fraction))
-            run_cfg.train.patience = max(1, round(cfg.train.patience / fraction))
+            # a fraction f of the labels: 1/f times the epochs, validated every 1/f epochs, so the schedule (steps,
+            # validations, early-stopping patience) is the same as on all labels
+            every = max(1, round(1 / fraction))
+            run_cfg.train.max_epochs = cfg.train.max_epochs * every
             out = seed_dir(cfg, seed, fraction=fraction)
-            print(train_one(run_cfg, seed, out, partial_dir(out, seed_dir(cfg, seed).parent)))
+            print(train_one(run_cfg, seed, out, partial_dir(out, seed_dir(cfg, seed).parent),
+                            check_val_every_n_epoch=every))
 
 
 if __name__ == "__main__":
