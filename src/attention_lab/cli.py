@@ -106,6 +106,53 @@ def _classify(args: argparse.Namespace) -> int:
     return _emit(classifier.classify(texts), args.json, show)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    """The HTTP service and explorer page over every exported folder under --models (+ MLflow registry models)."""
+    import tempfile
+
+    import uvicorn
+
+    from attention_lab.serving.app import ServeSettings, create_app
+    from attention_lab.serving.registry import discover, load_model
+
+    models, skipped = discover(args.models, args.threads) if Path(args.models).is_dir() else ({}, [])
+    for ref in args.registry_model:
+        from attention_lab.serving.mlflow_models import fetch_folder
+
+        name, uri, folder = fetch_folder(ref, tempfile.mkdtemp(prefix="attention-lab-registry-"), _tracking_uri())
+        if name in models:
+            raise ValueError(f"registry model {name!r} has the name of a folder under {args.models}")
+        models[name] = load_model(folder, name, args.threads, source=uri)
+    if not models:
+        raise ValueError(f"no servable model under {args.models!r} (models/<family>/onnx) nor from --registry-model"
+                         + "".join(f"\n  skipped {s['path']}: {s['reason']}" for s in skipped))
+    for s in skipped:
+        print(f"attention-lab serve: skipped {s['path']}: {s['reason']}", file=sys.stderr)
+    print(f"attention-lab serve: {len(models)} models ({', '.join(sorted(models))}); explorer page at "
+          f"http://{args.host}:{args.port}/", file=sys.stderr)
+    app = create_app(models, ServeSettings(max_chars=args.max_chars, max_body_bytes=args.max_body), skipped)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _register(args: argparse.Namespace) -> int:
+    """Log an exported folder to the MLflow model registry (onnx flavour) for `serve --registry-model`."""
+    from attention_lab.serving.mlflow_models import log_folder
+
+    folder = resolve_model_dir(args.model).resolve()
+    name = args.name or (folder.parent.name if folder.name == "onnx" else folder.name)
+    version = log_folder(folder, name, _tracking_uri())
+    print(f"registered {folder} as {name} version {version} in {_tracking_uri()}")
+    return 0
+
+
+def _tracking_uri() -> str:
+    """$MLFLOW_TRACKING_URI, else the project's sqlite:///<cwd>/mlflow.db (never the ./mlruns file store)."""
+    import os
+
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
 def _readme(args: argparse.Namespace) -> int:
     """Copy each task's generated results table (from metrics/<task>/*.json) into README.md between its markers."""
     from attention_lab.config import families, load_config, read_params
@@ -171,6 +218,22 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
     c.add_argument("--json", action="store_true", help="print JSON (label, probabilities, sentence and word weights)")
     c.set_defaults(func=_classify)
+    s = sub.add_parser("serve", help="HTTP service + attention explorer page (onnxruntime only, no torch)")
+    s.add_argument("--models", default="models", help="folder of <family>/onnx exports (default: %(default)s)")
+    s.add_argument("--registry-model", action="append", default=[], metavar="NAME[/VERSION]",
+                   help="also serve this MLflow registered model (latest version by default) from "
+                   "MLFLOW_TRACKING_URI (default: sqlite:///mlflow.db); repeatable")
+    s.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    s.add_argument("--port", type=int, default=8000, help="(default: %(default)s)")
+    s.add_argument("--max-chars", type=int, default=5000, help="longest text accepted (default: %(default)s)")
+    s.add_argument("--max-body", type=int, default=65536, help="largest request body in bytes (default: %(default)s)")
+    s.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads per session (default: 1)")
+    s.add_argument("--log-level", default="info", help="uvicorn log level (default: %(default)s)")
+    s.set_defaults(func=_serve)
+    g = sub.add_parser("register", help="log an exported model to the MLflow model registry (MLFLOW_TRACKING_URI)")
+    g.add_argument("--model", required=True, help="a family folder (models/han) or its onnx folder")
+    g.add_argument("--name", default=None, help="registered model name (default: the folder's name)")
+    g.set_defaults(func=_register)
     r = sub.add_parser("readme", help="copy the results table of the last `dvc repro` into README.md")
     r.set_defaults(func=_readme)
     a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S <task>.family_params...` runs")

@@ -1,0 +1,142 @@
+"""The HTTP service (FastAPI on onnxruntime alone): health, models, translate, classify and the explorer page at /.
+
+Add a task: a ModelKind in registry.py and an endpoint below that takes `served(name, task)` and returns its schema.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from attention_lab.serving.registry import KINDS, LoadedModel, has_attention
+from attention_lab.serving.schemas import (
+    ClassifyRequest,
+    ClassifyResponse,
+    ErrorMessage,
+    Health,
+    ModelInfo,
+    TranslateRequest,
+    TranslateResponse,
+)
+
+STATIC = Path(__file__).parent / "static"
+ERRORS = {404: {"model": ErrorMessage, "description": "unknown model"},
+          413: {"model": ErrorMessage, "description": "request body over the size limit"},
+          422: {"description": "malformed JSON, wrong types, empty or too long text, or a model of another task"}}
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Limits on what a request may ask for."""
+
+    max_chars: int = 5000          # characters of text per request
+    max_body_bytes: int = 65536    # bytes of request body
+
+
+class BodyLimit:
+    """ASGI middleware: a body over max_bytes (declared or streamed) gets 413 before the app reads any of it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope["headers"]).get(b"content-length", b"0")
+        if not declared.isdigit() or int(declared) > self.max_bytes:
+            return await self.refuse(scope, receive, send, declared)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":   # client went away
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                return await self.refuse(scope, receive, send, str(size).encode())
+            more = message.get("more_body", False)
+        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+
+        async def replayed() -> Message:
+            return replay.pop() if replay else await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def refuse(self, scope: Scope, receive: Receive, send: Send, size: bytes) -> None:
+        if not size.isdigit():
+            await JSONResponse({"detail": "bad Content-Length header"}, 400)(scope, receive, send)
+            return
+        detail = f"request body of {int(size)} bytes is over this server's limit of {self.max_bytes} bytes"
+        await JSONResponse({"detail": detail}, 413)(scope, receive, send)
+
+
+def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = None,
+               skipped: list[dict] | None = None) -> FastAPI:
+    """The app serving `models` (by name) under `settings`."""
+    settings = settings or ServeSettings()
+    app = FastAPI(title="attention-lab", version="0.1.0", description=(
+        "Attention models for NLP on onnxruntime: translation with its cross-attention, document classification "
+        "with word and sentence attention. The attention explorer page is at /."))
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    def served(name: str, task: str, text: str) -> LoadedModel:
+        """The model `name` for `task`, after the text length check; 404 / 422 otherwise."""
+        if name not in models:
+            raise HTTPException(404, f"unknown model {name!r}; served: {', '.join(sorted(models)) or 'none'}")
+        model = models[name]
+        if model.task != task:
+            raise HTTPException(422, f"model {name!r} is a {model.task} model; use POST /{model.task}")
+        if len(text) > settings.max_chars:
+            raise HTTPException(422, f"text has {len(text)} characters; this server accepts at most "
+                                     f"{settings.max_chars} (--max-chars)")
+        return model
+
+    @app.get("/", include_in_schema=False)
+    def explorer() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/health", response_model=Health, summary="liveness and what is served")
+    def health() -> dict:
+        return {"status": "ok", "models": len(models), "tasks": sorted({m.task for m in models.values()}),
+                "skipped": skipped or []}
+
+    @app.get("/models", response_model=list[ModelInfo], summary="every served model: task, I/O, file hashes")
+    def list_models() -> list[dict]:
+        return [models[name].info() for name in sorted(models)]
+
+    @app.post("/translate", response_model=TranslateResponse, responses=ERRORS,
+              summary="translate a sentence; tokens, translation and cross-attention")
+    def translate(req: TranslateRequest) -> dict:
+        model = served(req.model, "translate", req.text)
+        meta = model.runner.meta
+        beam = req.beam or meta.get("beam", 4)
+        start = time.perf_counter()
+        [result] = model.runner.translate([req.text], beam=beam, len_penalty=(
+            meta.get("len_penalty", 1.0) if req.len_penalty is None else req.len_penalty))
+        latency = (time.perf_counter() - start) * 1000
+        return {**result.to_dict(), "model": model.name, "family": model.family, "beam": beam,
+                "latency_ms": round(latency, 3)}
+
+    @app.post("/classify", response_model=ClassifyResponse, responses=ERRORS,
+              summary="classify a document; label, probabilities, word and sentence attention")
+    def classify(req: ClassifyRequest) -> dict:
+        model = served(req.model, "classify", req.text)
+        start = time.perf_counter()
+        try:
+            [result] = model.runner.classify([req.text])
+        except ValueError as err:   # e.g. a document without words
+            raise HTTPException(422, str(err)) from err
+        latency = (time.perf_counter() - start) * 1000
+        return {**result.to_dict(), "model": model.name, "family": model.family,
+                "has_attention": has_attention(model), "latency_ms": round(latency, 3)}
+
+    app.state.models, app.state.settings, app.state.kinds = models, settings, sorted(KINDS)
+    return app

@@ -1,0 +1,165 @@
+// attention explorer: choose a model, run it through the service, draw its attention (no libraries).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const EXAMPLES = {
+  translate: "the young man reads a book in the library",
+  classify: "The hotel was booked months in advance. At first the room seemed dirty, " +
+    "but in the end it was wonderful. The parking lot next door was awful.",
+};
+let models = {};
+
+function el(tag, props = {}, children = []) {
+  const node = Object.assign(document.createElement(tag), props);
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function shade(weight) {  // weight in [0, 1] -> a blue whose opacity is the weight
+  return `rgba(29, 78, 216, ${Math.max(0, Math.min(1, weight)).toFixed(3)})`;
+}
+
+function showTooltip(event, text) {
+  const tip = $("tooltip");
+  tip.textContent = text;
+  tip.hidden = false;
+  tip.style.left = `${event.clientX + 12}px`;
+  tip.style.top = `${event.clientY + 12}px`;
+}
+
+function hideTooltip() { $("tooltip").hidden = true; }
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = false;
+}
+
+function errorText(body, status) {
+  const detail = body && body.detail;
+  if (Array.isArray(detail)) return detail.map((d) => `${(d.loc || []).slice(1).join(".")}: ${d.msg}`).join("; ");
+  return detail ? String(detail) : `HTTP ${status}`;
+}
+
+async function loadModels() {
+  const response = await fetch("/models");
+  const list = await response.json();
+  const select = $("model");
+  for (const task of [...new Set(list.map((m) => m.task))].sort()) {
+    const group = el("optgroup", { label: task });
+    for (const m of list.filter((x) => x.task === task)) {
+      models[m.name] = m;
+      group.append(el("option", { value: m.name, textContent: `${m.name} (${m.family})` }));
+    }
+    select.append(group);
+  }
+  $("status").textContent = `${list.length} model${list.length === 1 ? "" : "s"} served`;
+  onModelChange();
+}
+
+function onModelChange() {
+  const m = models[$("model").value];
+  if (!m) return;
+  $("beam-field").hidden = m.task !== "translate";
+  $("model-info").textContent = `${m.task}: ${m.input}`;
+  const text = $("text");
+  if (!text.value.trim() || Object.values(EXAMPLES).includes(text.value)) text.value = EXAMPLES[m.task] || "";
+}
+
+function drawHeatmap(result) {  // rows: output tokens; columns: source words; attention is (words, tokens)
+  const table = $("heatmap");
+  table.replaceChildren();
+  $("no-attention").hidden = result.has_attention;
+  if (!result.has_attention) return;
+  const head = el("tr", {}, [el("th")]);
+  result.source_words.forEach((w, j) => head.append(el("th", { textContent: w, className: `col-${j}` })));
+  table.append(el("thead", {}, [head]));
+  const body = el("tbody");
+  result.tokens.forEach((token, i) => {
+    const row = el("tr", { className: "heat-row" }, [el("th", { textContent: token, className: `row-${i}` })]);
+    result.source_words.forEach((word, j) => {
+      const weight = result.attention[j][i];
+      const cell = el("td", { className: "cell", title: `${token} ← ${word}: ${weight.toFixed(3)}` });
+      cell.dataset.weight = weight;
+      cell.style.background = shade(weight);
+      cell.addEventListener("mousemove", (e) => showTooltip(e, `${token} ← ${word}: ${weight.toFixed(3)}`));
+      cell.addEventListener("mouseenter", () => table.querySelectorAll(`.row-${i}, .col-${j}`)
+        .forEach((n) => n.classList.add("hover")));
+      cell.addEventListener("mouseleave", () => {
+        hideTooltip();
+        table.querySelectorAll(".hover").forEach((n) => n.classList.remove("hover"));
+      });
+      row.append(cell);
+    });
+    body.append(row);
+  });
+  table.append(body);
+}
+
+function showTranslation(result) {
+  $("translation").textContent = result.translation || "(empty)";
+  drawHeatmap(result);
+}
+
+function bar(weight) {
+  return el("div", { className: "track" }, [el("div", { className: "bar", style: `width: ${100 * weight}%` })]);
+}
+
+function showClassification(result) {
+  $("label").textContent = result.label;
+  $("probabilities").replaceChildren(...Object.entries(result.probabilities).map(([name, p]) =>
+    el("div", { className: "prob" }, [el("span", { className: "name", textContent: name }), bar(p),
+      el("span", { className: "muted", textContent: p.toFixed(3) })])));
+  const weighted = result.sentence_weights !== null;
+  $("no-weights").hidden = weighted;
+  const top = weighted ? Math.max(...result.word_weights.flat(), 1e-9) : 1;
+  $("document").replaceChildren(...result.sentences.map((words, n) => {
+    const w = weighted ? result.sentence_weights[n] : 0;
+    const spans = words.map((word, k) => {
+      const span = el("span", { className: "word", textContent: word });
+      if (weighted) {
+        const ww = result.word_weights[n][k];
+        span.dataset.weight = ww;
+        span.style.background = shade(ww / top);
+        span.addEventListener("mousemove", (e) => showTooltip(e, `${word}: ${ww.toFixed(3)}`));
+        span.addEventListener("mouseleave", hideTooltip);
+      }
+      return [span, " "];
+    }).flat();
+    return el("div", { className: "sentence" }, [
+      el("span", { className: "weight", textContent: weighted ? w.toFixed(2) : "" }), bar(w),
+      el("span", { className: "words" }, spans)]);
+  }));
+}
+
+async function run(event) {
+  event.preventDefault();
+  const m = models[$("model").value];
+  if (!m) return;
+  $("error").hidden = true;
+  $("submit").disabled = true;
+  const body = { model: m.name, text: $("text").value };
+  if (m.task === "translate") body.beam = Number($("beam").value) || 1;
+  try {
+    const response = await fetch(`/${m.task}`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const result = await response.json().catch(() => null);
+    if (!response.ok) { showError(errorText(result, response.status)); return; }
+    $("translate-view").hidden = m.task !== "translate";
+    $("classify-view").hidden = m.task !== "classify";
+    if (m.task === "translate") showTranslation(result); else showClassification(result);
+    $("latency").textContent = `${result.latency_ms.toFixed(1)} ms on the server`;
+    $("output").hidden = false;
+  } catch (err) {
+    showError(`request failed: ${err}`);
+  } finally {
+    $("submit").disabled = false;
+  }
+}
+
+$("form").addEventListener("submit", run);
+$("model").addEventListener("change", onModelChange);
+$("example").addEventListener("click", () => {
+  const m = models[$("model").value];
+  if (m) $("text").value = EXAMPLES[m.task] || "";
+});
+loadModels().catch((err) => showError(`cannot list models: ${err}`));
