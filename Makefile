@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup pipeline test test-fast lint clean
+.PHONY: setup browser pipeline test test-fast lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -13,13 +13,20 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP)  ## create .venv with the pinned, CPU-only stack
 
+# Debian's chromium + chromedriver for the explorer page test (Selenium never downloads a browser or driver),
+# and a Hangul font for its screenshots; skipped when already installed.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && fc-list 2>/dev/null | grep -q Nanum || \
+	  { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	    $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver fonts-nanum; }
+
 pipeline: $(STAMP)  ## run the whole DVC pipeline on the built-in data
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-test: $(STAMP)  ## run the whole test suite (end-to-end included)
+test: $(STAMP) browser  ## run the whole test suite (end-to-end included)
 	$(BIN)/python -m pytest
 
-test-fast: $(STAMP)  ## unit tests only
+test-fast: $(STAMP) browser  ## unit tests only
 	$(BIN)/python -m pytest -m "not slow"
 
 lint: $(STAMP)

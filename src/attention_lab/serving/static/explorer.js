@@ -15,8 +15,8 @@ function el(tag, props = {}, children = []) {
   return node;
 }
 
-function shade(weight) {  // weight in [0, 1] -> a blue whose opacity is the weight
-  return `rgba(29, 78, 216, ${Math.max(0, Math.min(1, weight)).toFixed(3)})`;
+function shade(weight, rgb = "29, 78, 216") {  // weight in [0, 1] -> a colour whose opacity is the weight
+  return `rgba(${rgb}, ${Math.max(0, Math.min(1, weight)).toFixed(3)})`;
 }
 
 function showTooltip(event, text) {
@@ -119,7 +119,7 @@ function showClassification(result) {
       if (weighted) {
         const ww = result.word_weights[n][k];
         span.dataset.weight = ww;
-        span.style.background = shade(ww / top);
+        span.style.background = shade(0.8 * ww / top, "245, 158, 11");  // amber
         span.addEventListener("mousemove", (e) => showTooltip(e, `${word}: ${ww.toFixed(3)}`));
         span.addEventListener("mouseleave", hideTooltip);
       }
