@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -205,4 +204,11 @@ def test_mlflow_registry_round_trip(models_root, tmp_path, monkeypatch):
     assert app.post("/classify", json={"model": "han", "text": DOCUMENT}).status_code == 200
     with pytest.raises(ValueError, match="Registered Model with name=nope not found"):
         fetch_folder("nope", tmp_path / "dl3", uri)
-    shutil.rmtree(tmp_path / "dl1")
+    started = {}
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: started.update(app=app, **kw))
+    assert main(["serve", "--models", str(models_root), "--registry-model", "han/1"]) == 2   # name taken by a folder
+    assert main(["serve", "--models", str(tmp_path / "none"), "--registry-model", "han/1", "--port", "8123"]) == 0
+    assert (started["host"], started["port"]) == ("127.0.0.1", 8123)   # loopback unless --host says otherwise
+    [listed] = TestClient(started["app"]).get("/models").json()
+    assert listed["source"] == "models:/han/1" and listed["files"] == load_model(models_root / "han" / "onnx",
+                                                                                  "han").files
