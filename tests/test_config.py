@@ -88,5 +88,11 @@ def test_classify_task_composes_its_own_groups(project):
     assert cfg.data.n_train == 300 and cfg.train.penalty == 1.0  # tiny profile's classify section; task default
     assert "teacher_forcing" not in cfg.train  # translation's knobs stay with translation
     assert load_config(root=project, task="classify", family="self_attentive").train.penalty == 1.0
-    with pytest.raises(ConfigError, match="unknown task 'caption'"):
-        load_config(root=project, task="caption")
+    with pytest.raises(ConfigError, match="unknown task 'captions'; choose one of translate, classify, caption"):
+        load_config(root=project, task="captions")
+
+
+def test_caption_model_takes_the_canvas_size_from_the_data(project):
+    cfg = load_config(root=project, task="caption", family="show_attend_tell")
+    assert (cfg.model.height, cfg.model.width) == (cfg.data.height, cfg.data.width) == (32, 128)
+    assert cfg.data.n_train == 300 and cfg.tokenize.min_frequency == 1  # tiny profile; task default

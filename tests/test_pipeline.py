@@ -117,6 +117,26 @@ def test_bert_families_pretrain_fine_tune_and_serve(tiny):
         assert abs(sum(map(sum, result["word_weights"])) - 1.0) < 1e-4
 
 
+def test_caption_outputs_overlays_and_cli(tiny):
+    report = (tiny / "reports" / "caption.md").read_text()
+    for family in ("show_tell", "show_attend_tell"):
+        assert f"| `{family}` |" in report
+        m = json.loads((tiny / "metrics" / "caption" / f"{family}.json").read_text())
+        assert 0.0 <= m["test/accuracy"] <= 1.0 and 0.0 <= m["test/bleu"] <= 100.0 and "test/accuracy_len_5_6" in m
+        assert ("test/localisation" in m) == (family == "show_attend_tell")
+        parity = json.loads((tiny / "models" / family / "onnx" / "parity.json").read_text())
+        assert parity["ok"] and parity["greedy_identical"]
+    assert (tiny / "reports" / "caption" / "show_attend_tell_overlay_0.png").stat().st_size > 1000
+    import numpy as np
+    from PIL import Image
+
+    canvas = np.load(tiny / "data" / "prepared" / "caption" / "test.npy")[0]
+    Image.fromarray(canvas).save(tiny / "canvas.png")
+    out = json.loads(sh(["attention-lab", "caption", "--model", "models/show_attend_tell", "--json", "canvas.png"],
+                        tiny).stdout)[0]
+    assert Path(tiny / out["overlay"]).is_file() and len(out["attention"]) == len(out["words"])
+
+
 def test_second_repro_does_nothing_and_one_family_change_reruns_only_it(tiny):
     out = sh(["dvc", "repro"], tiny).stdout
     assert "up to date" in out.lower() or "didn't change" in out.lower()

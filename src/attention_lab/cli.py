@@ -106,6 +106,26 @@ def _classify(args: argparse.Namespace) -> int:
     return _emit(classifier.classify(texts), args.json, show)
 
 
+def _caption(args: argparse.Namespace) -> int:
+    """Caption digit canvases (PNG) with an exported captioner; write each one's per-word attention overlay."""
+    from attention_lab.serving.captioner import OnnxCaptioner, overlay
+
+    captioner = OnnxCaptioner(resolve_model_dir(args.model), threads=args.threads)
+    images = [captioner.read(path) for path in args.images]  # every image is checked before any output is written
+    results = captioner.caption(images, beam=args.beam)
+    for path, image, r in zip(args.images, images, results):
+        if args.overlay_dir is not None:
+            out = Path(args.overlay_dir) / f"{Path(path).stem}_attention.png"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            overlay(image, r.words, r.attention).save(out)
+            r.overlay = str(out)
+
+    def show(r) -> None:
+        print(r.text + (f"  (attention: {r.overlay})" if r.overlay else ""))
+
+    return _emit(results, args.json, show)
+
+
 def _serve(args: argparse.Namespace) -> int:
     """The HTTP service and explorer page over every exported folder under --models (+ MLflow registry models)."""
     import tempfile
@@ -218,6 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
     c.add_argument("--json", action="store_true", help="print JSON (label, probabilities, sentence and word weights)")
     c.set_defaults(func=_classify)
+    p = sub.add_parser("caption", help="caption digit canvases with an exported ONNX model (onnxruntime only, no torch)")
+    p.add_argument("images", nargs="+", help="PNG images of the model's canvas size (ink bright on dark)")
+    p.add_argument("--model", default="models/show_attend_tell",
+                   help="a family folder (models/show_attend_tell) or its onnx folder (default: %(default)s)")
+    p.add_argument("--overlay-dir", default=".", help="where <image>_attention.png goes (default: the current folder)")
+    p.add_argument("--beam", type=int, default=None, help="beam size; 1 = greedy (default: the exported default)")
+    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON (caption, words, attention grids)")
+    p.set_defaults(func=_caption)
     s = sub.add_parser("serve", help="HTTP service + attention explorer page (onnxruntime only, no torch)")
     s.add_argument("--models", default="models", help="folder of <family>/onnx exports (default: %(default)s)")
     s.add_argument("--registry-model", action="append", default=[], metavar="NAME[/VERSION]",

@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 PARAMS_FILE = "params.yaml"
 CONF_DIR = "conf"
 REPLACED = ("data.length_mix",)
-TASKS = ("translate", "classify")  # mappings that params.yaml replaces whole instead of merging key by key
+TASKS = ("translate", "classify", "caption")  # the tasks; params.yaml holds one section for each it runs
 
 
 class ConfigError(ValueError):

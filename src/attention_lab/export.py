@@ -261,7 +261,8 @@ def export_model(model: nn.Module, out_dir: str | Path, family: str, tokenizer_p
     _check_dynamic(out_dir / ENCODER_FILE, {"src": [0, 1], "src_mask": [0, 1]})
     _check_dynamic(out_dir / DECODER_FILE, {"prev": [0], "src_mask": [0, 1], "memory": [0],
                                             **{n: [0] for n in state_in}})
-    meta = {"family": family, "has_attention": bool(model.has_attention), "vocab_size": int(model.vocab_size),
+    meta = {"task": "translate", "family": family, "has_attention": bool(model.has_attention),
+            "vocab_size": int(model.vocab_size),
             **SPECIAL_IDS, "encoder_state_outputs": state_in, "state_inputs": state_in, "state_outputs": state_out,
             "max_len_ratio": float(max_len_ratio), "beam": int(beam), "len_penalty": float(len_penalty),
             "opset": opset, "source_special_tokens": False}

@@ -98,7 +98,31 @@ def head_grid(model, row: dict, tok, path: Path, title: str) -> None:
     plots.head_grid([m[0].numpy() for m in maps], tokens, path, title=title)
 
 
-TASKS = {"translate": translation, "classify": classification}
+def captioning(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[str, dict]:
+    """Per-seed test/* scores of a captioner; per-word attention overlays (gold boxes in green) of the first seed on
+    cfg.evaluate.overlays test canvases spread over the digit-count buckets."""
+    from attention_lab.caption_eval import evaluate
+    from attention_lab.data.canvas_batches import load_canvases
+    from attention_lab.serving.captioner import overlay
+
+    root = Path(cfg.root)
+    tok = load_tokenizer(tokenizer_path(cfg))
+    rows, images = load_canvases(root / cfg.paths.prepared, "test", tok)
+    per_seed = {}
+    for seed in cfg.seeds:
+        model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
+        per_seed[str(seed)], hyps = evaluate(model, tok, rows, images, cfg)
+        if seed != cfg.seeds[0]:
+            continue
+        for k, i in enumerate(spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets,
+                                                  cfg.evaluate.overlays)):
+            words = [tok.id_to_token(t) for t in hyps[i].tokens]
+            attn = hyps[i].attention.reshape(len(words), *model.grid)
+            overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")
+    return per_seed
+
+
+TASKS = {"translate": translation, "classify": classification, "caption": captioning}
 
 
 def summarize(cfg: DictConfig, per_seed: dict[str, dict], fraction: float) -> dict:

@@ -1,5 +1,5 @@
-"""DVC stage `export_<task>@<family>`: export one family to ONNX -> models/<family>/onnx/ (translate: encoder and
-decoder step; classify: one graph; plus meta.json, tokenizer.json, parity.json)."""
+"""DVC stage `export_<task>@<family>`: export one family to ONNX -> models/<family>/onnx/ (translate and caption:
+encoder and decoder step; classify: one graph; plus meta.json, tokenizer.json, parity.json)."""
 
 from __future__ import annotations
 
@@ -54,6 +54,12 @@ def main(argv: list[str]) -> dict:
                 parity = export_and_check_classifier(model, tmp, cfg.family, tokenizer, list(trained.task.labels),
                                                      t.max_sentences, t.max_words, cfg.export.opset,
                                                      max_tokens=t.get("max_tokens"))
+            elif task == "caption":
+                from attention_lab.caption_export import export_and_check_captioner
+
+                e = cfg.evaluate
+                parity = export_and_check_captioner(model, tmp, cfg.family, tokenizer, e.max_len, cfg.export.opset,
+                                                    beam=e.beam, len_penalty=e.len_penalty)
             else:
                 e = cfg.evaluate
                 parity = export_and_check(model, tmp, cfg.family, tokenizer, e.max_len_ratio, cfg.export.opset,

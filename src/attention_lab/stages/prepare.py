@@ -1,4 +1,5 @@
-"""DVC stage `prepare@<task>`: built-in or bring-your-own data -> <prepared>/{train,valid,test}.jsonl + stats.json."""
+"""DVC stage `prepare@<task>`: built-in or bring-your-own data -> <prepared>/{train,valid,test}.jsonl + stats.json
+(caption also <prepared>/{train,valid,test}.npy: the images, row i of the JSONL = image i)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 from omegaconf import DictConfig
 
 from attention_lab.config import ConfigError
@@ -62,6 +64,17 @@ def classify_splits(cfg: DictConfig) -> dict[str, list[dict]]:
     return splits
 
 
+def caption_splits(cfg: DictConfig) -> dict[str, tuple[list[dict], np.ndarray]]:
+    """Digit canvases: (rows {"caption", "digits", "boxes", ...}, images (N, H, W) uint8) per split."""
+    from attention_lab.data.digits import generated_canvases
+
+    d = cfg.data
+    if d.source != "generated":
+        raise ConfigError(f"data.source={d.source!r}: expected generated (the caption task's only source)")
+    return generated_canvases(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, [tuple(b) for b in cfg.task.buckets],
+                              d.height, d.width, tuple(d.digit_size), d.max_gap, d.max_offset, d.noise, tuple(d.scan_fractions))
+
+
 def translate_stats(rows: list[dict], buckets: list[list[int]]) -> dict:
     """Pairs, mean source and target words, longest source, pairs per source-length bucket."""
     lengths = [len(r["src"].split()) for r in rows]
@@ -81,19 +94,34 @@ def classify_stats(rows: list[dict], buckets: list[list[int]]) -> dict:
             "buckets": {f"{lo}-{hi}": sum(lo <= n <= hi for n in lengths) for lo, hi in buckets}}
 
 
-TASKS = {"translate": (translate_splits, translate_stats), "classify": (classify_splits, classify_stats)}
+def caption_stats(rows: list[dict], buckets: list[list[int]]) -> dict:
+    """Canvases, mean digits, distinct source scans, canvases per digit-count bucket."""
+    counts = [r["n_digits"] for r in rows]
+    return {"canvases": len(rows), "digits_mean": round(sum(counts) / max(len(rows), 1), 2),
+            "scans": len({s for r in rows for s in r["scans"]}),
+            "buckets": {f"{lo}-{hi}": sum(lo <= n <= hi for n in counts) for lo, hi in buckets}}
+
+
+TASKS = {"translate": (translate_splits, translate_stats), "classify": (classify_splits, classify_stats),
+         "caption": (caption_splits, caption_stats)}
 
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv, need_family=False)
     make_splits, stats = TASKS[cfg.task.name]
     splits = make_splits(cfg)
+    images = {}
+    if cfg.task.name == "caption":  # (rows, images) per split
+        images = {name: im for name, (_, im) in splits.items()}
+        splits = {name: rows for name, (rows, _) in splits.items()}
     summary = {name: stats(rows, [list(b) for b in cfg.task.buckets]) for name, rows in splits.items()}
     out = Path(cfg.root) / cfg.paths.prepared
     with atomic_path(out) as tmp:  # the whole folder appears at once, or not at all
         tmp.mkdir()
         for name, rows in splits.items():
             write_jsonl(tmp / f"{name}.jsonl", ({"id": f"{name}-{n}", **r} for n, r in enumerate(rows)))
+            if name in images:
+                np.save(tmp / f"{name}.npy", images[name], allow_pickle=False)
         write_json(tmp / "stats.json", {"source": cfg.data.source, **summary})
     for name, s in summary.items():
         print(f"prepare@{cfg.task.name}: {name}: {s} -> {out / name}.jsonl")

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from attention_lab import plots, tracking
 from attention_lab.config import families, read_params
 from attention_lab.io import atomic_path, read_json, write_json, write_text
-from attention_lab.report import bucket_series, render_classify, render_translate
+from attention_lab.report import bucket_series, render_caption, render_classify, render_translate
 from attention_lab.stages.common import seed_dir, stage_config
 
 
@@ -58,7 +58,19 @@ def classify_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> st
     return render_classify(results, cfg.task.buckets, cfg.evaluate.top_k_words, pictures, lines, pretrained)
 
 
-PAGES = {"translate": translate_page, "classify": classify_page}
+def caption_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> str:
+    plots.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
+                    title="Exact caption accuracy by number of digits", xlabel="digits on the canvas",
+                    ylabel="exact accuracy")
+    overlays = copy_pictures(cfg, list(results), assets, ("overlay_*.png",))
+    d = cfg.data
+    lines = [f"Profile `{cfg.profile}`, data `{d.source}` ({d.n_train} training canvases of {d.height}×{d.width} "
+             f"pixels from scikit-learn's handwritten digit scans), seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}. "
+             + budget_line(cfg) + f" Doubly stochastic regulariser λ = {cfg.train.penalty} (show_attend_tell)."]
+    return render_caption(results, cfg.task.buckets, overlays, lines)
+
+
+PAGES = {"translate": translate_page, "classify": classify_page, "caption": caption_page}
 
 
 def main(argv: list[str]) -> None:

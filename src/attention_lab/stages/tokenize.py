@@ -29,7 +29,14 @@ def classify_tokenizer(cfg: DictConfig, train: list[dict]) -> tuple[Tokenizer, d
     return tok, {"words": len(ids), "unk_rate": round(sum(i == tok.token_to_id("<unk>") for i in ids) / len(ids), 4)}
 
 
-TASKS = {"translate": translate_tokenizer, "classify": classify_tokenizer}
+def caption_tokenizer(cfg: DictConfig, train: list[dict]) -> tuple[Tokenizer, dict]:
+    """One id per caption word; the longest caption in tokens."""
+    tok = train_word_tokenizer(([r["caption"].split()] for r in train), cfg.tokenize.vocab_size,
+                               cfg.tokenize.min_frequency)
+    return tok, {"caption_tokens_max": max(len(ids) for ids in encode(tok, [r["caption"] for r in train]))}
+
+
+TASKS = {"translate": translate_tokenizer, "classify": classify_tokenizer, "caption": caption_tokenizer}
 
 
 def main(argv: list[str]) -> None:

@@ -58,7 +58,18 @@ def classification(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.L
     return module, dm
 
 
-TASKS = {"translate": translation, "classify": classification}
+def captioning(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
+    """Digit canvases and a Captioner family (the canvas size comes from cfg.data into the model's config)."""
+    from attention_lab.data.canvas_datamodule import CanvasDataModule
+    from attention_lab.tasks.captioning import CaptioningModule
+
+    root = Path(cfg.root)
+    dm = CanvasDataModule(root / cfg.paths.prepared, tokenizer_path(cfg), cfg.train.batch_size, seed)
+    dm.setup()
+    return CaptioningModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size()), dm
+
+
+TASKS = {"translate": translation, "classify": classification, "caption": captioning}
 
 
 def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),

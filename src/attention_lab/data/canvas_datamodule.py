@@ -1,0 +1,39 @@
+"""The Lightning DataModule of the caption task (kept apart from canvas_batches so evaluation never imports Lightning)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning.pytorch as pl
+from torch.utils.data import DataLoader
+
+from attention_lab.data.batching import BucketBatchSampler
+from attention_lab.data.canvas_batches import collate_canvases, load_canvases
+from attention_lab.tokenization import load_tokenizer
+
+
+class CanvasDataModule(pl.LightningDataModule):
+    """Train/valid loaders of (row, image) pairs in seeded batches of similar caption length."""
+
+    def __init__(self, prepared: str | Path, tokenizer: str | Path, batch_size: int, seed: int):
+        super().__init__()
+        self.prepared, self.batch_size, self.seed = Path(prepared), batch_size, seed
+        self.tok = load_tokenizer(tokenizer)
+        self.splits: dict[str, list[tuple[dict, object]]] = {}
+
+    def setup(self, stage: str | None = None) -> None:
+        for split in ("train", "valid"):
+            if split not in self.splits:
+                rows, images = load_canvases(self.prepared, split, self.tok)
+                self.splits[split] = list(zip(rows, images))
+
+    def _loader(self, split: str, shuffle: bool) -> DataLoader:
+        items = self.splits[split]
+        sampler = BucketBatchSampler([len(r["tgt_ids"]) for r, _ in items], self.batch_size, shuffle, self.seed)
+        return DataLoader(items, batch_sampler=sampler, collate_fn=collate_canvases, num_workers=0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("valid", shuffle=False)
