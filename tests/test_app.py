@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from PIL import Image
 
 from attention_lab.serving.app import ServeSettings, create_app
 from attention_lab.serving.registry import discover, load_model, model_folders
 from tests.test_serving import run_python
-from tests.tiny_models import LABELS, export_tiny_models
+from tests.tiny_models import CANVAS, DIGIT_WORDS, LABELS, canvas_png, export_tiny_models
 
 SENTENCE = "the cat reads a book"
 DOCUMENT = "The food was not good. We left early!\n\nThe room was lovely."
-ENDPOINTS = ["/health", "/models", "/translate", "/classify"]
+ENDPOINTS = ["/health", "/models", "/translate", "/classify", "/caption"]
+CAPTIONER = "show_attend_tell"
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
 def models_root(tmp_path_factory):
-    """models/ with bahdanau/onnx (translate), han/onnx (classify) and a caption folder no endpoint serves yet."""
+    """models/ with bahdanau/onnx (translate), han/onnx (classify), show_attend_tell/onnx (caption) and a folder of
+    a task no endpoint serves."""
     root = export_tiny_models(tmp_path_factory.mktemp("models"))
-    (root / "sat" / "onnx").mkdir(parents=True)
-    (root / "sat" / "onnx" / "meta.json").write_text(json.dumps({"task": "caption", "family": "show_attend_tell"}))
+    (root / "det" / "onnx").mkdir(parents=True)
+    (root / "det" / "onnx" / "meta.json").write_text(json.dumps({"task": "detect", "family": "yolo"}))
     return root
 
 
@@ -38,18 +43,20 @@ def client(models_root):
 
 
 def test_discovery_skips_tasks_without_endpoint(models_root, client):
-    assert set(model_folders(models_root)) == {"bahdanau", "han", "sat"}
+    assert set(model_folders(models_root)) == {"bahdanau", "han", CAPTIONER, "det"}
     health = client.get("/health").json()
-    assert health["status"] == "ok" and health["models"] == 2 and health["tasks"] == ["classify", "translate"]
+    assert health["status"] == "ok" and health["models"] == 3
+    assert health["tasks"] == ["caption", "classify", "translate"]
     [skipped] = health["skipped"]
-    assert skipped["path"].endswith("sat/onnx") and "'caption' has no serving endpoint" in skipped["reason"]
+    assert skipped["path"].endswith("det/onnx") and "'detect' has no serving endpoint" in skipped["reason"]
+    assert "(served: caption, classify, translate)" in skipped["reason"]
     assert model_folders(models_root / "han") == {"han": models_root / "han" / "onnx"}
     assert model_folders(models_root / "han" / "onnx") == {"han": models_root / "han" / "onnx"}
 
 
 def test_models_lists_task_io_and_hashes(models_root, client):
     listed = {m["name"]: m for m in client.get("/models").json()}
-    assert set(listed) == {"bahdanau", "han"}
+    assert set(listed) == {"bahdanau", "han", CAPTIONER}
     tr, cl = listed["bahdanau"], listed["han"]
     assert (tr["task"], tr["family"], cl["task"], cl["family"]) == ("translate", "bahdanau", "classify", "han")
     assert [g["file"] for g in tr["graphs"]] == ["encoder.onnx", "decoder_step.onnx"]
@@ -59,6 +66,15 @@ def test_models_lists_task_io_and_hashes(models_root, client):
     folder = models_root / "bahdanau" / "onnx"
     assert tr["files"] == {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
     assert {"encoder.onnx.data", "meta.json", "tokenizer.json"} <= set(tr["files"])
+    cap = listed[CAPTIONER]
+    assert (cap["task"], cap["family"], cap["labels"], cap["has_attention"]) == ("caption", CAPTIONER, None, True)
+    assert [g["file"] for g in cap["graphs"]] == ["encoder.onnx", "decoder_step.onnx"]
+    assert [i["name"] for i in cap["graphs"][0]["inputs"]] == ["image"]
+    assert [o["name"] for o in cap["graphs"][1]["outputs"]][-1] == "attn"
+    assert "canvas size" in cap["input"] and "overlay PNG" in cap["output"]
+    folder = models_root / CAPTIONER / "onnx"
+    assert cap["files"] == {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+    assert {"encoder.onnx", "decoder_step.onnx", "meta.json", "tokenizer.json"} <= set(cap["files"])
 
 
 @pytest.mark.parametrize("beam", [1, 3])
@@ -112,7 +128,9 @@ def test_classify_returns_label_and_attention(models_root, client):
     ("/translate", {"json": {"model": "bahdanau", "text": ""}}, 422, "at least 1 character"),
     ("/classify", {"json": {"model": "han", "text": " \n\t "}}, 422, "text is empty"),
     ("/translate", {"json": {"model": "bahdanau", "text": "word " * 50}}, 422, "at most 200 (--max-chars)"),
-    ("/translate", {"json": {"model": "nope", "text": "hi"}}, 404, "unknown model 'nope'; served: bahdanau, han"),
+    ("/translate", {"json": {"model": "nope", "text": "hi"}}, 404,
+     "unknown model 'nope'; served: bahdanau, han, show_attend_tell"),
+    ("/translate", {"json": {"model": CAPTIONER, "text": "hi"}}, 422, "a caption model; use POST /caption"),
     ("/classify", {"json": {"model": "bahdanau", "text": "hi"}}, 422, "a translate model; use POST /translate"),
     ("/translate", {"json": {"model": "han", "text": "hi"}}, 422, "a classify model; use POST /classify"),
     ("/translate", {"json": {"model": "bahdanau", "text": "x" * 3000}}, 413, "over this server's limit of 2048"),
@@ -125,6 +143,69 @@ def test_bad_requests_get_4xx_with_a_message(client, path, kwargs, status, messa
     detail = got.json()["detail"]
     text = detail if isinstance(detail, str) else " ".join(d["msg"] for d in detail)
     assert text and message in text
+
+
+def upload(data: bytes, name: str = "canvas.png", **fields) -> dict:
+    return {"files": {"image": (name, data, "image/png")}, "data": {"model": CAPTIONER, **fields}}
+
+
+def png(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(array).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("beam", [None, 1, 3])
+def test_caption_matches_the_captioner(models_root, client, beam):
+    from attention_lab.serving.captioner import OnnxCaptioner, overlay
+
+    data = canvas_png()
+    got = client.post("/caption", **upload(data, **({} if beam is None else {"beam": str(beam)})))
+    assert got.status_code == 200, got.text
+    body = got.json()
+    captioner = OnnxCaptioner(models_root / CAPTIONER / "onnx")
+    image = captioner.read(data)
+    [want] = captioner.caption([image], beam=beam)
+    assert body["words"] == want.words and body["caption"] == want.text == " ".join(want.words)
+    assert len(body["words"]) == 5 and set(body["words"]) <= set(DIGIT_WORDS)
+    assert body["model"] == body["family"] == CAPTIONER and body["has_attention"] and body["grid"] == [4, 16]
+    assert body["beam"] == (beam or 1) and body["score"] == pytest.approx(want.score, abs=1e-5)
+    assert body["latency_ms"] > 0
+    attn = np.array(body["attention"])
+    assert attn.shape == (5, 4, 16)
+    np.testing.assert_allclose(attn, want.attention, atol=1e-4)
+    np.testing.assert_allclose(attn.sum((1, 2)), 1.0, atol=2e-3)   # each word's weights over the grid
+    prefix = "data:image/png;base64,"
+    assert body["overlay"].startswith(prefix)
+    picture = Image.open(io.BytesIO(base64.b64decode(body["overlay"][len(prefix):])))
+    assert picture.format == "PNG"
+    assert picture.size == overlay(image, want.words, want.attention).size == (70 + 3 * CANVAS[1], 5 * (3 * CANVAS[0] + 4))
+
+
+@pytest.mark.parametrize(("kwargs", "status", "message"), [
+    (upload(b""), 422, "canvas.png: empty file, expected a 64×16 image"),
+    (upload(b"not an image at all", "notes.png"), 422, "notes.png: not a readable image"),
+    (upload(png(np.zeros((20, 64), np.uint8)), "tall.png"), 422,
+     "tall.png: the image is 64×20 pixels, expected 64×16"),
+    (upload(png(np.zeros((16, 64, 3), np.uint8))[:60], "cut.png"), 422, "cut.png: not a readable image"),
+    ({"data": {"model": CAPTIONER}}, 422, "Field required"),
+    ({"files": {"image": ("canvas.png", canvas_png(), "image/png")}}, 422, "Field required"),
+    (upload(canvas_png(), beam="0"), 422, "greater than or equal to 1"),
+    (upload(canvas_png(), beam="wide"), 422, "valid integer"),
+    (upload(canvas_png(), model="nope"), 404, "unknown model 'nope'"),
+    (upload(canvas_png(), model="bahdanau"), 422, "a translate model; use POST /translate"),
+    (upload(canvas_png(), model="han"), 422, "a classify model; use POST /classify"),
+    (upload(png(np.random.default_rng(0).integers(0, 256, (64, 64), dtype=np.uint8))), 413,
+     "over this server's limit of 2048"),
+    ({"json": {"model": CAPTIONER, "image": "canvas.png"}}, 422, "Field required"),
+], ids=["empty", "not-an-image", "wrong-size", "truncated", "no-image", "no-model", "beam-0", "beam-word",
+        "unknown-model", "translate-model", "classify-model", "too-big", "json-body"])
+def test_bad_caption_uploads_get_4xx_with_a_message(client, kwargs, status, message):
+    got = client.post("/caption", **kwargs)
+    assert got.status_code == status, got.text
+    detail = got.json()["detail"]
+    text = detail if isinstance(detail, str) else " ".join(d["msg"] for d in detail)
+    assert text and message in text, text
 
 
 def test_streamed_body_over_the_limit_is_refused(client):
@@ -140,7 +221,8 @@ def test_openapi_lists_endpoints_and_schemas(client):
     spec = client.get("/openapi.json").json()
     assert set(ENDPOINTS) <= set(spec["paths"]) and "/" not in spec["paths"]
     schemas = spec["components"]["schemas"]
-    for name in ["TranslateRequest", "TranslateResponse", "ClassifyRequest", "ClassifyResponse", "ModelInfo", "Health"]:
+    for name in ["TranslateRequest", "TranslateResponse", "ClassifyRequest", "ClassifyResponse", "CaptionResponse",
+                 "ModelInfo", "Health"]:
         assert name in schemas, name
     post = spec["paths"]["/translate"]["post"]
     assert post["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/TranslateRequest")
@@ -149,6 +231,12 @@ def test_openapi_lists_endpoints_and_schemas(client):
     assert set(schemas["TranslateResponse"]["properties"]) >= {"tokens", "translation", "attention", "latency_ms"}
     assert set(schemas["ClassifyResponse"]["properties"]) >= {"label", "probabilities", "word_weights",
                                                                "sentence_weights"}
+    post = spec["paths"]["/caption"]["post"]
+    form = post["requestBody"]["content"]["multipart/form-data"]["schema"]["$ref"].rsplit("/", 1)[-1]
+    assert set(schemas[form]["required"]) == {"image", "model"} and "beam" in schemas[form]["properties"]
+    assert post["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("/CaptionResponse")
+    assert {"404", "413", "422"} <= set(post["responses"])
+    assert set(schemas["CaptionResponse"]["properties"]) >= {"caption", "words", "attention", "overlay", "latency_ms"}
 
 
 def test_explorer_page_and_static_files(client):
@@ -170,12 +258,14 @@ def test_serving_path_never_imports_torch(models_root):
         client = TestClient(create_app(discover({str(models_root)!r})[0]))
         codes = [client.post("/translate", json={{"model": "bahdanau", "text": "the cat"}}).status_code,
                  client.post("/classify", json={{"model": "han", "text": "The room was lovely."}}).status_code,
+                 client.post("/caption", data={{"model": {CAPTIONER!r}}},
+                             files={{"image": ("c.png", {canvas_png()!r}, "image/png")}}).status_code,
                  client.get("/").status_code]
         print(json.dumps({{"codes": codes, "heavy": [m for m in ("torch", "lightning") if m in sys.modules]}}))
     """)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report == {"codes": [200, 200, 200], "heavy": []}
+    assert report == {"codes": [200, 200, 200, 200], "heavy": []}
 
 
 def test_mlflow_registry_round_trip(models_root, tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ import pytest
 
 from attention_lab.serving.app import STATIC
 from tests.test_app import DOCUMENT, SENTENCE
-from tests.tiny_models import export_tiny_models
+from tests.tiny_models import canvas_png, export_tiny_models
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
@@ -59,7 +59,7 @@ def server(tmp_path_factory):
         while True:
             try:
                 with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if json.load(r)["models"] == 2:
+                    if json.load(r)["models"] == 3:
                         break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
@@ -89,18 +89,22 @@ def browser():
     driver.quit()
 
 
-def run_page(browser, base: str, model: str, text: str, ready: str):
-    """Open the page, choose `model`, type `text`, submit, and wait until element `ready` has text."""
+def run_page(browser, base: str, model: str, text: str, ready: str, image: str | None = None):
+    """Open the page, choose `model`, type `text` (or choose the file `image`), submit, and wait until element
+    `ready` has text."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
     browser.get(base + "/")
     wait = WebDriverWait(browser, 30)
-    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#model option")) == 2)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#model option")) == 3)
     Select(browser.find_element(By.ID, "model")).select_by_value(model)
-    box = browser.find_element(By.ID, "text")
-    box.clear()
-    box.send_keys(text)
+    if image is None:
+        box = browser.find_element(By.ID, "text")
+        box.clear()
+        box.send_keys(text)
+    else:
+        browser.find_element(By.ID, "image").send_keys(image)
     browser.find_element(By.ID, "submit").click()
     wait.until(lambda d: d.find_element(By.ID, ready).text.strip() or d.find_element(By.ID, "error").is_displayed())
     return wait
@@ -153,3 +157,47 @@ def test_bad_input_shows_the_message(server, browser):
     error = browser.find_element(By.ID, "error")
     assert error.is_displayed() and "text is empty" in error.text
 
+
+
+def post_image(base: str, model: str, data: bytes) -> dict:
+    boundary = "attention-lab-test"
+    body = (f'--{boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\n{model}\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="beam"\r\n\r\n1\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="canvas.png"\r\n'
+            "Content-Type: image/png\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    req = urllib.request.Request(base + "/caption", body, {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.load(r)
+
+
+def test_caption_shows_the_caption_overlay_and_word_strip(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    canvas = tmp_path / "canvas.png"
+    canvas.write_bytes(canvas_png())
+    wait = run_page(browser, server, "show_attend_tell", "", "caption", image=str(canvas))
+    assert not browser.find_element(By.ID, "error").is_displayed()
+    assert not browser.find_element(By.ID, "text").is_displayed()
+    assert browser.find_element(By.ID, "image-hint").text == "64×16 pixels"
+    want = post_image(server, "show_attend_tell", canvas.read_bytes())
+    assert browser.find_element(By.ID, "caption").text == want["caption"] != ""
+    overlay = browser.find_element(By.ID, "overlay")
+    assert overlay.get_attribute("src") == want["overlay"]
+    wait.until(lambda d: d.execute_script("const i = arguments[0]; return i.complete && i.naturalWidth > 0;", overlay))
+    assert browser.execute_script("return arguments[0].naturalWidth;", overlay) == 70 + 3 * 64
+    cards = browser.find_elements(By.CSS_SELECTOR, "#word-strip .word-card")
+    assert [c.find_element(By.CLASS_NAME, "strip-word").text for c in cards] == want["words"]
+    assert all(len(c.find_elements(By.CSS_SELECTOR, ".attn-grid div")) == 4 * 16 for c in cards)
+    shot = tmp_path / "explorer-caption.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 1000
+    print(f"screenshot: {shot}")
+
+
+def test_wrong_size_image_shows_the_message(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    wrong = tmp_path / "wide.png"
+    wrong.write_bytes(canvas_png(size=(16, 80)))
+    run_page(browser, server, "show_attend_tell", "", "caption", image=str(wrong))
+    error = browser.find_element(By.ID, "error")
+    assert error.is_displayed() and "wide.png: the image is 80×16 pixels, expected 64×16" in error.text

@@ -1,5 +1,5 @@
-"""Tiny random-weight exports (a translate and a classify family) laid out as models/<family>/onnx, for serving tests
-and benchmarks/serving_load.py. Imports torch: call it from tests or the benchmark, never from serving code."""
+"""Tiny random-weight exports (a translate, a classify and a caption family) laid out as models/<family>/onnx, for
+serving tests and benchmarks/serving_load.py. Imports torch: call it from tests or the benchmark, never from serving code."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ PAIRS = [("the cat sat on the mat", "고양이가 매트 위에 앉았다"), ("a
 DOCS = [[["the", "food", "was", "not", "good", "."], ["we", "left", "early", "."]],
         [["the", "room", "was", "lovely", "."]], [["at", "first", "it", "seemed", "awful", "."]]]
 LABELS = ["negative", "neutral", "positive"]
+DIGIT_WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+CANVAS = (16, 64)   # (height, width) of the tiny captioner's canvas
 
 
 def export_translate(root: Path, family: str = "bahdanau") -> Path:
@@ -57,8 +59,44 @@ def export_classify(root: Path, family: str = "han") -> Path:
     return root / family / "onnx"
 
 
+def export_caption(root: Path, family: str = "show_attend_tell") -> Path:
+    """root/<family>/onnx from a random-weight ShowAttendTell of 16×64 canvases (special tokens pushed down: 5-word captions)."""
+    import torch
+
+    from attention_lab.caption_export import export_and_check_captioner
+    from attention_lab.models.captioner import ShowAttendTell
+    from attention_lab.tokenization import train_word_tokenizer
+
+    tok = train_word_tokenizer([[DIGIT_WORDS]], vocab_size=100, min_frequency=1)
+    tok_path = root / f"{family}-tokenizer.json"
+    root.mkdir(parents=True, exist_ok=True)
+    tok.save(str(tok_path))
+    torch.manual_seed(0)
+    model = ShowAttendTell(tok.get_vocab_size(), height=CANVAS[0], width=CANVAS[1], channels=[4, 8], emb_dim=8,
+                           hidden_dim=12).eval()
+    with torch.no_grad():
+        model.L_o.bias[:4] = -30.0   # never pad, bos, eos or unk: five real words
+    export_and_check_captioner(model, root / family / "onnx", family, tok_path, max_len=5)
+    tok_path.unlink()
+    return root / family / "onnx"
+
+
+def canvas_png(seed: int = 9, size: tuple[int, int] = CANVAS) -> bytes:
+    """A (height, width) canvas PNG (caption_export.random_images scaled to 0..255) for the tiny captioner."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from attention_lab.caption_export import random_images
+
+    buf = io.BytesIO()
+    Image.fromarray((random_images(1, *size, seed)[0] * 255).astype(np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
 def export_tiny_models(root: str | Path) -> Path:
-    """root/bahdanau/onnx (translate) and root/han/onnx (classify); returns root."""
+    """root/bahdanau/onnx (translate), root/han/onnx (classify) and root/show_attend_tell/onnx (caption); -> root."""
     import torch
 
     root = Path(root)
@@ -67,6 +105,7 @@ def export_tiny_models(root: str | Path) -> Path:
     try:
         export_translate(root)
         export_classify(root)
+        export_caption(root)
     finally:
         torch.set_num_threads(threads)
     return root

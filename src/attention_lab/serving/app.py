@@ -1,22 +1,29 @@
-"""The HTTP service (FastAPI on onnxruntime alone): health, models, translate, classify and the explorer page at /.
+"""The HTTP service (FastAPI on onnxruntime alone): health, models, translate, classify, caption and the explorer
+page at /.
 
 Add a task: a ModelKind in registry.py and an endpoint below that takes `served(name, task)` and returns its schema.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, File, Form, HTTPException, UploadFile
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from attention_lab.serving.captioner import ImageError, overlay
 from attention_lab.serving.registry import KINDS, LoadedModel, has_attention
 from attention_lab.serving.schemas import (
+    MAX_BEAM,
+    CaptionResponse,
     ClassifyRequest,
     ClassifyResponse,
     ErrorMessage,
@@ -30,6 +37,8 @@ STATIC = Path(__file__).parent / "static"
 ERRORS = {404: {"model": ErrorMessage, "description": "unknown model"},
           413: {"model": ErrorMessage, "description": "request body over the size limit"},
           422: {"description": "malformed JSON, wrong types, empty or too long text, or a model of another task"}}
+CAPTION_ERRORS = {**ERRORS, 422: {"description": "a missing field, an empty or unreadable image, an image not of the "
+                                                 "model's canvas size, or a model of another task"}}
 
 
 @dataclass(frozen=True)
@@ -83,11 +92,12 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
     settings = settings or ServeSettings()
     app = FastAPI(title="attention-lab", version="0.1.0", description=(
         "Attention models for NLP on onnxruntime: translation with its cross-attention, document classification "
-        "with word and sentence attention. The attention explorer page is at /."))
+        "with word and sentence attention, image captioning with attention over image regions. The attention "
+        "explorer page is at /."))
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
-    def served(name: str, task: str, text: str) -> LoadedModel:
+    def served(name: str, task: str, text: str = "") -> LoadedModel:
         """The model `name` for `task`, after the text length check; 404 / 422 otherwise."""
         if name not in models:
             raise HTTPException(404, f"unknown model {name!r}; served: {', '.join(sorted(models)) or 'none'}")
@@ -137,6 +147,33 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
         latency = (time.perf_counter() - start) * 1000
         return {**result.to_dict(), "model": model.name, "family": model.family,
                 "has_attention": has_attention(model), "latency_ms": round(latency, 3)}
+
+    @app.post("/caption", response_model=CaptionResponse, responses=CAPTION_ERRORS,
+              summary="caption a canvas PNG; words, attention grid per word and an overlay PNG")
+    def caption(image: Annotated[UploadFile, File(description="a grayscale PNG of the model's canvas size, "
+                                                              "ink bright on dark")],
+                model: Annotated[str, Form(min_length=1, description="a caption model's name from GET /models")],
+                beam: Annotated[int | None, Form(ge=1, le=MAX_BEAM, description="beam size, 1 = greedy "
+                                                                                "(default: the export's)")] = None,
+                ) -> dict:
+        served_model = served(model, "caption")
+        captioner = served_model.runner
+        data = image.file.read()
+        start = time.perf_counter()
+        try:
+            pixels = captioner.read(data, name=image.filename or "the uploaded image")
+        except ImageError as err:
+            raise HTTPException(422, str(err)) from err
+        beam = beam or captioner.meta.get("beam", 1)
+        [result] = captioner.caption([pixels], beam=beam)
+        buf = io.BytesIO()
+        overlay(pixels, result.words, result.attention).save(buf, format="PNG")
+        latency = (time.perf_counter() - start) * 1000
+        return {"model": served_model.name, "family": served_model.family, "caption": result.text,
+                "words": result.words, "attention": result.attention.round(4).tolist(),
+                "grid": list(captioner.meta["grid"]), "has_attention": result.has_attention, "score": result.score,
+                "beam": beam, "overlay": "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii"),
+                "latency_ms": round(latency, 3)}
 
     app.state.models, app.state.settings, app.state.kinds = models, settings, sorted(KINDS)
     return app

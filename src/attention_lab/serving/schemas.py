@@ -62,6 +62,21 @@ class ClassifyResponse(BaseModel):
     latency_ms: float
 
 
+class CaptionResponse(BaseModel):
+    model: str
+    family: str
+    caption: str = Field(description="the caption (its words joined)")
+    words: list[str] = Field(description="the caption's tokens, no bos/eos")
+    attention: list[list[list[float]]] = Field(
+        description="(len(words), h, w): word t's attention over the encoder's h × w grid of image regions")
+    grid: list[int] = Field(description="[h, w], the encoder's grid over the canvas")
+    has_attention: bool = Field(description="false for families without attention (the grids are then all zeros)")
+    score: float = Field(description="the hypothesis' search score (length-penalised log-probability)")
+    beam: int
+    overlay: str = Field(description="data:image/png;base64 URL: one panel per word, its attention in red over the image")
+    latency_ms: float = Field(description="server time for decoding the PNG, captioning and drawing the overlay")
+
+
 class TensorInfo(BaseModel):
     name: str
     type: str

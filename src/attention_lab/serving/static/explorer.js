@@ -59,8 +59,16 @@ async function loadModels() {
 function onModelChange() {
   const m = models[$("model").value];
   if (!m) return;
-  $("beam-field").hidden = m.task !== "translate";
+  const caption = m.task === "caption";
+  $("beam-field").hidden = !["translate", "caption"].includes(m.task);
   $("model-info").textContent = `${m.task}: ${m.input}`;
+  $("text").hidden = caption;
+  $("example").hidden = caption;
+  $("image-field").hidden = !caption;
+  if (caption) {
+    const [h, w] = m.graphs[0].inputs[0].shape.slice(1);
+    $("image-hint").textContent = Number.isInteger(h) && Number.isInteger(w) ? `${w}×${h} pixels` : "";
+  }
   const text = $("text");
   if (!text.value.trim() || Object.values(EXAMPLES).includes(text.value)) text.value = EXAMPLES[m.task] || "";
 }
@@ -131,22 +139,62 @@ function showClassification(result) {
   }));
 }
 
+function showCaption(result) {
+  $("caption").textContent = result.caption || "(empty)";
+  $("no-caption-attention").hidden = result.has_attention;
+  const [h, w] = result.grid;
+  $("word-strip").replaceChildren(...result.words.map((word, t) => {
+    const grid = el("div", { className: "attn-grid" });
+    grid.style.gridTemplateColumns = `repeat(${w}, 8px)`;
+    const top = Math.max(...result.attention[t].flat(), 1e-9);
+    for (let i = 0; i < h; i++) {
+      for (let j = 0; j < w; j++) {
+        const a = result.attention[t][i][j];
+        const cell = el("div");
+        cell.style.background = shade(a / top, "220, 38, 38");  // each word scaled to its own maximum
+        grid.append(cell);
+      }
+    }
+    grid.addEventListener("mouseleave", hideTooltip);
+    grid.addEventListener("mousemove", (e) => showTooltip(e, `${word}: max ${top.toFixed(3)}`));
+    return el("div", { className: "word-card" }, [grid, el("span", { className: "strip-word", textContent: word })]);
+  }));
+  $("overlay").src = result.overlay;
+}
+
+function request(m) {  // fetch options for the chosen model's endpoint, or a message when input is missing
+  if (m.task === "caption") {
+    const file = $("image").files[0];
+    if (!file) return "choose a PNG image first";
+    const form = new FormData();
+    form.append("model", m.name);
+    form.append("beam", String(Number($("beam").value) || 1));
+    form.append("image", file, file.name);
+    return { method: "POST", body: form };  // the browser sets the multipart boundary
+  }
+  const body = { model: m.name, text: $("text").value };
+  if (m.task === "translate") body.beam = Number($("beam").value) || 1;
+  return { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+}
+
 async function run(event) {
   event.preventDefault();
   const m = models[$("model").value];
   if (!m) return;
   $("error").hidden = true;
+  const options = request(m);
+  if (typeof options === "string") { showError(options); return; }
   $("submit").disabled = true;
-  const body = { model: m.name, text: $("text").value };
-  if (m.task === "translate") body.beam = Number($("beam").value) || 1;
   try {
-    const response = await fetch(`/${m.task}`, {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const response = await fetch(`/${m.task}`, options);
     const result = await response.json().catch(() => null);
     if (!response.ok) { showError(errorText(result, response.status)); return; }
     $("translate-view").hidden = m.task !== "translate";
     $("classify-view").hidden = m.task !== "classify";
-    if (m.task === "translate") showTranslation(result); else showClassification(result);
+    $("caption-view").hidden = m.task !== "caption";
+    if (m.task === "translate") showTranslation(result);
+    else if (m.task === "caption") showCaption(result);
+    else showClassification(result);
     $("latency").textContent = `${result.latency_ms.toFixed(1)} ms on the server`;
     $("output").hidden = false;
   } catch (err) {
