@@ -17,7 +17,7 @@ from attention_lab.serving.captioner import ImageError, OnnxCaptioner, overlay, 
 from attention_lab.tokenization import train_word_tokenizer
 from tests.test_serving import run_cli, run_python
 
-WORDS = "zero one two three four five six seven eight nine".split()
+WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
@@ -64,7 +64,7 @@ def test_overlay_has_a_panel_per_word():
 
 
 def test_cli_caption_without_torch_and_bad_images(exported, tmp_path):
-    model, folder, _ = exported
+    _, folder, _ = exported
     good = tmp_path / "canvas.png"
     Image.fromarray((random_images(1, 16, 64, 9)[0] * 255).astype(np.uint8)).save(good)
     proc = run_python(f"""

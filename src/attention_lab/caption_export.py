@@ -35,7 +35,6 @@ from attention_lab.serving.translator import (
     ENCODER_FILE,
     META_FILE,
     TOKENIZER_FILE,
-    make_session,
 )
 
 PARITY_BATCHES = [1, 3, 5]  # unlike the export example's batch of 2
@@ -111,7 +110,7 @@ def check_caption_parity(model: nn.Module, out_dir: str | Path, steps: int = 6, 
     out_dir = Path(out_dir)
     ort = OnnxCaptioner(out_dir)
     decoder_names = ["logits", "log_probs", *ort.meta["state_outputs"], "attn"]
-    decoder = make_session(out_dir / DECODER_FILE)  # run step by step here, beside the captioner's own search
+    decoder = ort.decoder  # run step by step here, beside the captioner's own search
     model.eval()
     diffs = {"memory": 0.0, "state": 0.0, "logits": 0.0, "log_probs": 0.0, "attn": 0.0}
     greedy_same, cases = True, []

@@ -83,7 +83,8 @@ class OnnxCaptioner:
             raise ValueError(f"{self.model_dir / META_FILE}: not a caption model (task {self.meta.get('task')!r})")
         self.tokenizer = Tokenizer.from_file(str(self.model_dir / TOKENIZER_FILE))
         self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
-        self.step = ort_step(make_session(self.model_dir / DECODER_FILE, threads), self.meta)
+        self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
+        self.step = ort_step(self.decoder, self.meta)
         self.height, self.width = self.meta["height"], self.meta["width"]
 
     def read(self, source: str | Path | bytes, name: str | None = None) -> np.ndarray:

@@ -59,15 +59,9 @@ register_kind(ModelKind(
     output="label, class probabilities, word attention per sentence and sentence attention, latency"))
 register_kind(ModelKind(
     "caption", (ENCODER_FILE, DECODER_FILE, TOKENIZER_FILE), OnnxCaptioner,
-    lambda c: {ENCODER_FILE: c.encoder, DECODER_FILE: getattr(c, "decoder", None) or step_session(c.step)},
+    lambda c: {ENCODER_FILE: c.encoder, DECODER_FILE: c.decoder},
     input="a grayscale PNG of the model's canvas size (width × height from meta), ink bright on dark",
     output="caption, words, attention grid per word, overlay PNG (base64), latency"))
-
-
-def step_session(step: Callable) -> ort.InferenceSession:
-    """The decoder-step session inside translator.ort_step's closure (OnnxCaptioner keeps no other handle on it)."""
-    cells = [c.cell_contents for c in getattr(step, "__closure__", None) or ()]
-    return next(c for c in cells if isinstance(c, ort.InferenceSession))
 
 
 def task_of(meta: dict) -> str:
