@@ -13,7 +13,10 @@ from attention_lab.tokenization import load_tokenizer
 
 
 class CanvasDataModule(pl.LightningDataModule):
-    """Train/valid loaders of (row, image) pairs in seeded batches of similar caption length."""
+    """Train/valid loaders of (row, image) pairs in seeded random batches.
+
+    Not length-bucketed: a batch of only six-digit canvases would let BatchNorm normalise the amount of ink away, and
+    with it the model's sense of how many digits there are (training batches would differ from evaluation)."""
 
     def __init__(self, prepared: str | Path, tokenizer: str | Path, batch_size: int, seed: int):
         super().__init__()
@@ -29,7 +32,7 @@ class CanvasDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         items = self.splits[split]
-        sampler = BucketBatchSampler([len(r["tgt_ids"]) for r, _ in items], self.batch_size, shuffle, self.seed)
+        sampler = BucketBatchSampler([0] * len(items), self.batch_size, shuffle, self.seed)  # equal keys: no bucketing
         return DataLoader(items, batch_sampler=sampler, collate_fn=collate_canvases, num_workers=0)
 
     def train_dataloader(self) -> DataLoader:
