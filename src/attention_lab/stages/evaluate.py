@@ -112,7 +112,7 @@ def captioning(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[s
     for seed in cfg.seeds:
         model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
         per_seed[str(seed)], hyps = evaluate(model, tok, rows, images, cfg)
-        if seed != cfg.seeds[0]:
+        if seed != cfg.seeds[0] or not model.has_attention:
             continue
         for k, i in enumerate(spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets,
                                                   cfg.evaluate.overlays)):
