@@ -125,3 +125,19 @@ def test_classify_same_seed_same_metrics_and_penalty_logged(project):
     logged = mlflow.get_run(read_json(seed_dir(cfg, 0) / "run.json")["run_id"])
     assert logged.data.tags["task"] == "classify" and "train/penalty" in logged.data.metrics
     assert "val/accuracy" in logged.data.metrics
+
+
+def test_caption_same_seed_same_metrics_and_penalty_logged(project):
+    """A caption family through the same stage: seeded determinism, the doubly stochastic term and val/accuracy."""
+    prepare.main(["task=caption", "data.n_train=64", "data.n_valid=16"])
+    tokenize.main(["task=caption"])
+    small = ["task=caption", "family=show_attend_tell", "model.channels=[4,8,8]", "model.hidden_dim=16",
+             "model.attn_dim=8", "train.max_epochs=1", "train.batch_size=16", "train.penalty=1.0",
+             "trainer.log_every_n_steps=1"]
+    cfg = stage_config(small)
+    first, second = (train.main(small) or read_json(seed_dir(cfg, 0) / "train.json") for _ in range(2))
+    assert first["best_val_loss"] == second["best_val_loss"] and first["steps"] == second["steps"] == 4
+    mlflow.set_tracking_uri(f"sqlite:///{project / 'mlflow.db'}")
+    logged = mlflow.get_run(read_json(seed_dir(cfg, 0) / "run.json")["run_id"])
+    assert logged.data.tags["task"] == "caption" and logged.data.metrics["train/penalty"] > 0
+    assert "val/accuracy" in logged.data.metrics
