@@ -213,7 +213,7 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
 
         params_dict = yaml.safe_load(params.read_text())
         params_dict["tasks"] = ["classify"]
-        params_dict["translate"]["families"] = []
+        params_dict["translate"]["families"] = params_dict["caption"]["families"] = []
         params_dict["classify"]["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
                                            "text_field": "text", "label_field": "label", "title_field": "title"}
         params_dict["classify"]["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
@@ -243,6 +243,7 @@ def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
         params_dict = yaml.safe_load(params.read_text())
         params_dict["tasks"] = ["translate"]  # this test is about the corpus: no classify stages
         params_dict["classify"]["families"] = params_dict["classify"]["pretrained"] = []
+        params_dict["caption"]["families"] = []
         t = params_dict["translate"]
         t["families"] = ["seq2seq_lstm", "bahdanau", "luong_local_p"]
         t["data"] = {"source": "tsv", "path": str(corpus), "src_column": 0, "tgt_column": 1}
