@@ -19,7 +19,6 @@ import torch
 from torch import Tensor, nn
 from torch.export import Dim
 
-from attention_lab.decoding import greedy
 from attention_lab.export import (
     SPECIAL_IDS,
     DecoderStepGraph,
@@ -28,7 +27,7 @@ from attention_lab.export import (
     _check_dynamic,
     _max_diff,
 )
-from attention_lab.search import torch_step
+from attention_lab.search import caption_batch
 from attention_lab.serving.captioner import OnnxCaptioner
 from attention_lab.serving.translator import (
     DECODER_FILE,
@@ -110,7 +109,6 @@ def check_caption_parity(model: nn.Module, out_dir: str | Path, steps: int = 6, 
     out_dir = Path(out_dir)
     ort = OnnxCaptioner(out_dir)
     decoder_names = ["logits", "log_probs", *ort.meta["state_outputs"], "attn"]
-    decoder = ort.decoder  # run step by step here, beside the captioner's own search
     model.eval()
     diffs = {"memory": 0.0, "state": 0.0, "logits": 0.0, "log_probs": 0.0, "attn": 0.0}
     greedy_same, cases = True, []
@@ -119,26 +117,22 @@ def check_caption_parity(model: nn.Module, out_dir: str | Path, steps: int = 6, 
         images = random_images(batch, ort.height, ort.width, seed + k)
         with torch.inference_mode():
             memory, state = model.encode(torch.from_numpy(images))
-        outs = dict(zip(["memory", *ort.meta["encoder_state_outputs"]], ort.encoder.run(None, {"image": images})))
-        o_state = tuple(outs[n] for n in ort.meta["encoder_state_outputs"])
-        case = {"batch": batch, "memory": _max_diff([memory.numpy()], [outs["memory"]]),
+        o_state, (o_memory, mask) = ort.encode(images)
+        case = {"batch": batch, "memory": _max_diff([memory.numpy()], [o_memory]),
                 "state": _max_diff([s.numpy() for s in state], o_state)}
-        mask = np.ones(outs["memory"].shape[:2], dtype=bool)
         t_state = state
         for _ in range(steps):
             prev = rng.integers(3, model.vocab_size, size=batch).astype(np.int64)
             with torch.inference_mode():
                 logits, t_state, attn = model.decode_step(torch.from_numpy(prev), t_state, memory, torch.from_numpy(mask))
-            o_out = dict(zip(decoder_names, decoder.run(decoder_names, {
-                "prev": prev, "memory": outs["memory"], "src_mask": mask, **dict(zip(ort.meta["state_inputs"], o_state))})))
+            o_out = dict(zip(decoder_names, ort.decoder.run(decoder_names, {
+                "prev": prev, "memory": o_memory, "src_mask": mask, **dict(zip(ort.meta["state_inputs"], o_state))})))
             o_state = tuple(o_out[n] for n in ort.meta["state_outputs"])
             t_out = {"logits": logits.numpy(), "log_probs": torch.log_softmax(logits, -1).numpy(), "attn": attn.numpy()}
             for key in ("logits", "log_probs", "attn"):
                 case[key] = max(case.get(key, 0.0), _max_diff([t_out[key]], [o_out[key]]))
-        t_greedy = [h.tokens for h in greedy(torch_step(model), tuple(s.numpy() for s in state),
-                                             (memory.numpy(), mask), np.full(batch, ort.meta["max_len"]))]
-        o_greedy = [c.words for c in ort.caption(list(images), beam=1)]
-        o_ids = [[ort.tokenizer.token_to_id(w) for w in words] for words in o_greedy]
+        t_greedy = [h.tokens for h in caption_batch(model, torch.from_numpy(images), ort.meta["max_len"])]
+        o_ids = [[ort.tokenizer.token_to_id(w) for w in c.words] for c in ort.caption(list(images), beam=1)]
         case["greedy_identical"] = t_greedy == o_ids
         greedy_same &= case["greedy_identical"]
         diffs = {key: max(worst, case[key]) for key, worst in diffs.items()}

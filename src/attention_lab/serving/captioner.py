@@ -90,16 +90,20 @@ class OnnxCaptioner:
     def read(self, source: str | Path | bytes, name: str | None = None) -> np.ndarray:
         return read_image(source, self.height, self.width, name)
 
+    def encode(self, batch: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
+        """The encoder graph: images (B, H, W) -> (decoder state before bos, (memory (B, L, D), grid mask (B, L)))."""
+        outs = dict(zip([o.name for o in self.encoder.get_outputs()], self.encoder.run(None, {"image": batch})))
+        memory = outs["memory"]
+        state = tuple(outs[n] for n in self.meta["encoder_state_outputs"])
+        return state, (memory, np.ones(memory.shape[:2], dtype=bool))  # every grid cell is real
+
     def caption(self, images: list[np.ndarray], beam: int | None = None) -> list[Caption]:
         """images: float32 (H, W) in [0, 1], each of the model's canvas size."""
         batch = np.stack(images).astype(np.float32)  # (B, H, W)
         if batch.shape[1:] != (self.height, self.width):
             raise ImageError(f"images must be {self.width}×{self.height}, got {batch.shape[2]}×{batch.shape[1]}")
-        outs = dict(zip([o.name for o in self.encoder.get_outputs()], self.encoder.run(None, {"image": batch})))
-        memory = outs["memory"]
-        state = tuple(outs[n] for n in self.meta["encoder_state_outputs"])
-        mask = np.ones(memory.shape[:2], dtype=bool)  # (B, L): every grid cell is real
-        hyps = search(self.step, state, (memory, mask), np.full(len(batch), self.meta["max_len"]),
+        state, memory = self.encode(batch)
+        hyps = search(self.step, state, memory, np.full(len(batch), self.meta["max_len"]),
                       beam or self.meta["beam"], self.meta["len_penalty"], self.meta["bos_id"], self.meta["eos_id"])
         h, w = self.meta["grid"]
         return [Caption(self.tokenizer.decode(hyp.tokens, skip_special_tokens=True),

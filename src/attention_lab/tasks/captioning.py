@@ -25,7 +25,8 @@ class CaptioningModule(TaskModule):
         logits, attn = self.model(batch["images"], batch["tgt_in"])  # (B, T, V), (B, T, L)
         ce = F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten(), ignore_index=PAD,
                              label_smoothing=self.cfg.train.label_smoothing)
-        penalty = doubly_stochastic_penalty(attn, batch["tgt_out"]).mean() if self.model.has_attention else ce * 0
+        penalty = (doubly_stochastic_penalty(attn, batch["tgt_out"]).mean() if self.model.has_attention
+                   else ce.new_zeros(()))
         return ce + self.cfg.train.penalty * penalty, ce, penalty
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
