@@ -1,0 +1,1 @@
+"""Speed benchmarks that write their figures to reports/ (not timed tests)."""

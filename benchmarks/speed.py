@@ -1,0 +1,141 @@
+"""Speed benchmarks of the exported and trained families -> reports/benchmarks.md (and the figures as .json).
+
+    python benchmarks/speed.py --models models                                   # every section
+    python benchmarks/speed.py --models /work/run/models --data /work/run/data   # another checkout's models and data
+    python benchmarks/speed.py --models models --sections ort,quant --quick      # tiny sizes, about a minute
+
+Sections: ort (onnxruntime vs eager torch greedy decoding, session options), transformer (our Transformer vs
+torch.nn.Transformer per training step), lightning (Trainer vs a plain loop), flops (achieved FLOP/s per family),
+quant (dynamic int8 quantisation: speed and quality). Every figure is measured by the run; timings share the CPU
+with whatever else runs, so take the final figures on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/speed.py` finds the package
+
+from benchmarks.common import ROOT, find_families, machine, table
+
+SECTIONS = ("ort", "transformer", "lightning", "flops", "quant")
+FULL = {"sentences": 256, "batch1": 100, "sweep": 40, "repeats": 2, "batch": 32,
+        "train_batches": 8, "warmup": 5, "train_repeats": 5,
+        "lightning_batches": 8, "lightning_steps": 60, "lightning_warmup": 10, "lightning_repeats": 3,
+        "flop_batches": 4, "flop_warmup": 2, "flop_repeats": 3, "mm_n": 2048, "mm_repeats": 5,
+        "flop_tasks": ("translate", "classify", "caption"),
+        "quality": {"translate": 300, "classify": 400, "caption": 600}}
+QUICK = {**FULL, "sentences": 8, "batch1": 3, "sweep": 3, "repeats": 1, "train_batches": 2, "warmup": 1,
+         "train_repeats": 2, "lightning_batches": 2, "lightning_steps": 6, "lightning_warmup": 2,
+         "lightning_repeats": 1, "flop_batches": 1, "flop_warmup": 1, "flop_repeats": 1, "mm_n": 256, "mm_repeats": 3,
+         "quality": {"translate": 8, "classify": 8, "caption": 8}}
+
+
+def jsonable(obj):
+    """Results -> JSON types (tuple keys joined with '/')."""
+    if isinstance(obj, dict):
+        return {"/".join(map(str, k)) if isinstance(k, tuple) else str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    return obj if isinstance(obj, str | int | float | bool | type(None)) else str(obj)
+
+
+def header(args, info: dict, sizes: dict, load: tuple[float, float, float], seconds: float) -> list[str]:
+    mode = "quick (tiny sizes: figures only show the benchmark runs)" if args.quick else "full"
+    rows = [["CPU", f"{info['cpu']}, {info['cores']} cores"], ["torch", info["torch"]],
+            ["onnxruntime", info["onnxruntime"]], ["Python", info["python"]],
+            ["torch threads (training sections)", args.threads], ["OMP_NUM_THREADS", info["OMP_NUM_THREADS"]],
+            ["load average at start (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in load)],
+            ["models", f"`{args.models}`"], ["data", f"`{args.data}`"], ["mode", mode],
+            ["sections", ", ".join(args.sections)], ["run time", f"{seconds:.0f} s"]]
+    command = "python benchmarks/speed.py " + " ".join(args.argv)
+    intro = f"Produced by `{command.strip()}` (`benchmarks/speed.py`); every figure below comes from that run."
+    return ["# Speed benchmarks", "", intro, ""] + table(["machine", ""], rows) + [""]
+
+
+def targets(results: dict) -> list[str]:
+    """The issue's targets against the measured values."""
+    rows = []
+    if "ort" in results and not results["ort"]["rows"]:
+        rows.append(["onnxruntime ≥ 2× eager torch, batch-1 greedy, every translate family",
+                     "not measured: no translate family with a checkpoint and an export", "—"])
+    if results.get("ort", {}).get("rows"):
+        worst = min(results["ort"]["rows"], key=lambda r: r["speedup_b1"])
+        met = all(r["speedup_b1"] >= 2 for r in results["ort"]["rows"])
+        rows.append(["onnxruntime ≥ 2× eager torch, batch-1 greedy, every translate family",
+                     f"lowest {worst['speedup_b1']:.2f}× ({worst['family']})", "met" if met else "**not met**"])
+    if "transformer" in results:
+        r = results["transformer"]["ratio"]
+        rows.append(["our Transformer / torch.nn.Transformer training step ≤ 1.0", f"{r:.3f}",
+                     "met" if r <= 1 else "**not met**"])
+    if "lightning" in results:
+        r = results["lightning"]["ratio"]
+        rows.append(["Lightning / plain loop per step ≤ 1.10", f"{r:.3f}", "met" if r <= 1.10 else "**not met**"])
+    return (["## Targets", ""] + table(["target", "measured", ""], rows) + [""]) if rows else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", type=Path, default=ROOT / "models", help="folder of <family>/{onnx,checkpoints}")
+    parser.add_argument("--data", type=Path, default=None, help="folder with prepared/ and tokenized/ (default: "
+                        "the data/ beside --models)")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (about a minute): checks the benchmark runs")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads for training")
+    parser.add_argument("--lightning-family", default="transformer", help="translate family of section 3")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks.md")
+    args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
+    args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    if unknown := sorted(set(args.sections) - set(SECTIONS)):
+        parser.error(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
+    args.data = args.data or args.models.resolve().parent / "data"
+    sizes = QUICK if args.quick else FULL
+    torch.set_num_threads(args.threads)
+    load, info, t0 = os.getloadavg(), machine(), time.perf_counter()
+    families = find_families(args.models)
+    results, body = {}, []
+
+    from benchmarks import ort_vs_torch, quantization, train_speed
+
+    chosen = ort_vs_torch.SERVING_DEFAULT
+    if "ort" in args.sections:
+        results["ort"] = ort_vs_torch.run(families, args.data, sizes)
+        chosen = results["ort"]["chosen"]
+        body += ort_vs_torch.render(results["ort"], sizes)
+    if "transformer" in args.sections:
+        results["transformer"] = train_speed.transformer_vs_torch(args.models, args.data, sizes)
+        body += train_speed.render_transformer(results["transformer"])
+    if "lightning" in args.sections:
+        from benchmarks import lightning_overhead
+
+        results["lightning"] = lightning_overhead.run(args.models, args.data, args.lightning_family, sizes)
+        body += lightning_overhead.render(results["lightning"])
+    if "flops" in args.sections:
+        results["flops"] = train_speed.flop_rates(families, args.models, args.data, sizes)
+        body += train_speed.render_flops(results["flops"])
+    if "quant" in args.sections:
+        with tempfile.TemporaryDirectory(prefix="quantized-") as work:
+            results["quant"] = quantization.run(families, args.data, Path(work), *chosen, sizes)
+        body += quantization.render(results["quant"], sizes)
+
+    seconds = time.perf_counter() - t0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(header(args, info, sizes, load, seconds) + targets(results) + body)
+    args.out.write_text(text.rstrip() + "\n", encoding="utf-8")
+    summary = {"machine": info, "quick": args.quick, "sizes": sizes, "seconds": seconds, "results": results}
+    args.out.with_suffix(".json").write_text(json.dumps(jsonable(summary), indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {args.out} and {args.out.with_suffix('.json')} in {seconds:.0f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
