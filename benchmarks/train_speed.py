@@ -190,8 +190,9 @@ def render_transformer(r: dict) -> list[str]:
 def render_flops(r: dict) -> list[str]:
     lines = ["## 4. Achieved FLOP/s in training", "",
              (f"FLOPs of a training step's forward and backward counted by `torch.utils.flop_counter.FlopCounterMode` "
-              "(with formulas added for CPU LSTM layers and CPU flash attention, which it does not count; Adam and "
-              "elementwise ops are not counted), divided by the measured step time (forward, backward, clipping, "
+              "(with formulas added for CPU LSTM layers and CPU flash attention, which it does not count; only "
+              "matmuls, convolutions and attention count: embedding lookups and sums (all of `bow`'s work), "
+              "elementwise ops and Adam do not), divided by the measured step time (forward, backward, clipping, "
               "Adam) on the first batches of each family's training DataModule. Peak: a float32 "
               f"`torch.mm` of {r['mm_n']}×{r['mm_n']} matrices, **{r['peak_gflops']:.1f} GFLOP/s** at "
               f"{r['threads']} thread(s), the same as the training steps."), ""]
