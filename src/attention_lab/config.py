@@ -9,6 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 PARAMS_FILE = "params.yaml"
 CONF_DIR = "conf"
+TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
 REPLACED = ("data.length_mix",)
 TASKS = ("translate", "classify", "caption")  # the tasks; params.yaml holds one section for each it runs
 
@@ -68,12 +69,27 @@ def family_params(params: dict, root: Path, task: str, family: str | None) -> di
     return own
 
 
+def tuned_params(root: Path, family: str | None) -> dict:
+    """tuned/<family>.yaml `params:` (the tune stage's best trial), or {} when the family has not been tuned."""
+    path = root / TUNED_DIR / f"{family}.yaml"
+    if family is None or not path.is_file():
+        return {}
+    try:
+        tuned = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    if not isinstance(tuned, dict) or not isinstance(tuned.get("params", {}), dict):
+        raise ConfigError(f"{path}: expected a mapping with `params: {{...}}` (written by the tune stage)")
+    return tuned.get("params") or {}
+
+
 def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
-                task: str = "translate") -> DictConfig:
+                task: str = "translate", tuned: bool = True) -> DictConfig:
     """Compose conf/config.yaml for one task, pick its data source and model family, merge params.yaml and the profile.
 
     Precedence (later wins): conf/ defaults (config.yaml < task/<task>.yaml) < params.yaml `<task>:` <
-    `<task>.family_params.<family>` < conf/profile/<profile>.yaml `<task>:` < command-line overrides.
+    `<task>.family_params.<family>` < tuned/<family>.yaml (unless tuned=False: the tune stage searches from the
+    untuned config) < conf/profile/<profile>.yaml `<task>:` < command-line overrides.
     """
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
@@ -106,13 +122,15 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
         if OmegaConf.select(knobs, parent) is not None:
             OmegaConf.select(knobs, parent).pop(leaf, None)
     try:
-        cfg = OmegaConf.merge(cfg, knobs, own, overlay, OmegaConf.from_dotlist(
+        best = tuned_params(root, family) if tuned else {}
+        cfg = OmegaConf.merge(cfg, knobs, own, best, overlay, OmegaConf.from_dotlist(
             [o for o in cli if o.split("=")[0] not in ("data", "model")]))
         for key, value in replaced.items():
             if value is not None:
                 OmegaConf.update(cfg, key, value, merge=False)
     except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
-        raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`) or {overlay_path}: {err}") from err
+        raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`), {root / TUNED_DIR / f'{family}.yaml'} or "
+                          f"{overlay_path}: {err}") from err
     OmegaConf.set_struct(cfg, False)
     cfg.family, cfg.profile, cfg.root = family, profile, str(root)
     cfg.pretrained = family in pretrained_families(params, task)

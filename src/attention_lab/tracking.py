@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
 
 
@@ -20,14 +21,16 @@ def experiment_id(cfg: DictConfig) -> str:
     """The task's experiment, created on first use with artifacts under <repo>/mlartifacts for a local store."""
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri(cfg))
-    name = cfg.task.name
-    exp = mlflow.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    local = tracking_uri(cfg).startswith("sqlite:")
-    location = (Path(cfg.root) / "mlartifacts" / name).as_uri() if local else None
-    return mlflow.create_experiment(name, artifact_location=location)
+    uri = tracking_uri(cfg)
+    mlflow.set_tracking_uri(uri)
+    local = uri.startswith("sqlite:///")
+    # processes starting at once (tuning workers) must not both create the database's tables or the experiment
+    with FileLock(uri.removeprefix("sqlite:///") + ".lock") if local else contextlib.nullcontext():
+        exp = mlflow.get_experiment_by_name(cfg.task.name)
+        if exp is not None:
+            return exp.experiment_id
+        location = (Path(cfg.root) / "mlartifacts" / cfg.task.name).as_uri() if local else None
+        return mlflow.create_experiment(cfg.task.name, artifact_location=location)
 
 
 def flatten(cfg: DictConfig) -> dict[str, str]:
@@ -80,13 +83,16 @@ def run_tags(cfg: DictConfig, stage: str = "train") -> dict[str, str]:
     return tags
 
 
-def lightning_logger(cfg: DictConfig, run_id: str | None = None, stage: str = "train"):
-    """MLFlowLogger for one (family, seed) training or pretraining run (or the run `run_id`, when resuming), with tags."""
+def lightning_logger(cfg: DictConfig, run_id: str | None = None, stage: str = "train", tags: dict | None = None,
+                     name: str | None = None):
+    """MLFlowLogger for one (family, seed) training, pretraining or tuning-trial run (or the run `run_id`, when
+    resuming), with tags (`mlflow.parentRunId` among them nests it under a study's run)."""
     from lightning.pytorch.loggers import MLFlowLogger
 
     experiment_id(cfg)  # make sure the experiment exists with the right artifact location
-    return MLFlowLogger(experiment_name=cfg.task.name, run_name=run_name(cfg, stage),
-                        tracking_uri=tracking_uri(cfg), tags=run_tags(cfg, stage), log_model=False, run_id=run_id)
+    return MLFlowLogger(experiment_name=cfg.task.name, run_name=name or run_name(cfg, stage),
+                        tracking_uri=tracking_uri(cfg), tags={**run_tags(cfg, stage), **(tags or {})}, log_model=False,
+                        run_id=run_id)
 
 
 @contextlib.contextmanager

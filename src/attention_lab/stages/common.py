@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 from attention_lab.config import load_config
 
 
-def stage_config(argv: list[str], need_family: bool = True) -> DictConfig:
+def stage_config(argv: list[str], need_family: bool = True, tuned: bool = True) -> DictConfig:
     """`python -m attention_lab.stages.X task=translate family=bahdanau train.lr=3e-4` -> that family's config.
 
     `task` defaults to translate; `family` is required unless need_family is False.
@@ -18,7 +18,7 @@ def stage_config(argv: list[str], need_family: bool = True) -> DictConfig:
     if need_family and "family" not in named:
         raise SystemExit("usage: python -m attention_lab.stages.<stage> [task=<task>] family=<name> [key=value ...]")
     rest = [a for a in argv if not a.startswith(("task=", "family="))]
-    return load_config(rest, family=named.get("family"), task=named.get("task", "translate"))
+    return load_config(rest, family=named.get("family"), task=named.get("task", "translate"), tuned=tuned)
 
 
 def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, fraction: float = 1.0) -> Path:

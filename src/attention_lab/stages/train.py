@@ -73,10 +73,12 @@ TASKS = {"translate": translation, "classify": classification, "caption": captio
 
 
 def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
-              build=None, stage: str = "train", **trainer_options) -> dict:
+              build=None, stage: str = "train", tags: dict | None = None, name: str | None = None,
+              **trainer_options) -> dict:
     """Train (or resume) one (family, seed) run in `partial`, then move it to `out`; returns the training summary.
 
-    `build(cfg, seed) -> (module, datamodule)` defaults to the task's builder in TASKS.
+    `build(cfg, seed) -> (module, datamodule)` defaults to the task's builder in TASKS; tags and name go to the
+    MLflow run (a tuning trial nests under its study's run).
     """
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
@@ -90,10 +92,11 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     same = config_file.is_file() and config_file.read_text(encoding="utf-8") == config_text
     if resume and not same:  # a crashed run of other settings (params changed since): start over
         print(f"not resuming {partial}: its config.yaml differs from this run's")
-        for name in ("last.ckpt", "best.ckpt", "run.json", config_file.name):
-            (partial / name).unlink(missing_ok=True)
+        for stale in ("last.ckpt", "best.ckpt", "run.json", config_file.name):
+            (partial / stale).unlink(missing_ok=True)
         resume = False
-    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None, stage=stage)
+    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None, stage=stage,
+                                       tags=tags, name=name)
     if resume:
         print(f"resuming {cfg.family} seed {seed} from {partial / 'last.ckpt'}")
     else:

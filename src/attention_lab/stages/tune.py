@@ -1,0 +1,31 @@
+"""DVC stages `tune_<task>@<family>`: one Optuna study per family under the task's budget (params.yaml `<task>.tune`,
+search space conf/tune/<family>.yaml) -> tuned/<family>.yaml, which the family's train stage merges.
+
+Resumable: re-running continues the study in tuned/<family>.journal (or tune.storage); several processes running this
+stage at once share the study's trials.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from attention_lab.config import TUNED_DIR
+from attention_lab.io import write_text
+from attention_lab.stages.common import stage_config
+from attention_lab.tuning import tune
+
+
+def main(argv: list[str]) -> None:
+    cfg = stage_config(argv, tuned=False)  # the search starts from the family's own settings
+    result = tune(cfg)
+    head = (f"# Written by the tune stage of {cfg.family} (do not edit): the best trial's values, merged by its train "
+            "stage.\n")
+    write_text(Path(cfg.root) / TUNED_DIR / f"{cfg.family}.yaml", head + yaml.safe_dump(result, sort_keys=False))
+    print(f"tune@{cfg.family}: {result['study']}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

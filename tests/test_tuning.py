@@ -1,0 +1,138 @@
+"""Tuning: search-space checks, the tune stage (study, MLflow parent + nested trial runs, tuned/<family>.yaml merged
+by training), resuming, the parameter cap, dead workers' trials, and two workers sharing one study."""
+
+import os
+import subprocess
+import sys
+
+import mlflow
+import optuna
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from attention_lab.config import ConfigError
+from attention_lab.stages import prepare, tokenize, tune
+from attention_lab.stages.common import stage_config
+from attention_lab.tuning import fail_dead_trials, load_space, nested, open_study, study_name, suggest
+
+SMALL = ["model.emb_dim=16", "model.enc_hidden_dim=16", "model.dec_hidden_dim=32", "model.maxout_dim=16",
+         "train.val_bleu_sentences=5", "train.batch_size=16", "tune.epochs=2", "tune.train_batches=0.5",
+         "tune.startup_trials=1"]
+
+
+@pytest.fixture
+def prepared(project, one_torch_thread):
+    prepare.main(["data.n_train=120", "data.n_valid=20"])
+    tokenize.main(["data.n_train=120", "tokenize.vocab_size=200"])
+    return project
+
+
+def write_space(project, family: str, text: str):
+    (project / "conf" / "tune" / f"{family}.yaml").write_text(text)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("model.no_such_key: {low: 1, high: 2}", "not a key of the family's config"),
+    ("train.lr: {low: 0.1, high: 0.01}", "low < high"),
+    ("train.lr: {low: 0.0, high: 0.1, log: true}", "log scale needs low > 0"),
+    ("train.lr: {choices: []}", "non-empty list"),
+    ("train.lr: {low: 0.1, high: 0.2, choices: [1]}", "expected {low: L, high: H"),
+    ("train.lr: 0.1", "expected {low: L, high: H"),
+])
+def test_bad_search_spaces_name_the_file_and_key(project, text, message):
+    write_space(project, "bahdanau", text)
+    cfg = stage_config(["family=bahdanau"])
+    with pytest.raises(ConfigError, match=message) as err:
+        load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+    assert "conf/tune/bahdanau.yaml" in str(err.value)
+
+
+def test_missing_search_space_is_a_clear_error(project):
+    cfg = stage_config(["family=bahdanau"])
+    with pytest.raises(ConfigError, match="no search space for this family"):
+        load_space(project / "conf" / "tune" / "nope.yaml", cfg)
+
+
+def test_every_family_has_a_valid_search_space(project):
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    for task in ("translate", "classify", "caption"):
+        for family in params[task]["families"] + params[task].get("pretrained", []):
+            cfg = stage_config([f"task={task}", f"family={family}"])
+            assert load_space(project / "conf" / "tune" / f"{family}.yaml", cfg), family
+
+
+def test_suggest_types_and_nesting():
+    space = {"train.lr": {"low": 1e-4, "high": 1e-2, "log": True}, "model.hops": {"low": 1, "high": 6},
+             "model.dim": {"choices": [64, 128]}}
+    values = suggest(optuna.trial.FixedTrial({"train.lr": 1e-3, "model.hops": 3, "model.dim": 128}), space)
+    assert values == {"train.lr": 1e-3, "model.hops": 3, "model.dim": 128}
+    assert nested(values) == {"train": {"lr": 1e-3}, "model": {"hops": 3, "dim": 128}}
+
+
+def test_tune_stage_writes_best_params_nests_trials_resumes_and_training_uses_them(prepared):
+    tune.main(["family=bahdanau", *SMALL, "tune.trials=3"])
+    tuned = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())
+    study = tuned["study"]
+    assert study["trials"] == 3 and study["complete"] + study["pruned"] == 3 and study["metric"] == "val/loss"
+    assert set(tuned["params"]) == {"train", "model"} and study["params_count"] > 0
+
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    parent = mlflow.search_runs(experiment_names=["translate"], filter_string="tags.kind = 'tune'",
+                                output_format="list")
+    assert len(parent) == 1 and parent[0].data.metrics["trials"] == 3
+    children = mlflow.search_runs(experiment_names=["translate"], output_format="list",
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent[0].info.run_id}'")
+    assert sorted(r.data.tags["trial"] for r in children) == ["0", "1", "2"]
+
+    cfg = stage_config(["family=bahdanau"])  # the train stage's config: the tuned values win over the defaults
+    assert cfg.train.lr == tuned["params"]["train"]["lr"] and cfg.model.dropout == tuned["params"]["model"]["dropout"]
+    assert stage_config(["family=bahdanau"], tuned=False).train.lr != cfg.train.lr
+
+    tune.main(["family=bahdanau", *SMALL, "tune.trials=3"])  # nothing left to do: the same study, no new trial
+    again = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())
+    assert again == tuned
+    assert len(mlflow.search_runs(experiment_names=["translate"], output_format="list",
+                                  filter_string="tags.stage = 'tune'")) == 3
+
+
+def test_trials_over_the_parameter_cap_are_pruned_with_a_clear_error(prepared):
+    with pytest.raises(RuntimeError, match="none of 2 trials completed .*tune.max_params = 1000"):
+        tune.main(["family=bahdanau", *SMALL, "tune.trials=2", "tune.max_params=1000"])
+    assert not (prepared / "tuned" / "bahdanau.yaml").exists()
+
+
+def test_trials_of_a_killed_worker_are_failed_and_leave_the_budget(project):
+    cfg = stage_config(["family=bahdanau", "tune.trials=2"], tuned=False)
+    space = load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+    study = open_study(cfg, space)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    trial = study.ask()
+    trial.set_user_attr("worker", f"{os.uname().nodename}:{dead.stdout.strip()}")
+    alive = study.ask()
+    alive.set_user_attr("worker", f"{os.uname().nodename}:{os.getpid()}")
+    assert fail_dead_trials(study) == [trial.number]
+    states = {t.number: t.state for t in study.get_trials()}
+    assert states == {trial.number: optuna.trial.TrialState.FAIL, alive.number: optuna.trial.TrialState.RUNNING}
+    assert study.study_name == study_name(cfg, space)
+
+
+def test_two_workers_share_one_study_and_run_every_trial_once(prepared):
+    """Two tune processes at once on the journal file: 4 trials in all, each number once, one MLflow run each."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "attention_lab.stages.tune", "family=bahdanau", *SMALL, "tune.trials=4"]
+    workers = [subprocess.Popen(cmd, cwd=prepared, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True) for _ in range(2)]
+    logs = [w.communicate(timeout=600)[0] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], "\n\n".join(log[-3000:] for log in logs)
+    cfg = stage_config(["family=bahdanau", *SMALL, "tune.trials=4"], tuned=False)
+    study = open_study(cfg, load_space(prepared / "conf" / "tune" / "bahdanau.yaml", cfg))
+    trials = study.get_trials()
+    assert sorted(t.number for t in trials) == [0, 1, 2, 3]
+    assert all(t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED) for t in trials)
+    assert len({t.user_attrs["worker"] for t in trials}) == 2, "both workers ran trials"
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["translate"], output_format="list", filter_string="tags.stage = 'tune'")
+    assert sorted(int(r.data.tags["trial"]) for r in runs) == [0, 1, 2, 3]
+    assert OmegaConf.to_container(OmegaConf.load(prepared / "tuned" / "bahdanau.yaml"))["study"]["trials"] == 4
