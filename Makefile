@@ -23,8 +23,8 @@ browser:
 pipeline: $(STAMP)  ## run the whole DVC pipeline on the built-in data
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-test: $(STAMP) browser  ## run the whole test suite (end-to-end included)
-	$(BIN)/python -m pytest
+test: $(STAMP) browser  ## run the whole test suite (end-to-end included), a test file per core
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 test-fast: $(STAMP) browser  ## unit tests only
 	$(BIN)/python -m pytest -m "not slow"
