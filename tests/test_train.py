@@ -141,3 +141,21 @@ def test_caption_same_seed_same_metrics_and_penalty_logged(project):
     logged = mlflow.get_run(read_json(seed_dir(cfg, 0) / "run.json")["run_id"])
     assert logged.data.tags["task"] == "caption" and logged.data.metrics["train/penalty"] > 0
     assert "val/accuracy" in logged.data.metrics
+
+
+def test_unreachable_tracking_server_fails_before_training_and_writes_nothing(prepared, monkeypatch):
+    """MLflow would retry for minutes: the stage says which server and what to do, at once, and leaves no output."""
+    import socket
+    import time
+
+    from attention_lab.tracking import TrackingError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    start = time.monotonic()
+    with pytest.raises(TrackingError, match=f"http://127.0.0.1:{port} is unreachable .*unset MLFLOW_TRACKING_URI"):
+        train.main(["family=bahdanau", *SMALL, "train.max_epochs=1"])
+    assert time.monotonic() - start < 30
+    assert not (prepared / "models").exists()

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import os
 import subprocess
+import urllib.request
 from pathlib import Path
 
 from filelock import FileLock
@@ -17,11 +18,29 @@ def tracking_uri(cfg: DictConfig) -> str:
     return cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(cfg.root) / 'mlflow.db'}"
 
 
+class TrackingError(RuntimeError):
+    """The MLflow tracking server does not answer."""
+
+
+def check_server(uri: str, timeout: float = 5.0) -> None:
+    """Fail at once when an http(s) tracking URI does not answer its /health (MLflow itself retries for minutes)."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+            pass
+    except (OSError, ValueError) as err:
+        raise TrackingError(f"MLflow tracking server {uri} is unreachable ({getattr(err, 'reason', err)}): start it, "
+                            "or unset MLFLOW_TRACKING_URI to log to sqlite:///<repo>/mlflow.db; nothing was run") from err
+
+
 def experiment_id(cfg: DictConfig) -> str:
-    """The task's experiment, created on first use with artifacts under <repo>/mlartifacts for a local store."""
+    """The task's experiment, created on first use with artifacts under <repo>/mlartifacts for a local store; a
+    TrackingError first if the tracking server does not answer."""
     import mlflow
 
     uri = tracking_uri(cfg)
+    check_server(uri)
     mlflow.set_tracking_uri(uri)
     local = uri.startswith("sqlite:///")
     # processes starting at once (tuning workers) must not both create the database's tables or the experiment

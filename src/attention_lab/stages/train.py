@@ -82,6 +82,7 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     """
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
+    tracking.experiment_id(cfg)  # an unreachable tracking server fails here, before anything is trained or written
     pl.seed_everything(seed, workers=True)
     partial.mkdir(parents=True, exist_ok=True)
     module, dm = (build or TASKS[cfg.task.name])(cfg, seed)
