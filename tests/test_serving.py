@@ -121,3 +121,22 @@ def test_cli_without_attention_reads_stdin(family_dir, tmp_path):
                           input="the cat\n\na dog runs\n", check=False, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("source:") == 2 and proc.stdout.count("(no attention: seq2seq_gru") == 2
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "missing"])
+def test_damaged_onnx_file_is_named_by_the_cli_without_a_traceback(family_dir, tmp_path, damage):
+    """A truncated, corrupted or missing graph: exit 2 and a message naming the file, not an onnxruntime traceback."""
+    import shutil
+
+    broken = shutil.copytree(family_dir / "onnx", tmp_path / "onnx")
+    encoder = broken / "encoder.onnx"
+    if damage == "missing":
+        encoder.unlink()
+    else:
+        encoder.write_bytes(encoder.read_bytes()[:300] if damage == "truncated" else b"not a model")
+    proc = run_cli(["translate", "--model", str(broken), "hello"])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    if damage == "missing":
+        assert f"{broken}: not an exported model folder, missing encoder.onnx" in proc.stderr
+    else:
+        assert f"{encoder}: not a readable ONNX model" in proc.stderr

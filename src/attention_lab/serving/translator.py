@@ -18,12 +18,22 @@ from attention_lab.decoding import Arrays, Hypothesis, StepFn, max_decode_len, p
 ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE = "encoder.onnx", "decoder_step.onnx", "meta.json", "tokenizer.json"
 
 
+class ModelFileError(ValueError):
+    """An exported graph is missing, truncated or corrupted."""
+
+
 def make_session(path: str | Path, threads: int = 1) -> ort.InferenceSession:
     """A CPU session; one intra-op thread is fastest for batch-1 decoder steps on this machine (DESIGN)."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    if not Path(path).is_file():
+        raise ModelFileError(f"{path}: no such ONNX file (re-run the export stage: dvc repro export_<task>@<family>)")
+    try:
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime's InvalidProtobuf, Fail, ... have no common public base class
+        raise ModelFileError(f"{path}: not a readable ONNX model, truncated or corrupted? ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:200]}); re-run its export stage") from err
 
 
 def ort_encode(encoder: ort.InferenceSession, meta: dict, src: np.ndarray, src_mask: np.ndarray
