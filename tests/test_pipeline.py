@@ -145,13 +145,13 @@ def test_second_repro_does_nothing_and_one_family_change_reruns_only_it(tiny):
     log = sh(["dvc", "repro"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
     assert ran == {"train_translate@transformer", "evaluate_translate@transformer", "export_translate@transformer",
-                   "report@translate"}
+                   "report@translate", "report_index"}
 
 
 def test_mlflow_runs_hold_params_tags_plots_and_onnx(tiny):
     mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["translate"], output_format="list")
-    by_family = {r.data.tags.get("family"): r for r in runs if r.data.tags.get("kind") != "report"}
+    by_family = {r.data.tags.get("family"): r for r in runs if r.data.tags.get("kind") != "comparison"}
     assert set(FAMILIES) <= set(by_family)
     names = {frozenset(k for k in r.data.metrics if k.startswith("test/")) for f, r in by_family.items()
              if f not in NO_ATTENTION}
@@ -163,10 +163,10 @@ def test_mlflow_runs_hold_params_tags_plots_and_onnx(tiny):
         client = mlflow.MlflowClient()
         top = {a.path for a in client.list_artifacts(run.info.run_id)}
         assert "config.yaml" in top and "onnx" in top
-    reports = [r for r in runs if r.data.tags.get("kind") == "report"]
+    reports = [r for r in runs if r.data.tags.get("kind") == "comparison"]
     assert reports and "translate.md" in {a.path for a in mlflow.MlflowClient().list_artifacts(reports[0].info.run_id)}
     parents = {r.data.tags.get("mlflow.parentRunId") for r in by_family.values()}
-    assert parents <= {r.info.run_id for r in reports}  # family runs nest under the report run
+    assert parents <= {r.info.run_id for r in reports}  # family runs nest under the comparison run
 
 
 def test_translate_cli_uses_exported_model(tiny):
@@ -188,6 +188,72 @@ def test_notebook_runs(tiny):
     assert images, "the walkthrough draws attention heatmaps"
 
 
+def ranking_rows(page: str) -> dict[str, list[str]]:
+    """{family: cells} of the `## Ranking` table of a report page."""
+    table = page.split("## Ranking\n\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    return {cells[1].strip("`"): cells for cells in ([c.strip() for c in line.strip("|").split("|")] for line in table)}
+
+
+def test_predictions_ranking_and_index_pages(tiny):
+    for task, families in (("translate", FAMILIES), ("classify", CLASSIFIERS), ("caption", ["show_tell",
+                                                                                            "show_attend_tell"])):
+        n_test = len((tiny / "data" / "prepared" / task / "test.jsonl").read_text().splitlines())
+        for family in families:
+            p = json.loads((tiny / "predictions" / task / f"{family}.json").read_text())
+            assert set(p["seeds"]) == {"0"} and len(p["seeds"]["0"]) == len(p["references"]) == n_test
+        page = (tiny / "reports" / f"{task}.md").read_text()
+        assert list(ranking_rows(page)) and set(ranking_rows(page)) == set(families)
+        assert (tiny / "reports" / task / "pareto.png").stat().st_size > 1000
+        summary = json.loads((tiny / "metrics" / f"{task}_summary.json").read_text())
+        assert sorted(m["rank"] for m in summary.values()) == list(range(1, len(families) + 1))
+        assert summary[families[1]]["significance"]["baseline"] == families[0]
+        assert set(summary[families[1]]["significance"]["p_baseline"]) <= {"test/bleu", "test/chrf", "test/accuracy"}
+    assert isinstance(json.loads((tiny / "predictions" / "translate" / "bahdanau.json").read_text())["seeds"]["0"][0],
+                      str)
+    index = (tiny / "reports" / "index.md").read_text()
+    assert all(f"[{task}.md]({task}.md)" in index for task in ("translate", "classify", "caption"))
+
+
+def test_report_tables_equal_the_mlflow_comparison_runs(tiny):
+    """Every number of a page's ranking table is the one logged in MLflow: the comparison run's figures and the mean
+    over its nested family runs' test scores."""
+    from attention_lab.statistics import HEADLINE
+
+    mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
+    for task, headline in HEADLINE.items():
+        comparison = mlflow.search_runs(experiment_names=[task], filter_string="tags.kind = 'comparison'",
+                                        order_by=["attributes.start_time DESC"], max_results=1, output_format="list")[0]
+        assert comparison.info.run_name == "comparison" and comparison.data.tags["task"] == task
+        logged = comparison.data.metrics
+        children = mlflow.search_runs(experiment_names=[task], output_format="list",
+                                      filter_string=f"tags.mlflow.parentRunId = '{comparison.info.run_id}'")
+        rows = ranking_rows((tiny / "reports" / f"{task}.md").read_text())
+        assert {r.data.tags["family"] for r in children} == set(rows)
+        for family, cells in rows.items():
+            assert float(cells[0]) == logged[f"{family}/rank"]
+            seeds = [r.data.metrics for r in children if r.data.tags["family"] == family]
+            for i, key in enumerate(headline):
+                mean, sd = cells[2 + 2 * i].split(" ± ")
+                digits, slug = len(mean.split(".")[1]), key.replace("/", "_")
+                assert mean == f"{logged[f'{family}/{slug}_mean']:,.{digits}f}"
+                assert mean == f"{sum(m[key] for m in seeds) / len(seeds):,.{digits}f}"
+                assert sd.rstrip("†‡") == "—"  # the tiny profile trains one seed
+            assert cells[-3] == f"{logged[f'{family}/params']:,.0f}"
+            assert cells[-2] == f"{logged[f'{family}/train_seconds']:,.0f}"
+
+
+def test_compare_runs_notebook_rebuilds_the_ranking(tiny):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(Path(__file__).parents[1] / "notebooks" / "02_compare_runs.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tiny)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert all(f in text for f in FAMILIES) and "logged rank" in text
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the notebook plots the ranking"
+
+
 def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
     """Last in this module: `dvc exp run` applies its results to the shared tiny workspace."""
     sh(["git", "add", "-A"], tiny)
@@ -196,7 +262,7 @@ def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
               "translate.family_params.luong_general.model.input_feeding=false"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
     assert ran == {"train_translate@luong_general", "evaluate_translate@luong_general",
-                   "export_translate@luong_general", "report@translate"}
+                   "export_translate@luong_general", "report@translate", "report_index"}
     shown = json.loads(sh(["dvc", "exp", "show", "--json"], tiny).stdout)
     exps = [e for base in shown for e in (base.get("experiments") or []) if e.get("name") == "no-feeding"]
     assert exps and "metrics/translate/luong_general.json" in json.dumps(exps[0])  # listed with its metrics

@@ -33,8 +33,9 @@ def localisation_hits(attn: np.ndarray, boxes: list[list[int]], centres: np.ndar
 
 
 def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, cfg: DictConfig
-             ) -> tuple[dict, list[Hypothesis]]:
-    """test/* scores and the hypotheses (for the overlays) of one trained captioner on the test canvases."""
+             ) -> tuple[dict, list[Hypothesis], list[str]]:
+    """test/* scores, the hypotheses (for the overlays) and their caption strings, in row order, of one trained
+    captioner on the test canvases."""
     e, buckets = cfg.evaluate, [tuple(b) for b in cfg.task.buckets]
     hyps, hits, seconds = [], [], 0.0
     centres = cell_centres(model.grid, model.cnn.stride)
@@ -57,7 +58,7 @@ def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, 
                                        [hits[k] for k in keep] if hits else []).items():
                 scores[f"{name}_len_{bucket_key(b)}"] = value
     scores["test/decode_images_per_s"] = len(rows) / max(seconds, 1e-9)
-    return scores, hyps
+    return scores, hyps, texts
 
 
 def _scores(texts: list[str], rows: list[dict], hits: list[list[bool]]) -> dict[str, float]:

@@ -40,8 +40,9 @@ def forced_word_attention(model, tok, rows: list[dict], batch_size: int = 64) ->
     return out
 
 
-def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[np.ndarray] | None]:
-    """test/* metrics of one model on prepared rows (with src_ids/tgt_ids) and its word attentions."""
+def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[str], list[np.ndarray] | None]:
+    """test/* metrics of one model on prepared rows (with src_ids/tgt_ids), its detokenized hypotheses in row order
+    and its word attentions."""
     e = cfg.evaluate
     hyps, seconds = decode_corpus(model, [r["src_ids"] for r in rows], e.beam, e.len_penalty, e.max_len_ratio,
                                   e.batch_size)
@@ -57,4 +58,4 @@ def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[np.ndarray] 
         attentions = forced_word_attention(model, tok, rows)
         predicted = [metrics.hard_alignment(a) for a in attentions]
         scores["aer"] = metrics.aer(predicted, [{tuple(p) for p in r["align"]} for r in rows])
-    return {f"test/{k}": v for k, v in scores.items()}, attentions
+    return {f"test/{k}": v for k, v in scores.items()}, texts, attentions

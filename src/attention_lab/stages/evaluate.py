@@ -1,5 +1,6 @@
 """DVC stage `evaluate_<task>@<family>`: score one family on the test split -> metrics/<task>/<family>.json,
-plots/<task>/<family>/* (+ MLflow metrics and artifacts on the family's training run)."""
+plots/<task>/<family>/*, predictions/<task>/<family>.json (per-example outputs of every seed, for the report's paired
+tests) (+ MLflow metrics and artifacts on the family's training run)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from attention_lab.checkpoints import load_model
 from attention_lab.io import atomic_path, read_json, write_json
 from attention_lab.metrics import bucket_of
 from attention_lab.stages.common import pretrained_dir, seed_dir, stage_config, tokenizer_path
+from attention_lab.statistics import HEADLINE, seed_interval
 from attention_lab.tokenization import load_tokenizer
 
 
@@ -27,19 +29,25 @@ def spread_over_buckets(lengths: list[int], buckets, n: int) -> list[int]:
     return [picks[round(k * (len(picks) - 1) / max(n - 1, 1))] for k in range(n)] if picks else []
 
 
-def translation(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[str, dict]:
-    """Per-seed test/* scores of a translation family (trained on every pair: fraction is 1); attention heatmaps
-    (gold alignment overlaid) of the first seed."""
+def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
+    """predictions/<task>/<family>.json: {"ids": [...], "references": [...], "seeds": {"<k>": [...]}}, one output
+    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption)."""
+    return Path(cfg.root) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"
+
+
+def translation(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:
+    """Per-seed test/* scores and hypotheses of a translation family (trained on every pair: fraction is 1);
+    attention heatmaps (gold alignment overlaid) of the first seed."""
     from attention_lab.data.batching import load_split
     from attention_lab.evaluation import evaluate
 
     root = Path(cfg.root)
     tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")
     rows = load_split(root / cfg.paths.prepared, "test", tok)
-    per_seed = {}
+    per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["tgt"] for r in rows], "seeds": {}}
     for seed in cfg.seeds:
         model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
-        per_seed[str(seed)], attentions = evaluate(model, tok, rows, cfg)
+        per_seed[str(seed)], outputs["seeds"][str(seed)], attentions = evaluate(model, tok, rows, cfg)
         if seed != cfg.seeds[0] or attentions is None:
             continue
         lengths = [len(r["src"].split()) for r in rows]
@@ -47,19 +55,19 @@ def translation(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[
             plots.attention_heatmap(attentions[i], rows[i]["src"].split(), rows[i]["tgt"].split(),
                                     pictures / f"attention_{k}.png", gold={tuple(p) for p in rows[i]["align"]},
                                     title=f"{cfg.family}: test sentence {rows[i]['id']}")
-    return per_seed
+    return per_seed, outputs
 
 
-def classification(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[str, dict]:
-    """Per-seed test/* scores of a classify family trained on `fraction` of the labels; document pictures (PNG +
-    HTML) and hop heatmaps of the first seed (pictures=None: none)."""
+def classification(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:
+    """Per-seed test/* scores and predicted label ids of a classify family trained on `fraction` of the labels;
+    document pictures (PNG + HTML) and hop heatmaps of the first seed (pictures=None: none)."""
     from attention_lab.classification_eval import evaluate
     from attention_lab.data.document_batches import load_documents
     from attention_lab.highlights import write_document_html
 
     root = Path(cfg.root)
     tok = load_tokenizer(tokenizer_path(cfg))
-    per_seed = {}
+    per_seed, outputs = {}, {"seeds": {}}
     for seed in cfg.seeds:
         model, trained = load_model(seed_dir(cfg, seed, fraction=fraction) / "best.ckpt")
         labels = list(trained.task.labels)
@@ -68,6 +76,8 @@ def classification(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> di
         rows = load_documents(root / cfg.paths.prepared, "test", tok, labels, t.max_sentences, t.max_words,
                               t.get("max_tokens"))
         per_seed[str(seed)], probs, attentions = evaluate(model, rows, cfg)
+        outputs.update(ids=[r["id"] for r in rows], references=[r["y"] for r in rows], labels=labels)
+        outputs["seeds"][str(seed)] = probs.argmax(-1).tolist()
         if pictures is None or seed != cfg.seeds[0] or attentions[0] is None:
             continue
         for k, i in enumerate(spread_over_buckets([len(r["ids"]) for r in rows], cfg.task.buckets,
@@ -84,7 +94,7 @@ def classification(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> di
         if hasattr(model, "attention_maps"):
             i = spread_over_buckets([len(r["ids"]) for r in rows], cfg.task.buckets, 1)[0]
             head_grid(model, rows[i], tok, pictures / "heads.png", f"{cfg.family}: test document {rows[i]['id']}")
-    return per_seed
+    return per_seed, outputs
 
 
 def head_grid(model, row: dict, tok, path: Path, title: str) -> None:
@@ -98,9 +108,9 @@ def head_grid(model, row: dict, tok, path: Path, title: str) -> None:
     plots.head_grid([m[0].numpy() for m in maps], tokens, path, title=title)
 
 
-def captioning(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[str, dict]:
-    """Per-seed test/* scores of a captioner; per-word attention overlays (gold boxes in green) of the first seed on
-    cfg.evaluate.overlays test canvases spread over the digit-count buckets."""
+def captioning(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:
+    """Per-seed test/* scores and captions of a captioner; per-word attention overlays (gold boxes in green) of the
+    first seed on cfg.evaluate.overlays test canvases spread over the digit-count buckets."""
     from attention_lab.caption_eval import evaluate
     from attention_lab.data.canvas_batches import load_canvases
     from attention_lab.serving.captioner import overlay
@@ -108,10 +118,10 @@ def captioning(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[s
     root = Path(cfg.root)
     tok = load_tokenizer(tokenizer_path(cfg))
     rows, images = load_canvases(root / cfg.paths.prepared, "test", tok)
-    per_seed = {}
+    per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["caption"] for r in rows], "seeds": {}}
     for seed in cfg.seeds:
         model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
-        per_seed[str(seed)], hyps = evaluate(model, tok, rows, images, cfg)
+        per_seed[str(seed)], hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg)
         if seed != cfg.seeds[0] or not model.has_attention:
             continue
         for k, i in enumerate(spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets,
@@ -119,16 +129,23 @@ def captioning(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> dict[s
             words = [tok.id_to_token(t) for t in hyps[i].tokens]
             attn = hyps[i].attention.reshape(len(words), *model.grid)
             overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")
-    return per_seed
+    return per_seed, outputs
 
 
 TASKS = {"translate": translation, "classify": classification, "caption": captioning}
 
 
 def summarize(cfg: DictConfig, per_seed: dict[str, dict], fraction: float) -> dict:
-    """Mean test/* scores over seeds, the mean train/* figures, and the per-seed scores."""
+    """Mean test/* scores over seeds, for the task's headline metrics also their sd and 95% t-interval
+    (`<metric>_sd`, `<metric>_ci95_low`, `<metric>_ci95_high`; absent with one seed), the mean train/* figures, and
+    the per-seed scores."""
     first = per_seed[str(cfg.seeds[0])]
     summary = {k: statistics.fmean(per_seed[s][k] for s in per_seed) for k, v in first.items() if isinstance(v, float)}
+    for key in HEADLINE[cfg.task.name]:
+        spread = seed_interval([per_seed[s][key] for s in per_seed])
+        if spread["sd"] is not None:
+            summary.update({f"{key}_sd": spread["sd"], f"{key}_ci95_low": spread["low"],
+                            f"{key}_ci95_high": spread["high"]})
     trained = [read_json(seed_dir(cfg, s, fraction=fraction) / "train.json") for s in cfg.seeds]
     for key in ("params", "train_seconds", "train_tokens_per_s", "epochs", "train_documents"):
         if key in trained[0]:
@@ -154,12 +171,12 @@ def main(argv: list[str]) -> None:
     main_fraction = 1.0 if 1.0 in fractions else max(fractions)
     with atomic_path(root / cfg.paths.plots / cfg.family) as pictures:
         pictures.mkdir()
-        per_seed = TASKS[cfg.task.name](cfg, pictures, main_fraction)
+        per_seed, outputs = TASKS[cfg.task.name](cfg, pictures, main_fraction)
         summary = {"family": cfg.family, **summarize(cfg, per_seed, main_fraction)}
         log_runs(cfg, per_seed, main_fraction, pictures)
         for fraction in fractions:
             if fraction != main_fraction:
-                scores = TASKS[cfg.task.name](cfg, None, fraction)
+                scores, _ = TASKS[cfg.task.name](cfg, None, fraction)
                 summary.setdefault("label_fractions", {})[f"{fraction:g}"] = summarize(cfg, scores, fraction)
                 log_runs(cfg, scores, fraction, None)
         for name, result in [(f"labels {main_fraction:g}", summary), *summary.get("label_fractions", {}).items()]:
@@ -168,6 +185,7 @@ def main(argv: list[str]) -> None:
                 if k.startswith("test/") and "_len_" not in k and isinstance(v, float)))
     if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
         summary["pretrain"] = read_json(pretrained_dir(cfg) / "pretrain.json")
+    write_json(predictions_path(cfg), outputs)
     write_json(root / cfg.paths.metrics / cfg.task.name / f"{cfg.family}.json", summary)
 
 

@@ -1,5 +1,6 @@
-"""DVC stage `report@<task>`: reports/<task>.md + reports/<task>/*, metrics/<task>_summary.json, and an MLflow run
-holding the page (the task's family runs nest under it)."""
+"""DVC stage `report@<task>`: reports/<task>.md + reports/<task>/*, metrics/<task>_summary.json (ranking and paired
+p-values), and an MLflow "comparison" run holding the page and the ranking (the task's family runs nest under it);
+`report_index` (`python -m attention_lab.stages.report index`): reports/index.md, a line and a link per task."""
 
 from __future__ import annotations
 
@@ -11,10 +12,22 @@ import mlflow
 from omegaconf import DictConfig
 
 from attention_lab import plots, tracking
-from attention_lab.config import families, read_params
+from attention_lab.config import families, load_config, read_params
 from attention_lab.io import atomic_path, read_json, write_json, write_text
-from attention_lab.report import bucket_series, render_caption, render_classify, render_translate
+from attention_lab.report import (
+    bucket_series,
+    headline,
+    pareto_front,
+    ranked,
+    ranking_section,
+    render_caption,
+    render_classify,
+    render_index,
+    render_translate,
+)
 from attention_lab.stages.common import seed_dir, stage_config
+from attention_lab.stages.evaluate import predictions_path
+from attention_lab.statistics import HEADLINE, PAIRED_TEST, paired_pvalues
 
 
 def budget_line(cfg: DictConfig) -> str:
@@ -36,17 +49,80 @@ def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tup
     return out
 
 
-def translate_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> str:
+def read_predictions(cfg: DictConfig, names: list[str], results: dict[str, dict]) -> tuple[dict, list]:
+    """Every family's per-seed test outputs ({family: {seed: [...]}}) and the references, checked to cover the same
+    test examples in the same order and the seeds of the family's metrics file."""
+    outputs, first = {}, None
+    for f in names:
+        path = predictions_path(cfg, f)
+        p = read_json(path)
+        shape_ok = isinstance(p, dict) and isinstance(p.get("seeds"), dict) and isinstance(p.get("references"), list)
+        if not shape_ok:
+            raise ValueError(f"{path}: expected {{\"seeds\": {{\"<k>\": [...]}}, \"references\": [...]}} "
+                             "(written by the evaluate stage)")
+        if sorted(p["seeds"]) != sorted(str(s) for s in results[f]["seeds"]):
+            raise ValueError(f"{path}: seeds {sorted(p['seeds'])}, but its metrics file has {results[f]['seeds']}")
+        for seed, out in p["seeds"].items():
+            if len(out) != len(p["references"]):
+                raise ValueError(f"{path}: seed {seed} has {len(out)} outputs for {len(p['references'])} references")
+        first = first or (path, p)
+        if (p.get("ids"), p["references"]) != (first[1].get("ids"), first[1]["references"]):
+            raise ValueError(f"{path}: its test examples differ from those of {first[0]} (re-run the evaluate stages)")
+        outputs[f] = p["seeds"]
+    return outputs, first[1]["references"]
+
+
+def significance(cfg: DictConfig, names: list[str], results: dict[str, dict]) -> tuple[dict, dict]:
+    """Paired tests of every family against the baseline (the task's first family) and against the best one (first
+    by mean ranking metric): ({family: {"baseline", "best", "p_baseline": {metric: p}, "p_best": ...}}, methods)."""
+    keys = [k for k in HEADLINE[cfg.task.name] if k in PAIRED_TEST]
+    baseline, best = names[0], ranked(results, next(iter(HEADLINE[cfg.task.name])))[0]
+    outputs, refs = read_predictions(cfg, names, results)
+    p_baseline, methods = paired_pvalues(outputs, refs, baseline, keys)
+    p_best, _ = paired_pvalues(outputs, refs, best, keys)
+    return {f: {"baseline": baseline, "best": best, "p_baseline": p_baseline.get(f, {}), "p_best": p_best.get(f, {})}
+            for f in names}, methods
+
+
+def ranking(cfg: DictConfig, results: dict[str, dict], tests: dict[str, dict], methods: dict, assets: Path) -> list[str]:
+    """The ranking section of the page, and its quality-against-train-time picture in reports/<task>/pareto.png."""
+    task = cfg.task.name
+    key = next(iter(HEADLINE[task]))
+    points = {f: (m["train/train_seconds"], m[key], headline(m, key)["sd"]) for f, m in results.items()}
+    front = pareto_front({f: (c, q) for f, (c, q, _) in points.items()})
+    plots.pareto(points, front, assets / "pareto.png", ylabel=HEADLINE[task][key])
+    some = next(iter(tests.values()))
+    return ranking_section(task, results, tests, methods, some["baseline"], some["best"], front)
+
+
+def comparison_metrics(task: str, results: dict[str, dict], tests: dict[str, dict]) -> dict[str, float]:
+    """The ranking as MLflow metrics of the comparison run: <family>/<metric>_{mean,sd,ci95_low,ci95_high}, rank,
+    p-values against the baseline and the best family, params, train seconds and tokens/s."""
+    out = {}
+    for rank, f in enumerate(ranked(results, next(iter(HEADLINE[task]))), 1):
+        out[f"{f}/rank"] = float(rank)
+        for key in HEADLINE[task]:
+            slug = key.replace("/", "_")  # test/bleu -> test_bleu
+            out.update({f"{f}/{slug}_{part}": v for part, v in zip(("mean", "sd", "ci95_low", "ci95_high"),
+                                                                   headline(results[f], key).values()) if v is not None})
+            out.update({f"{f}/p_{against}_{slug}": tests[f][f"p_{against}"][key] for against in ("baseline", "best")
+                        if key in tests[f][f"p_{against}"]})
+        for key in ("params", "train_seconds", "train_tokens_per_s"):
+            out[f"{f}/{key}"] = float(results[f][f"train/{key}"])
+    return out
+
+
+def translate_page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
     plots.by_length(bucket_series(results, cfg.task.buckets), assets / "bleu_by_length.png")
     heatmaps = copy_pictures(cfg, list(results), assets, ("attention_*.png",))
     lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}, "
              f"length penalty {cfg.evaluate.len_penalty}. " + budget_line(cfg) +
              " Ablations of one family's switches: `attention-lab ablations` writes [ablations.md](ablations.md) "
              "from `dvc exp run` experiments."]
-    return render_translate("translate", results, cfg.task.buckets, heatmaps, lines)
+    return render_translate("translate", results, cfg.task.buckets, heatmaps, lines, section)
 
 
-def classify_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> str:
+def classify_page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
     plots.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
                     title="Accuracy by document length", xlabel="document length (sentences)", ylabel="accuracy")
     pictures = copy_pictures(cfg, list(results), assets, ("document_*.png", "document_*.html", "hops_*.png",
@@ -55,10 +131,10 @@ def classify_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> st
     lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}. " + budget_line(cfg) +
              f" Attention penalty coefficient {cfg.train.penalty} (self-attentive); its ablation is in "
              "[ablations.md](ablations.md)."]
-    return render_classify(results, cfg.task.buckets, cfg.evaluate.top_k_words, pictures, lines, pretrained)
+    return render_classify(results, cfg.task.buckets, cfg.evaluate.top_k_words, pictures, lines, pretrained, section)
 
 
-def caption_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> str:
+def caption_page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
     plots.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
                     title="Exact caption accuracy by number of digits", xlabel="digits on the canvas",
                     ylabel="exact accuracy")
@@ -67,28 +143,52 @@ def caption_page(cfg: DictConfig, results: dict[str, dict], assets: Path) -> str
     lines = [f"Profile `{cfg.profile}`, data `{d.source}` ({d.n_train} training canvases of {d.height}×{d.width} "
              f"pixels from scikit-learn's handwritten digit scans), seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}. "
              + budget_line(cfg) + f" Doubly stochastic regulariser λ = {cfg.train.penalty} (show_attend_tell)."]
-    return render_caption(results, cfg.task.buckets, overlays, lines)
+    return render_caption(results, cfg.task.buckets, overlays, lines, section)
 
 
 PAGES = {"translate": translate_page, "classify": classify_page, "caption": caption_page}
 
 
+def write_index(root: Path) -> None:
+    """reports/index.md from metrics/<task>_summary.json of every task in params.yaml `tasks`."""
+    params = read_params(root)
+    if not params.get("tasks"):
+        raise ValueError(f"{root / 'params.yaml'}: `tasks` lists no task, so there is no report to index")
+    cfg = load_config(root=root, task=params["tasks"][0])
+    summaries = {}
+    for task in params["tasks"]:
+        path = root / cfg.paths.metrics / f"{task}_summary.json"
+        summaries[task] = read_json(path)
+        if not summaries[task] or any("rank" not in m for m in summaries[task].values()):
+            raise ValueError(f"{path}: no families with a `rank` (re-run `dvc repro report@{task}`)")
+    write_text(root / cfg.paths.reports / "index.md", render_index(summaries))
+    print(f"wrote {root / cfg.paths.reports / 'index.md'}")
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["index"]:
+        return write_index(Path.cwd().resolve())
     cfg = stage_config(argv, need_family=False)
     root, task = Path(cfg.root), cfg.task.name
     names = families(read_params(root), task)
     results = {f: read_json(root / cfg.paths.metrics / task / f"{f}.json") for f in names}
+    tests, methods = significance(cfg, names, results)
     reports = root / cfg.paths.reports
     with atomic_path(reports / task) as assets:
         assets.mkdir()
-        page = PAGES[task](cfg, results, assets)
+        page = PAGES[task](cfg, results, assets, ranking(cfg, results, tests, methods, assets))
     write_text(reports / f"{task}.md", page)
+    order = ranked(results, next(iter(HEADLINE[task])))
     write_json(root / cfg.paths.metrics / f"{task}_summary.json",
-               {f: {k: v for k, v in m.items() if k.startswith(("test/", "train/")) and not isinstance(v, str)}
+               {f: {**{k: v for k, v in m.items() if k.startswith(("test/", "train/")) and not isinstance(v, str)},
+                    "rank": order.index(f) + 1, "significance": {**tests[f], "methods": methods}}
                 for f, m in results.items()})
     mlflow.set_tracking_uri(tracking.tracking_uri(cfg))
-    with mlflow.start_run(experiment_id=tracking.experiment_id(cfg), run_name=f"{task}-report",
-                          tags={"kind": "report", "task": task, "git_commit": tracking.git_commit(root)}) as run:
+    with mlflow.start_run(experiment_id=tracking.experiment_id(cfg), run_name="comparison",
+                          tags={"kind": "comparison", "task": task, "git_commit": tracking.git_commit(root)}) as run:
+        mlflow.log_params({"baseline": names[0], "best": order[0], "seeds": str(list(cfg.seeds)),
+                           "ranking_metric": next(iter(HEADLINE[task]))})
+        mlflow.log_metrics(comparison_metrics(task, results, tests))
         mlflow.log_artifact(str(reports / f"{task}.md"))
         mlflow.log_artifacts(str(reports / task), artifact_path=task)
     client = mlflow.MlflowClient()
