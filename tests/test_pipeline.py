@@ -137,21 +137,44 @@ def test_caption_outputs_overlays_and_cli(tiny):
     assert Path(tiny / out["overlay"]).is_file() and len(out["attention"]) == len(out["words"])
 
 
-def test_second_repro_does_nothing_and_one_family_change_reruns_only_it(tiny):
+def test_second_repro_does_nothing_and_one_search_space_change_reruns_only_that_family(tiny):
     out = sh(["dvc", "repro"], tiny).stdout
     assert "up to date" in out.lower() or "didn't change" in out.lower()
-    conf = tiny / "conf" / "model" / "transformer.yaml"
-    conf.write_text(conf.read_text().replace("dropout: 0.1", "dropout: 0.15"))
+    space = tiny / "conf" / "tune" / "transformer.yaml"
+    space.write_text(space.read_text().replace("high: 0.3}", "high: 0.2}"))
     log = sh(["dvc", "repro"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
-    assert ran == {"train_translate@transformer", "evaluate_translate@transformer", "export_translate@transformer",
-                   "report@translate", "report_index"}
+    assert ran == {"tune_translate@transformer", "train_translate@transformer", "evaluate_translate@transformer",
+                   "export_translate@transformer", "report@translate", "report_index"}
+
+
+def test_every_family_was_tuned_under_the_same_budget_and_trains_with_its_best_values(tiny):
+    import yaml
+
+    def leaves(tree: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in tree.items():
+            out.update(leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+
+    params = yaml.safe_load((tiny / "params.yaml").read_text())
+    for task in ("translate", "classify", "caption"):
+        for family in params[task]["families"] + params[task].get("pretrained", []):
+            tuned = yaml.safe_load((tiny / "tuned" / f"{family}.yaml").read_text())
+            assert tuned["study"]["trials"] == 2 and tuned["study"]["epochs_per_trial"] == 2, family
+            trained = leaves(yaml.safe_load((tiny / "models" / family / "checkpoints" / "seed0" / "config.yaml")
+                                            .read_text()))
+            best = leaves(tuned["params"])
+            assert best and all(trained[k] == v for k, v in best.items()), family
+    mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
+    studies = mlflow.search_runs(experiment_names=["caption"], output_format="list", filter_string="tags.kind = 'tune'")
+    assert {r.data.tags["family"] for r in studies} == {"show_tell", "show_attend_tell"}
 
 
 def test_mlflow_runs_hold_params_tags_plots_and_onnx(tiny):
     mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["translate"], output_format="list")
-    by_family = {r.data.tags.get("family"): r for r in runs if r.data.tags.get("kind") != "comparison"}
+    by_family = {r.data.tags.get("family"): r for r in runs if r.data.tags.get("stage") == "train"}
     assert set(FAMILIES) <= set(by_family)
     names = {frozenset(k for k in r.data.metrics if k.startswith("test/")) for f, r in by_family.items()
              if f not in NO_ATTENTION}
@@ -261,8 +284,9 @@ def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
     log = sh(["dvc", "exp", "run", "-n", "no-feeding", "-S",
               "translate.family_params.luong_general.model.input_feeding=false"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
-    assert ran == {"train_translate@luong_general", "evaluate_translate@luong_general",
-                   "export_translate@luong_general", "report@translate", "report_index"}
+    assert ran == {"tune_translate@luong_general", "train_translate@luong_general",  # re-tuned: the same budget
+                   "evaluate_translate@luong_general", "export_translate@luong_general", "report@translate",
+                   "report_index"}
     shown = json.loads(sh(["dvc", "exp", "show", "--json"], tiny).stdout)
     exps = [e for base in shown for e in (base.get("experiments") or []) if e.get("name") == "no-feeding"]
     assert exps and "metrics/translate/luong_general.json" in json.dumps(exps[0])  # listed with its metrics
