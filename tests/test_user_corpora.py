@@ -1,0 +1,67 @@
+"""End to end on users' corpora: the real `dvc repro` on ../shared/data (BBC News, Tatoeba) with the tiny profile.
+
+A file of its own so that a second test worker runs it beside the tiny pipeline of tests/test_pipeline.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.test_pipeline import CLASSIFIERS, repro_project
+
+pytestmark = pytest.mark.slow
+
+
+def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
+    corpus = shared_data / "bbc_news" / "bbc_news.jsonl"
+
+    def use_bbc(params: Path) -> None:  # the classify task only, on real news with a stratified split
+        import yaml
+
+        params_dict = yaml.safe_load(params.read_text())
+        params_dict["tasks"] = ["classify"]
+        params_dict["translate"]["families"] = params_dict["caption"]["families"] = []
+        params_dict["classify"]["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
+                                           "text_field": "text", "label_field": "label", "title_field": "title"}
+        params_dict["classify"]["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
+        params_dict["classify"]["pretrain"]["max_epochs"] = 3  # our BERT: a short pretraining on the news text
+        params_dict["classify"]["family_params"]["bert_minilm"]["train"].update(max_epochs=1, max_tokens=128)
+        for family in ("bert", "transformer_encoder"):  # the label fractions are the default data's experiment
+            params_dict["classify"]["family_params"][family]["train"]["label_fractions"] = [1.0]
+        params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
+
+    dest, _ = repro_project(tmp_path / "project", use_bbc)
+    stats = json.loads((dest / "data" / "prepared" / "classify" / "stats.json").read_text())
+    assert sum(s["documents"] for s in stats.values() if isinstance(s, dict)) == 2225
+    assert set(stats["test"]["labels"]) == {"business", "entertainment", "politics", "sport", "tech"}
+    for family in CLASSIFIERS:
+        m = json.loads((dest / "metrics" / "classify" / f"{family}.json").read_text())
+        assert "test/rationale_acc" not in m  # no gold rationales in user data
+        assert m["test/accuracy"] > 0.2  # 5 classes: chance is about 0.2 (the quick-profile figures are in the note)
+    assert "| `han` |" in (dest / "reports" / "classify.md").read_text()
+
+
+def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
+    corpus = shared_data / "korean_english_tatoeba" / "kor.txt"
+
+    def use_tatoeba(params: Path) -> None:  # a few families: this test is about the corpus, not the models
+        import yaml
+
+        params_dict = yaml.safe_load(params.read_text())
+        params_dict["tasks"] = ["translate"]  # this test is about the corpus: no classify stages
+        params_dict["classify"]["families"] = params_dict["classify"]["pretrained"] = []
+        params_dict["caption"]["families"] = []
+        t = params_dict["translate"]
+        t["families"] = ["seq2seq_lstm", "bahdanau", "luong_local_p"]
+        t["data"] = {"source": "tsv", "path": str(corpus), "src_column": 0, "tgt_column": 1}
+        params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
+
+    dest, _ = repro_project(tmp_path / "project", use_tatoeba)
+    stats = json.loads((dest / "data" / "prepared" / "translate" / "stats.json").read_text())
+    assert sum(s["pairs"] for s in stats.values() if isinstance(s, dict)) == 3798
+    m = json.loads((dest / "metrics" / "translate" / "bahdanau.json").read_text())
+    assert "test/aer" not in m and m["test/bleu"] >= 0.0
+    assert "| `bahdanau` |" in (dest / "reports" / "translate.md").read_text()
