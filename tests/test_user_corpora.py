@@ -27,6 +27,7 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
         params_dict["classify"]["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
                                            "text_field": "text", "label_field": "label", "title_field": "title"}
         params_dict["classify"]["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
+        params_dict["classify"]["tune"]["max_params"] = None  # news has a larger vocabulary than the built-in data
         params_dict["classify"]["pretrain"]["max_epochs"] = 3  # our BERT: a short pretraining on the news text
         params_dict["classify"]["family_params"]["bert_minilm"]["train"].update(max_epochs=1, max_tokens=128)
         for family in ("bert", "transformer_encoder"):  # the label fractions are the default data's experiment
