@@ -11,8 +11,8 @@ from attention_lab.config import load_config
 from attention_lab.io import read_json, write_json
 from attention_lab.report import bucket_series, pareto_front, ranked, ranking_table, render_index
 from attention_lab.stages import report as report_stage
-from attention_lab.stages.common import seed_dir
-from attention_lab.stages.evaluate import predictions_path, summarize
+from attention_lab.stages.common import predictions_path, seed_dir
+from attention_lab.stages.evaluate import summarize
 
 
 def family(bleu: float, chrf: float, seconds: float, sd: float | None = None) -> dict:

@@ -171,10 +171,10 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path):
         name = f"{cfg.family}-trial{trial.number}"
         tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}
         try:
-            summary = train_one(run_cfg, cfg.seeds[0], out, partial, stage="tune", tags=tags, name=name,
-                                callbacks=(ParamCap(trial, cfg.tune.max_params),
-                                           PyTorchLightningPruningCallback(trial, monitor=cfg.tune.metric)),
-                                limit_train_batches=cfg.tune.train_batches)
+            train_one(run_cfg, cfg.seeds[0], out, partial, stage="tune", tags=tags, name=name,
+                      callbacks=(ParamCap(trial, cfg.tune.max_params),
+                                 PyTorchLightningPruningCallback(trial, monitor=cfg.tune.metric)),
+                      limit_train_batches=cfg.tune.train_batches)
         except optuna.TrialPruned:  # its MLflow run says so (Lightning closed it as FAILED)
             if (partial / "run.json").is_file():
                 mark_pruned(cfg, read_json(partial / "run.json")["run_id"])
@@ -187,7 +187,6 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path):
         if not reported:
             raise RuntimeError(f"{cfg.family} trial {trial.number}: no `{cfg.tune.metric}` was logged; "
                                "tune.metric must be a validation metric of the task (e.g. val/loss)")
-        trial.set_user_attr("params", summary["params"])
         return min(reported) if cfg.tune.direction == "minimize" else max(reported)
 
     return run
@@ -218,7 +217,7 @@ def study_run(cfg: DictConfig, study: optuna.Study) -> str:
     return run_id
 
 
-def summary(cfg: DictConfig, study: optuna.Study, space: dict) -> dict:
+def summary(cfg: DictConfig, study: optuna.Study) -> dict:
     """What tuned/<family>.yaml records: the best trial's values (nested) and the study's figures."""
     trials = study.get_trials(deepcopy=False, states=FINISHED)
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -254,7 +253,7 @@ def tune(cfg: DictConfig) -> dict:
         study.optimize(objective(cfg, space, parent, workdir), n_trials=cfg.tune.trials - counted,
                        callbacks=[optuna.study.MaxTrialsCallback(cfg.tune.trials, states=COUNTED)],
                        gc_after_trial=True)
-    result = summary(cfg, study, space)
+    result = summary(cfg, study)
     client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
     for key, value in result["study"].items():
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):

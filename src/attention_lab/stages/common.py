@@ -49,3 +49,9 @@ def tokenizer_path(cfg: DictConfig) -> Path:
 def onnx_dir(cfg: DictConfig) -> Path:
     """models/<family>/onnx: the self-contained folder that serving loads."""
     return Path(cfg.root) / cfg.paths.models / cfg.family / "onnx"
+
+
+def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
+    """predictions/<task>/<family>.json: {"ids": [...], "references": [...], "seeds": {"<k>": [...]}}, one output
+    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption)."""
+    return Path(cfg.root) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"

@@ -15,7 +15,13 @@ from attention_lab import plots, tracking
 from attention_lab.checkpoints import load_model
 from attention_lab.io import atomic_path, read_json, write_json
 from attention_lab.metrics import bucket_of
-from attention_lab.stages.common import pretrained_dir, seed_dir, stage_config, tokenizer_path
+from attention_lab.stages.common import (
+    predictions_path,
+    pretrained_dir,
+    seed_dir,
+    stage_config,
+    tokenizer_path,
+)
 from attention_lab.statistics import HEADLINE, seed_interval
 from attention_lab.tokenization import load_tokenizer
 
@@ -27,12 +33,6 @@ def spread_over_buckets(lengths: list[int], buckets, n: int) -> list[int]:
         by_bucket.setdefault(bucket_of(length, buckets), i)
     picks = [by_bucket[b] for b in sorted(by_bucket)]
     return [picks[round(k * (len(picks) - 1) / max(n - 1, 1))] for k in range(n)] if picks else []
-
-
-def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
-    """predictions/<task>/<family>.json: {"ids": [...], "references": [...], "seeds": {"<k>": [...]}}, one output
-    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption)."""
-    return Path(cfg.root) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"
 
 
 def translation(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:

@@ -25,8 +25,7 @@ from attention_lab.report import (
     render_index,
     render_translate,
 )
-from attention_lab.stages.common import seed_dir, stage_config
-from attention_lab.stages.evaluate import predictions_path
+from attention_lab.stages.common import predictions_path, seed_dir, stage_config
 from attention_lab.statistics import HEADLINE, PAIRED_TEST, paired_pvalues
 
 
