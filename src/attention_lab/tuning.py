@@ -200,13 +200,18 @@ def mark_pruned(cfg: DictConfig, run_id: str) -> None:
     client.set_terminated(run_id, "KILLED")
 
 
+def parent_lock(cfg: DictConfig):
+    """Serialises local workers' writes to the study's parent run (sqlite inserts of one tag race otherwise)."""
+    local = Path(cfg.root) / TUNED_DIR / f"{cfg.family}.journal.mlflow-lock"
+    return FileLock(local) if not cfg.tune.storage else contextlib.nullcontext()
+
+
 def study_run(cfg: DictConfig, study: optuna.Study) -> str:
     """The study's MLflow parent run (created by its first worker; its id kept in the study's user attributes)."""
     import mlflow
 
     experiment = tracking.experiment_id(cfg)
-    local = Path(cfg.root) / TUNED_DIR / f"{cfg.family}.journal.mlflow-lock"
-    with FileLock(local) if not cfg.tune.storage else contextlib.nullcontext():  # one parent for local workers
+    with parent_lock(cfg):  # one parent for local workers
         run_id = study.user_attrs.get("mlflow_run_id")
         if run_id is None:
             tags = {"kind": "tune", "task": cfg.task.name, "family": str(cfg.family), "study": study.study_name,
@@ -255,10 +260,11 @@ def tune(cfg: DictConfig) -> dict:
                        gc_after_trial=True)
     result = summary(cfg, study)
     client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
-    for key, value in result["study"].items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-            client.log_metric(parent, key, value)
-    for key, value in study.best_trial.params.items():  # tags, not params: a resumed study may find a new best
-        client.set_tag(parent, f"best.{key}", value)
-    client.set_terminated(parent, "FINISHED")
+    with parent_lock(cfg):  # every worker finishing the study writes the same figures
+        for key, value in result["study"].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                client.log_metric(parent, key, value)
+        for key, value in study.best_trial.params.items():  # tags, not params: a resumed study may find a new best
+            client.set_tag(parent, f"best.{key}", value)
+        client.set_terminated(parent, "FINISHED")
     return result
