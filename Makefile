@@ -23,8 +23,9 @@ browser:
 pipeline: $(STAMP)  ## run the whole DVC pipeline on the built-in data
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
 
-test: $(STAMP) browser  ## run the whole test suite (end-to-end included), a test file per core
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+# A test file per core, one thread each: two workers' OpenMP threads spinning on the same cores slow both many-fold.
+test: $(STAMP) browser  ## run the whole test suite (end-to-end included)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadfile
 
 test-fast: $(STAMP) browser  ## unit tests only
 	$(BIN)/python -m pytest -m "not slow"
