@@ -288,7 +288,7 @@ def test_compare_runs_notebook_rebuilds_the_ranking(tiny):
 
 
 def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
-    """Last in this module: `dvc exp run` applies its results to the shared tiny workspace."""
+    """Next to last in this module: `dvc exp run` applies its results to the shared tiny workspace."""
     sh(["git", "add", "-A"], tiny)
     sh(["git", "commit", "-qm", "baseline results"], tiny)
     log = sh(["dvc", "exp", "run", "-n", "no-feeding", "-S",
@@ -303,3 +303,21 @@ def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
     sh(["attention-lab", "ablations"], tiny)
     table = (tiny / "reports" / "ablations.md").read_text()
     assert "| `luong_general` | model.input_feeding: True → False |" in table and "`no-feeding`" in table
+
+
+def test_dvc_remote_push_then_a_fresh_clone_pulls_everything_and_has_nothing_to_run(tiny, tmp_path):
+    """After the ablation: its applied results are the workspace that is committed, pushed and pulled."""
+    remote, clone = tmp_path / "remote", tmp_path / "clone"
+    sh(["dvc", "remote", "add", "-d", "shared", str(remote)], tiny)  # a directory remote; S3 etc. in the README
+    sh(["git", "add", "-A"], tiny)
+    sh(["git", "commit", "-qm", "results"], tiny)
+    sh(["dvc", "push"], tiny)
+    sh(["git", "clone", "-q", str(tiny), str(clone)], tmp_path)
+    assert not (clone / "models").exists()
+    sh(["dvc", "pull"], clone)
+    for family in FAMILIES:
+        assert (clone / "models" / family / "onnx" / "parity.json").read_bytes() == \
+            (tiny / "models" / family / "onnx" / "parity.json").read_bytes()
+    assert "up to date" in sh(["dvc", "status"], clone).stdout
+    log = sh(["dvc", "repro"], clone).stdout
+    assert "Running stage" not in log, log
