@@ -49,3 +49,8 @@ def project(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{dest / 'mlflow.db'}")
     os.environ.pop("CI", None)
     return dest
+
+
+def pytest_collection_modifyitems(items):
+    """The end-to-end files first: `make test` hands whole files to two workers, and the longest must not start last."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
