@@ -296,8 +296,12 @@ def test_mlflow_registry_round_trip(models_root, tmp_path, monkeypatch):
         fetch_folder("nope", tmp_path / "dl3", uri)
     started = {}
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: started.update(app=app, **kw))
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
     assert main(["serve", "--models", str(models_root), "--registry-model", "han/1"]) == 2   # name taken by a folder
     assert main(["serve", "--models", str(tmp_path / "none"), "--registry-model", "han/1", "--port", "8123"]) == 0
+    assert not any(scratch.iterdir())  # the fetched copies are removed when the server stops
     assert (started["host"], started["port"]) == ("127.0.0.1", 8123)   # loopback unless --host says otherwise
     [listed] = TestClient(started["app"]).get("/models").json()
     assert listed["source"] == "models:/han/1" and listed["files"] == load_model(models_root / "han" / "onnx",

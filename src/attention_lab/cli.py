@@ -130,16 +130,21 @@ def _serve(args: argparse.Namespace) -> int:
     """The HTTP service and explorer page over every exported folder under --models (+ MLflow registry models)."""
     import tempfile
 
+    with tempfile.TemporaryDirectory(prefix="attention-lab-registry-") as fetched:  # removed when the server stops
+        return _serve_from(args, Path(fetched))
+
+
+def _serve_from(args: argparse.Namespace, fetched: Path) -> int:
     import uvicorn
 
     from attention_lab.serving.app import ServeSettings, create_app
     from attention_lab.serving.registry import discover, load_model
 
     models, skipped = discover(args.models, args.threads) if Path(args.models).is_dir() else ({}, [])
-    for ref in args.registry_model:
+    for i, ref in enumerate(args.registry_model):
         from attention_lab.serving.mlflow_models import fetch_folder
 
-        name, uri, folder = fetch_folder(ref, tempfile.mkdtemp(prefix="attention-lab-registry-"), _tracking_uri())
+        name, uri, folder = fetch_folder(ref, str(fetched / str(i)), _tracking_uri())
         if name in models:
             raise ValueError(f"registry model {name!r} has the name of a folder under {args.models}")
         models[name] = load_model(folder, name, args.threads, source=uri)

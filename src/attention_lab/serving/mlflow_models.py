@@ -70,6 +70,7 @@ def fetch_folder(ref: str, dst: str | Path, tracking_uri: str | None = None) -> 
     if not name:
         raise ValueError(f"registry model {ref!r}: expected name or name/version")
     uri = f"models:/{name}/{version or 'latest'}"
+    Path(dst).mkdir(parents=True, exist_ok=True)
     try:
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, dst_path=str(dst)))
     except mlflow.exceptions.MlflowException as err:
