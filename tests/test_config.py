@@ -39,7 +39,8 @@ def test_missing_profile_and_bad_yaml(project):
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(root=project)
 def test_unknown_family_names_conf_model(project):
-    with pytest.raises(ConfigError, match="model/nope"):
+    with pytest.raises(ConfigError, match=r"unknown family 'nope'; choose one of bahdanau, bert, .*transformer_encoder "
+                                          r"\(files in .*conf/model\)"):
         load_config(root=project, family="nope")
 
 

@@ -140,8 +140,15 @@ def _jsonl_records(path: str | Path, lines: list[str]) -> list[tuple[int, dict]]
             record = json.loads(line)
         except json.JSONDecodeError as err:
             raise DataError(f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})") from err
+        except (ValueError, RecursionError) as err:  # a number of over 4300 digits, arrays nested thousands deep
+            raise DataError(f"{path}:{n}: not valid JSON for this reader ({str(err)[:120]})") from err
         if not isinstance(record, dict):
             raise DataError(f"{path}:{n}: expected a JSON object, found {type(record).__name__}")
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as err:  # "\ud800": a \u escape of half a surrogate pair is not a character
+            raise DataError(f"{path}:{n}: a \\u escape is a lone surrogate ({err.object[err.start:err.end]!r}), not "
+                            "a character; expected valid Unicode text") from err
         records.append((n, record))
     return records
 
@@ -149,7 +156,7 @@ def _jsonl_records(path: str | Path, lines: list[str]) -> list[tuple[int, dict]]
 def _csv_records(path: str | Path, lines: list[str], required: tuple[str, ...]) -> list[tuple[int, dict]]:
     """(first line number, {header: value}) for every non-blank CSV record; quoted fields may span lines."""
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # whole documents can exceed the 128 KiB default
-    reader = csv.reader(line + "\n" for line in lines)  # physical lines, so reader.line_num counts them
+    reader = csv.reader((line + "\n" for line in lines), strict=True)  # physical lines: reader.line_num counts them
     records: list[tuple[int, dict]] = []
     header: list[str] | None = None
     try:
@@ -163,6 +170,9 @@ def _csv_records(path: str | Path, lines: list[str], required: tuple[str, ...]) 
                 continue
             if header is None:
                 header = [h.strip() for h in values]
+                if twice := sorted({h for h in header if header.count(h) > 1}):
+                    raise DataError(f"{path}:{start}: column(s) {', '.join(map(repr, twice))} appear more than once "
+                                    "in the header; expected one column per name")
                 for name in required:  # report a missing column once, at the header line
                     _field(f"{path}:{start}", dict.fromkeys(header), name)
             elif len(values) != len(header):
@@ -170,7 +180,8 @@ def _csv_records(path: str | Path, lines: list[str], required: tuple[str, ...]) 
             else:
                 records.append((start, dict(zip(header, values, strict=True))))
     except csv.Error as err:
-        raise DataError(f"{path}:{reader.line_num}: malformed CSV ({err})") from err
+        hint = "; a quoted field that starts here is never closed" if "end of data" in str(err) else ""
+        raise DataError(f"{path}:{start}: malformed CSV ({err}){hint}") from err
     if not records:
         raise DataError(f"{path}: no documents after the header row")
     return records

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import random
 from pathlib import Path
 
@@ -18,6 +19,11 @@ def normalise(text: str) -> str:
 def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     """Decoded lines of a file (line endings removed), with a DataError for missing, empty or undecodable files."""
     path = Path(path)
+    try:
+        codecs.lookup(encoding)
+    except LookupError as err:
+        raise DataError(f"{path}: unknown encoding {encoding!r} (data.encoding; e.g. utf-8, utf-16, latin-1, cp949)") \
+            from err
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     raw = path.read_bytes()

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.config import load_config
+from attention_lab.config import ConfigError, load_config
+from attention_lab.data.readers import DataError
+
+
+def run_stage(name: str, main: Callable[[list[str]], object], argv: list[str], *errors: type[Exception]) -> None:
+    """A stage's `__main__`: a bad config or corpus (or one of `errors`) ends it with the one line `<name>: error:
+    <message>` and exit status 1, not a traceback; any other exception is a bug and keeps its traceback."""
+    try:
+        main(argv)
+    except (ConfigError, DataError, *errors) as err:
+        sys.exit(f"{name}: error: {err}")
 
 
 def stage_config(argv: list[str], need_family: bool = True, tuned: bool = True) -> DictConfig:

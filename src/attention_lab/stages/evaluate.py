@@ -12,12 +12,13 @@ import mlflow
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import plots, tracking
-from attention_lab.checkpoints import load_model
+from attention_lab.checkpoints import CheckpointError, load_model
 from attention_lab.io import atomic_path, read_json, write_json
 from attention_lab.metrics import bucket_of
 from attention_lab.stages.common import (
     predictions_path,
     pretrained_dir,
+    run_stage,
     seed_dir,
     stage_config,
     tokenizer_path,
@@ -190,4 +191,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_stage("evaluate", main, sys.argv[1:], CheckpointError)

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from attention_lab import tracking
 from attention_lab.export import ExportError, export_and_check
 from attention_lab.io import atomic_path, read_json
-from attention_lab.stages.common import onnx_dir, seed_dir, stage_config, tokenizer_path
+from attention_lab.stages.common import onnx_dir, run_stage, seed_dir, stage_config, tokenizer_path
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
@@ -74,4 +74,6 @@ def main(argv: list[str]) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from attention_lab.checkpoints import CheckpointError
+
+    run_stage("export", main, sys.argv[1:], CheckpointError)

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from attention_lab.config import ConfigError
 from attention_lab.data.readers import DataError, read_parallel_files, read_tsv, split_pairs
 from attention_lab.io import atomic_path, write_json, write_jsonl
-from attention_lab.stages.common import stage_config
+from attention_lab.stages.common import run_stage, stage_config
 
 SPLITS = ("train", "valid", "test")
 
@@ -128,7 +128,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv[1:])
-    except (DataError, ConfigError) as err:
-        sys.exit(f"prepare: error: {err}")
+    run_stage("prepare", main, sys.argv[1:])

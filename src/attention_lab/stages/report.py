@@ -25,7 +25,7 @@ from attention_lab.report import (
     render_index,
     render_translate,
 )
-from attention_lab.stages.common import predictions_path, seed_dir, stage_config
+from attention_lab.stages.common import predictions_path, run_stage, seed_dir, stage_config
 from attention_lab.statistics import HEADLINE, PAIRED_TEST, paired_pvalues
 
 
@@ -199,4 +199,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_stage("report", main, sys.argv[1:])

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from attention_lab.io import atomic_path, read_jsonl, write_json
-from attention_lab.stages.common import stage_config
+from attention_lab.stages.common import run_stage, stage_config
 from attention_lab.tokenization import encode, encode_words, train_tokenizer, train_word_tokenizer
 
 
@@ -52,4 +52,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_stage("tokenize", main, sys.argv[1:])

@@ -14,7 +14,7 @@ import yaml
 
 from attention_lab.config import TUNED_DIR
 from attention_lab.io import write_text
-from attention_lab.stages.common import stage_config
+from attention_lab.stages.common import run_stage, stage_config
 from attention_lab.tuning import tune
 
 
@@ -28,4 +28,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_stage("tune", main, sys.argv[1:])

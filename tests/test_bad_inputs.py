@@ -1,0 +1,281 @@
+"""Bad inputs on every surface get a clear message (file, line, field or key, and what was expected), never a traceback
+or a half-written output. docs/bad_inputs.md is the catalogue; each of its rows names a test here or in a module's own
+test file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attention_lab.config import ConfigError, check_value, load_config
+from attention_lab.data.labeled import read_labeled
+from attention_lab.data.readers import DataError, read_parallel_files, read_tsv
+
+# ---------------------------------------------------------------------------------------------------------- config
+
+
+def set_params(project: Path, edit) -> None:
+    """Apply `edit(params dict)` to the project's params.yaml."""
+    path = project / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    edit(params)
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
+def test_unknown_data_source_and_trainer_list_the_valid_ones(project):
+    set_params(project, lambda p: p["translate"]["data"].update(source="csv"))
+    with pytest.raises(ConfigError, match=r"unknown data source 'csv' for task translate \(params.yaml "
+                                          r"`translate.data.source`\); choose one of generated, parallel_files, tsv"):
+        load_config(root=project)
+    set_params(project, lambda p: p["translate"]["data"].update(source="generated"))
+    with pytest.raises(ConfigError, match=r"unknown trainer 'tpu'; choose one of cpu"):
+        load_config(["trainer=tpu"], root=project)
+    with pytest.raises(ConfigError, match=r"unknown family 'nope'; choose one of bahdanau, bert"):
+        load_config(["model=nope"], root=project)
+
+
+def test_unknown_profile_lists_the_valid_ones(project):
+    set_params(project, lambda p: p.update(profile="huge"))
+    with pytest.raises(ConfigError, match=r"profile 'huge' has no file .*; choose one of paper, quick, tiny"):
+        load_config(root=project)
+
+
+@pytest.mark.parametrize(("family", "override", "message"), [
+    ("luong_general", "model.attention=multiplicative",
+     "model.attention = 'multiplicative': expected one of dot, general, concat, local_m, local_p"),
+    ("luong_local_p", "model.local_score=additive", "model.local_score = 'additive': expected one of dot, general, concat"),
+])
+def test_unknown_attention_type_lists_the_valid_ones(project, family, override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config([override], family=family, root=project)
+
+
+def test_unknown_attention_in_the_library_lists_the_valid_ones():
+    from attention_lab.attention import build_attention
+
+    with pytest.raises(ValueError, match=r"unknown attention 'nope'; choose one of \['additive', 'concat', 'dot', "
+                                         r"'general', 'local_m', 'local_p'\]"):
+        build_attention("nope", 4, 4)
+
+
+@pytest.mark.parametrize(("task", "family", "override", "message"), [
+    ("translate", "bahdanau", "model.dropout=-0.1", r"model.dropout = -0.1: expected a number in \[0, 1\)"),
+    ("translate", "bahdanau", "model.dropout=1.0", r"model.dropout = 1.0: expected a number in \[0, 1\)"),
+    ("classify", "bert", "model.attention_dropout=1.5", r"model.attention_dropout = 1.5: expected a number in \[0, 1\)"),
+    ("translate", "bahdanau", "model.emb_dim=0", r"model.emb_dim = 0: expected an integer in \[1, 65536\]"),
+    ("translate", "seq2seq_gru", "model.hidden_dim=-8", r"model.hidden_dim = -8: expected an integer in \[1, 65536\]"),
+    ("translate", "bahdanau", "model.emb_dim=100000000", r"model.emb_dim = 100000000: expected an integer in \[1, 65536\]"),
+    ("translate", "bahdanau", "model.emb_dim=12.5", r"model.emb_dim = 12.5: expected an integer"),
+    ("translate", "transformer", "model.heads=0", r"model.heads = 0: expected an integer in \[1, 65536\]"),
+    ("translate", "transformer", "model.heads=3", r"model.d_model = 128 is not divisible by model.heads = 3"),
+    ("translate", "luong_local_m", "model.window=-1", r"model.window = -1: expected an integer in \[0, 65536\]"),
+    ("caption", "show_attend_tell", "model.channels=[16,0]", r"model.channels = 0: expected an integer in \[1, 65536\]"),
+    ("translate", "bahdanau", "train.lr=0", r"train.lr = 0: expected a number in \(0, inf\)"),
+    ("translate", "bahdanau", "train.lr=-0.001", r"train.lr = -0.001: expected a number in \(0, inf\)"),
+    ("translate", "bahdanau", "train.lr=fast", r"train.lr = 'fast': expected a number in \(0, inf\)"),
+    ("translate", "bahdanau", "train.batch_size=0", r"train.batch_size = 0: expected an integer in \[1, 65536\]"),
+    ("translate", "bahdanau", "train.batch_size=10000000", r"train.batch_size = 10000000: expected an integer in \[1, "),
+    ("translate", "bahdanau", "train.max_epochs=0", r"train.max_epochs = 0: expected an integer in \[1, 100000\]"),
+    ("translate", "bahdanau", "train.label_smoothing=1", r"train.label_smoothing = 1: expected a number in \[0, 1\)"),
+    ("translate", "bahdanau", "train.clip=-1", r"train.clip = -1: expected a number in \[0, inf\)"),
+    ("translate", "bahdanau", "train.teacher_forcing.schedule=cosine",
+     r"train.teacher_forcing.schedule = 'cosine': expected one of constant, linear, inverse_sigmoid"),
+    ("translate", "bahdanau", "train.teacher_forcing.ratio=1.5",
+     r"train.teacher_forcing.ratio = 1.5: expected a number in \[0, 1\]"),
+    ("classify", "transformer_encoder", "train.label_fractions=[0.0,1.0]",
+     r"train.label_fractions = 0.0: expected a number in \(0, 1\]"),
+    ("classify", "transformer_encoder", "train.label_fractions=[1.5]",
+     r"train.label_fractions = 1.5: expected a number in \(0, 1\]"),
+    ("classify", "bert", "train.max_tokens=600",
+     r"train.max_tokens = 600: expected an integer in \[1, 510\] \(model.max_positions - 2"),
+    ("classify", "bert", "pretrain.mask_rate=0", r"pretrain.mask_rate = 0: expected a number in \(0, 1\)"),
+    ("classify", "bert", "pretrain.objective=mlm", r"pretrain.objective = 'mlm': expected one of sop, nsp, none"),
+    ("classify", "han", "train.max_words=0", r"train.max_words = 0: expected an integer in \[1, inf\)"),
+    ("translate", "bahdanau", "tune.trials=-1", r"tune.trials = -1: expected an integer in \[0, inf\)"),
+    ("translate", "bahdanau", "tune.train_batches=0", r"tune.train_batches = 0: expected a number in \(0, 1\]"),
+    ("translate", "bahdanau", "tune.direction=up", r"tune.direction = 'up': expected one of minimize, maximize"),
+    ("translate", "bahdanau", "tokenize.vocab_size=0", r"tokenize.vocab_size = 0: expected an integer in \[1, 10000000\]"),
+    ("translate", "bahdanau", "tokenize.model=wordpiece", r"tokenize.model = 'wordpiece': expected one of bpe, unigram"),
+    ("translate", "bahdanau", "evaluate.beam=0", r"evaluate.beam = 0: expected an integer in \[1, 64\]"),
+    ("translate", "bahdanau", "evaluate.len_penalty=-1", r"evaluate.len_penalty = -1: expected a number in \[0, 5\]"),
+    ("translate", "bahdanau", "data.n_train=0", r"data.n_train = 0: expected an integer in \[1, 10000000\]"),
+    ("translate", "bahdanau", "data.n_train=1000000000", r"data.n_train = 1000000000: expected an integer in \[1, "),
+    ("translate", "bahdanau", "data.length_mix.1-10=-0.5", r"data.length_mix.1-10 = -0.5: expected a number in \[0, inf\)"),
+    ("caption", "show_tell", "data.noise=2", r"data.noise = 2: expected a number in \[0, 1\]"),
+    ("translate", "bahdanau", "trainer.accelerator=tpu", r"trainer.accelerator = 'tpu': expected one of auto, cpu"),
+])
+def test_out_of_range_values_name_key_value_and_range(project, task, family, override, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config([override], family=family, task=task, root=project)
+    assert f"config of {task}/{family} (" in str(err.value)
+
+
+def test_out_of_range_values_from_params_yaml_and_tuned_files(project):
+    set_params(project, lambda p: p["translate"]["train"].update(lr=-0.5))
+    with pytest.raises(ConfigError, match=r"params.yaml, conf/, tuned/, the profile or an override\): "
+                                          r"train.lr = -0.5: expected a number in \(0, inf\)"):
+        load_config(family="bahdanau", root=project)
+    set_params(project, lambda p: p["translate"]["train"].update(lr=0.002))
+    (project / "tuned").mkdir()
+    (project / "tuned" / "bahdanau.yaml").write_text("params: {model: {dropout: 1.2}}\n")
+    with pytest.raises(ConfigError, match=r"model.dropout = 1.2: expected a number in \[0, 1\)"):
+        load_config(family="bahdanau", root=project)
+    assert load_config(family="bahdanau", root=project, tuned=False).model.dropout == 0.1
+
+
+@pytest.mark.parametrize(("source", "data", "override", "message"), [
+    ("tsv", {"path": "c.tsv"}, "data.valid_fraction=1.0", r"data.valid_fraction = 1.0: expected a number in \[0, 1\)"),
+    ("tsv", {"path": "c.tsv"}, "data.valid_fraction=0.95",
+     r"data.valid_fraction \+ data.test_fraction = 0.95 \+ 0.1: expected a sum below 1"),
+    ("tsv", {"path": "c.tsv"}, "data.max_pairs=-5", r"data.max_pairs = -5: expected an integer in \[1, inf\) or null"),
+    ("tsv", {"path": "c.tsv"}, "data.src_column=-1", r"data.src_column = -1: expected an integer in \[0, inf\)"),
+    ("parallel_files", {"src_path": "a", "tgt_path": "b"}, "data.max_pairs=0",
+     r"data.max_pairs = 0: expected an integer in \[1, inf\) or null"),
+])
+def test_bad_values_of_user_corpus_sources(project, source, data, override, message):
+    set_params(project, lambda p: p["translate"].update(data={"source": source, **data}))
+    with pytest.raises(ConfigError, match=message):
+        load_config([override], root=project)
+
+
+def test_labeled_files_format_and_max_documents(project):
+    set_params(project, lambda p: p["classify"].update(data={"source": "labeled_files", "path": "d.jsonl"}))
+    with pytest.raises(ConfigError, match=r"data.format = 'tsv': expected one of jsonl, csv"):
+        load_config(["data.format=tsv"], task="classify", root=project)
+    with pytest.raises(ConfigError, match=r"data.max_documents = 0: expected an integer in \[1, inf\) or null"):
+        load_config(["data.max_documents=0"], task="classify", root=project)
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("train.lr", r"override 'train.lr': expected key=value \(e.g. train.lr=0.001\)"),
+    ("=3", r"override '=3': expected key=value"),
+    ("train=3", r"override 'train=3': `train` is a section; set one of its keys \(e.g. train.batch_size=...\)"),
+    ("task=classify", r"override 'task=classify': `task` is set by the stage argument task=<task>"),
+    ("profile=paper", r"override 'profile=paper': `profile` is set by params.yaml `profile:`"),
+    ("train.learning_rate=0.1", r"override 'train.learning_rate=0.1': Key 'learning_rate' is not in struct \(no"),
+    ("data.source=tsv", r"data.source = 'tsv', but the data source chosen is 'generated'"),
+    ("train.lr==0.1", r"train.lr = '=0.1': expected a number"),
+])
+def test_malformed_overrides(project, override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config([override], family="bahdanau", root=project)
+
+
+def test_group_overrides_pick_existing_files(project):
+    (project / "conf" / "trainer" / "cpu2.yaml").write_text((project / "conf" / "trainer" / "cpu.yaml").read_text())
+    assert load_config(["trainer=cpu2"], root=project).trainer.accelerator == "cpu"
+    assert load_config(["data=translate/generated"], root=project).data.source == "generated"
+
+
+def test_check_value_is_the_one_rule_table():
+    assert check_value("model.dropout", 0.0) is None and check_value("train.lr", 3) is None
+    assert check_value("train.lr", True) == "train.lr = True: expected a number in (0, inf)"
+    assert check_value("train.lr", float("nan")) == "train.lr = nan: expected a number in (0, inf)"
+    assert check_value("tune.max_params", None) is None and check_value("train.batch_size", None) is not None
+    assert check_value("model.no_rule_for_this", -1) is None
+    assert check_value("tokenize.model", "wordlevel", "classify") is None
+    assert check_value("tokenize.model", "wordlevel", "translate") == \
+        "tokenize.model = 'wordlevel': expected one of bpe, unigram"
+
+
+def test_every_shipped_config_passes_the_checks(project):
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    for task in params["tasks"]:
+        for family in params[task]["families"] + params[task].get("pretrained", []):
+            load_config(family=family, task=task, root=project)
+
+
+def test_a_stage_prints_one_line_not_a_traceback(project):
+    """What `dvc repro` shows for a bad config: `<stage>: error: <message>`, exit status 1, nothing written."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(project / "src")}
+    proc = subprocess.run([sys.executable, "-m", "attention_lab.stages.prepare", "task=translate",
+                           "data.n_valid=-3"], check=False, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("prepare: error: config of translate (") and \
+        "data.n_valid = -3: expected an integer in [1, 10000000]" in proc.stderr
+    assert not (project / "data").exists()
+
+
+# ----------------------------------------------------------------------------------------------------- data readers
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
+
+
+def test_unknown_encoding_is_a_data_error(tmp_path):
+    f = write(tmp_path / "c.tsv", "a\tb\n")
+    with pytest.raises(DataError, match=rf"{f}: unknown encoding 'utf-9' \(data.encoding; e.g. utf-8"):
+        read_tsv(f, encoding="utf-9")
+    with pytest.raises(DataError, match="unknown encoding 'klingon'"):
+        read_labeled(f, "csv", "text", "label", encoding="klingon")
+    assert read_tsv(write(tmp_path / "l.tsv", b"caf\xe9\tb\n"), encoding="latin-1") == [{"src": "café", "tgt": "b"}]
+
+
+def test_non_utf8_bytes_in_every_format(tmp_path):
+    utf16 = "hello\tworld\n".encode("utf-16")
+    with pytest.raises(DataError, match=r"u.tsv:1: cannot decode bytes as utf-8 \(invalid start byte at byte 0\)"):
+        read_tsv(write(tmp_path / "u.tsv", utf16))
+    en, ko = write(tmp_path / "a.en", "a\nb\n"), write(tmp_path / "a.ko", b"\xea\xb0\x80\n\xff\n")
+    with pytest.raises(DataError, match=rf"{ko}:2: cannot decode bytes as utf-8"):
+        read_parallel_files(en, ko)
+    with pytest.raises(DataError, match=r"c.csv:2: cannot decode bytes as utf-8"):
+        read_labeled(write(tmp_path / "c.csv", b"text,label\ncaf\xe9,x\n"), "csv", "text", "label")
+
+
+def test_empty_parallel_file_and_whitespace_only_tsv(tmp_path):
+    en, ko = write(tmp_path / "a.en", "a\n"), write(tmp_path / "a.ko", "")
+    with pytest.raises(DataError, match=rf"{ko}: file is empty"):
+        read_parallel_files(en, ko)
+    with pytest.raises(DataError, match=r"w.tsv: file is empty"):
+        read_tsv(write(tmp_path / "w.tsv", " \t \n\n"))
+
+
+@pytest.mark.parametrize(("name", "data", "message"), [
+    ("s.jsonl", '{"text": "bad \\ud800 here.", "label": "x"}\n',
+     r"s.jsonl:1: a \\u escape is a lone surrogate \('\\ud800'\), not a character; expected valid Unicode text"),
+    ("d.jsonl", "[" * 100_000 + "\n", r"d.jsonl:1: not valid JSON for this reader \(maximum recursion depth"),
+    ("i.jsonl", '{"text": "a.", "label": ' + "9" * 5000 + "}\n", r"i.jsonl:1: not valid JSON for this reader"),
+    ("q.csv", 'text,label\n"an open quote,x\nmore,y\n',
+     r"q.csv:2: malformed CSV \(unexpected end of data\); a quoted field that starts here is never closed"),
+    ("k.csv", 'text,label\n"quoted" then more,x\n', r"k.csv:2: malformed CSV \(',' expected after '\"'\)"),
+    ("h.csv", "text,text,label\na,b,c\n",
+     r"h.csv:1: column\(s\) 'text' appear more than once in the header; expected one column per name"),
+])
+def test_malformed_labeled_files(tmp_path, name, data, message):
+    with pytest.raises(DataError, match=message):
+        read_labeled(write(tmp_path / name, data), name.split(".")[1], "text", "label")
+
+
+def prepare_project(project: Path, data: dict) -> None:
+    set_params(project, lambda p: p["classify"].update(data={"source": "labeled_files", **data}))
+
+
+def test_prepare_refuses_a_split_field_without_every_split_and_writes_nothing(project):
+    from attention_lab.stages.prepare import main
+
+    rows = [{"text": f"Document {i}.", "label": "ab"[i % 2], "part": "train" if i < 8 else "test"} for i in range(10)]
+    write(project / "d.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    prepare_project(project, {"path": "d.jsonl", "split_field": "part"})
+    with pytest.raises(DataError, match=r"d.jsonl: no document has part = 'valid'"):
+        main(["task=classify"])
+    assert not (project / "data").exists()
+
+
+def test_prepare_refuses_a_label_only_in_test(project):
+    from attention_lab.stages.prepare import main
+
+    rows = [{"text": f"Document {i}.", "label": "a", "part": ["train", "valid", "test"][i % 3]} for i in range(9)]
+    rows[2]["label"] = "zzz"
+    write(project / "d.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    prepare_project(project, {"path": "d.jsonl", "split_field": "part"})
+    with pytest.raises(DataError, match=r"test document 0: label 'zzz' does not occur in train \(train labels: a\)"):
+        main(["task=classify"])
+    assert not (project / "data").exists()
