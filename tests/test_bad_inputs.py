@@ -129,6 +129,18 @@ def test_out_of_range_values_from_params_yaml_and_tuned_files(project):
     assert load_config(family="bahdanau", root=project, tuned=False).model.dropout == 0.1
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ("params: {model: {dropout: 0.2\n", r"tuned/bahdanau.yaml: not valid YAML"),
+    ("- 1\n- 2\n", r"tuned/bahdanau.yaml: expected a mapping with `params: \{...\}` \(written by the tune stage\)"),
+    ("params: {model: {dropot: 0.2}}\n", r"tuned/bahdanau.yaml or .*dropot"),
+])
+def test_malformed_tuned_files(project, text, message):
+    (project / "tuned").mkdir()
+    (project / "tuned" / "bahdanau.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_config(family="bahdanau", root=project)
+
+
 @pytest.mark.parametrize(("source", "data", "override", "message"), [
     ("tsv", {"path": "c.tsv"}, "data.valid_fraction=1.0", r"data.valid_fraction = 1.0: expected a number in \[0, 1\)"),
     ("tsv", {"path": "c.tsv"}, "data.valid_fraction=0.95",
@@ -189,6 +201,14 @@ def test_every_shipped_config_passes_the_checks(project):
     for task in params["tasks"]:
         for family in params[task]["families"] + params[task].get("pretrained", []):
             load_config(family=family, task=task, root=project)
+
+
+def test_a_stage_without_a_family_prints_its_usage(project):
+    from attention_lab.stages.common import stage_config
+
+    with pytest.raises(SystemExit, match=r"usage: python -m attention_lab.stages.<stage> \[task=<task>\] "
+                                         r"family=<name> \[key=value ...\]"):
+        stage_config(["train.lr=0.01"])
 
 
 def test_a_stage_prints_one_line_not_a_traceback(project):
@@ -279,3 +299,203 @@ def test_prepare_refuses_a_label_only_in_test(project):
     with pytest.raises(DataError, match=r"test document 0: label 'zzz' does not occur in train \(train labels: a\)"):
         main(["task=classify"])
     assert not (project / "data").exists()
+
+
+# ------------------------------------------------------------------------------------------------ search-space files
+
+
+def tune_stage(project: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(project / "src")}
+    return subprocess.run([sys.executable, "-m", "attention_lab.stages.tune", *args], check=False, cwd=project,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_a_search_space_that_is_not_yaml_names_file_and_line(project):
+    (project / "conf" / "tune" / "bahdanau.yaml").write_text("train.lr: {low: 0.001, high: [\n")
+    proc = tune_stage(project, "family=bahdanau")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("tune: error: while parsing a flow node") and "bahdanau.yaml\", line 2" in proc.stderr
+    assert not (project / "tuned" / "bahdanau.yaml").exists()
+
+
+@pytest.mark.xfail(strict=True, reason="tuning.load_space does not check bounds against config.RULES yet (tuning.py "
+                                       "is being edited elsewhere): it should call config.check_value on low, high "
+                                       "and every choice")
+def test_search_space_bounds_outside_the_keys_range_are_refused(project):
+    from attention_lab.stages.common import stage_config
+    from attention_lab.tuning import load_space
+
+    (project / "conf" / "tune" / "bahdanau.yaml").write_text("model.dropout: {low: 0.0, high: 1.5}\n")
+    with pytest.raises(ConfigError, match=r"model.dropout = 1.5: expected a number in \[0, 1\)"):
+        load_space(project / "conf" / "tune" / "bahdanau.yaml", stage_config(["family=bahdanau"], tuned=False))
+
+
+@pytest.mark.xfail(strict=True, reason="stages/train.py (edited elsewhere) still calls main() bare: its __main__ "
+                                       "should be run_stage('train', main, sys.argv[1:])")
+def test_the_train_stage_prints_one_line_not_a_traceback(project):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(project / "src")}
+    proc = subprocess.run([sys.executable, "-m", "attention_lab.stages.train", "family=bahdanau", "model.dropout=2"],
+                          check=False, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "model.dropout = 2: expected a number in [0, 1)" in proc.stderr
+
+
+# ------------------------------------------------------------------------------------------------------ model files
+
+
+def fake_export(folder: Path, meta, tokenizer: str | None = None, files=("encoder.onnx", "decoder_step.onnx")) -> Path:
+    """An exported folder whose graphs are placeholders: meta.json and tokenizer.json are read before any graph."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in files:
+        (folder / name).write_bytes(b"placeholder")
+    (folder / "meta.json").write_text(meta if isinstance(meta, str) else json.dumps(meta))
+    if tokenizer is None:
+        from attention_lab.tokenization import train_tokenizer
+
+        train_tokenizer(["the cat sat", "고양이가 앉았다"] * 3, "bpe", 60, 1).save(str(folder / "tokenizer.json"))
+    else:
+        (folder / "tokenizer.json").write_text(tokenizer)
+    return folder
+
+
+TRANSLATE_META = {"task": "translate", "family": "bahdanau", "has_attention": True, "pad_id": 0, "bos_id": 1,
+                  "eos_id": 2, "encoder_state_outputs": ["state_0"], "state_inputs": ["state_0"],
+                  "state_outputs": ["new_state_0"], "max_len_ratio": 1.5}
+
+
+@pytest.mark.parametrize(("command", "meta", "tokenizer", "message"), [
+    ("translate", '{"family": ', None, r"meta.json: not valid JSON \(Expecting value: line 1 column 12"),
+    ("translate", "[1, 2]", None, r"meta.json: expected a JSON object, found list"),
+    ("translate", {"family": "bahdanau"}, None, r"meta.json: missing has_attention, pad_id, bos_id, eos_id"),
+    ("translate", {"task": "caption"}, None, r"meta.json: not a translate model \(task 'caption'\); use `attention"),
+    ("caption", TRANSLATE_META, None, r"meta.json: not a caption model \(task 'translate'\)"),
+    ("classify", {"task": "classify", "family": "han"}, None, r"meta.json: missing labels, hierarchical"),
+    ("translate", TRANSLATE_META, "", r"tokenizer.json: not a readable tokenizer \(EOF while parsing"),
+    ("translate", TRANSLATE_META, "garbage", r"tokenizer.json: not a readable tokenizer \(expected value"),
+])
+def test_broken_model_files_are_named_by_the_cli(tmp_path, capsys, command, meta, tokenizer, message):
+    from attention_lab.cli import main
+
+    files = ("model.onnx",) if command == "classify" else ("encoder.onnx", "decoder_step.onnx")
+    folder = fake_export(tmp_path / "onnx", meta, tokenizer, files)
+    image = tmp_path / "c.png"
+    image.write_bytes(b"")
+    assert main([command, "--model", str(folder), str(image) if command == "caption" else "the cat"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attention-lab {command}: {folder}/") and "Traceback" not in err
+    assert __import__("re").search(message, err), err
+
+
+def test_serve_skips_broken_folders_and_says_why(tmp_path, capsys):
+    from attention_lab.cli import main
+    from attention_lab.serving.registry import discover
+
+    fake_export(tmp_path / "bad" / "onnx", "{")
+    fake_export(tmp_path / "old" / "onnx", {"family": "bahdanau"})
+    models, skipped = discover(tmp_path)
+    assert models == {}
+    reasons = {Path(s["path"]).parent.name: s["reason"] for s in skipped}
+    assert "meta.json: not valid JSON" in reasons["bad"] and "meta.json: missing has_attention" in reasons["old"]
+    assert main(["serve", "--models", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no servable model under" in err and f"skipped {tmp_path / 'bad' / 'onnx'}: " in err
+
+
+def test_register_names_a_broken_meta_json(tmp_path, capsys, monkeypatch):
+    from attention_lab.cli import main
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    folder = fake_export(tmp_path / "han" / "onnx", '{"task": "classify",')
+    assert main(["register", "--model", str(tmp_path / "han")]) == 2
+    assert f"attention-lab register: {folder / 'meta.json'}: not valid JSON" in capsys.readouterr().err
+
+
+def test_bad_checkpoints_are_named(tmp_path):
+    import torch
+
+    from attention_lab.checkpoints import CheckpointError, load_model
+
+    with pytest.raises(CheckpointError, match=r"nope.ckpt: no such checkpoint \(run the train stage first\)"):
+        load_model(tmp_path / "nope.ckpt")
+    (tmp_path / "garbage.ckpt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match=r"garbage.ckpt: (truncated or )?not a (readable )?checkpoint"):
+        load_model(tmp_path / "garbage.ckpt")
+    torch.save({"state_dict": {}}, tmp_path / "other.ckpt")
+    with pytest.raises(CheckpointError, match=r"other.ckpt: not a readable attention-lab checkpoint \(KeyError"):
+        load_model(tmp_path / "other.ckpt")
+    data = (tmp_path / "other.ckpt").read_bytes()
+    (tmp_path / "cut.ckpt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match=r"cut.ckpt: .*re-run its train stage"):
+        load_model(tmp_path / "cut.ckpt")
+
+
+# ------------------------------------------------------------------------------------------------------------- CLI
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["translate", "--beam", "0", "hi"], "argument --beam: expected an integer in [1, 16], got 0"),
+    (["translate", "--beam", "100000", "hi"], "argument --beam: expected an integer in [1, 16], got 100000"),
+    (["translate", "--beam", "two", "hi"], "argument --beam: expected an integer, got 'two'"),
+    (["translate", "--len-penalty", "-1", "hi"], "argument --len-penalty: expected a number in [0, 5], got -1"),
+    (["translate", "--len-penalty", "nan", "hi"], "argument --len-penalty: expected a number in [0, 5], got nan"),
+    (["translate", "--threads", "0", "hi"], "argument --threads: expected an integer in [1, 1024], got 0"),
+    (["translate", "--max-chars", "0", "hi"], "argument --max-chars: expected an integer in [1, inf), got 0"),
+    (["classify", "--top", "-1", "x"], "argument --top: expected an integer in [0, inf), got -1"),
+    (["caption", "--beam", "0", "c.png"], "argument --beam: expected an integer in [1, 16], got 0"),
+    (["caption"], "the following arguments are required: images"),
+    (["serve", "--port", "70000"], "argument --port: expected an integer in [1, 65535], got 70000"),
+    (["serve", "--max-body", "-5"], "argument --max-body: expected an integer in [1, inf), got -5"),
+    (["register"], "the following arguments are required: --model"),
+    (["transl8"], "invalid choice: 'transl8' (choose from"),
+])
+def test_cli_options_out_of_range_are_usage_errors(capsys, argv, message):
+    from attention_lab.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: attention-lab") and message in err, err
+
+
+@pytest.mark.parametrize("argv, stdin, message", [
+    (["translate", "  ", "\t"], "", "attention-lab translate: no sentences given (as arguments or on stdin)"),
+    (["translate"], "\n \n", "attention-lab translate: no sentences given"),
+    (["translate", "the \udcff cat"], "", "sentence 1 holds bytes that are not UTF-8 ('\\udcff' at character 4)"),
+    (["translate", "--max-chars", "20", "ok", "word " * 10], "",
+     "attention-lab translate: sentence 2 has 50 characters; at most 20 (--max-chars)"),
+    (["translate", "word " * 1001], "", "sentence 1 has 5005 characters; at most 5000 (--max-chars)"),
+    (["classify", " "], "", "attention-lab classify: no document given (as arguments or on stdin)"),
+    (["classify", "a \udce9 b."], "", "attention-lab classify: document 1 holds bytes that are not UTF-8"),
+    (["translate", "--model", "/nonexistent/bahdanau", "hi"], "",
+     "attention-lab translate: /nonexistent/bahdanau: no exported model here or in /nonexistent/bahdanau/onnx"),
+    (["caption", "--model", "/nonexistent/sat", "c.png"], "", "attention-lab caption: /nonexistent/sat: no exported"),
+])
+def test_cli_bad_texts_exit_2_before_loading_a_model(capsys, monkeypatch, argv, stdin, message):
+    import io
+
+    from attention_lab.cli import main
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+
+
+def test_readme_and_ablations_outside_a_project(tmp_path, monkeypatch, capsys, project):
+    from attention_lab.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["readme"]) == 2
+    assert f"attention-lab readme: {tmp_path / 'params.yaml'}: not found (run from the repository root)" in \
+        capsys.readouterr().err
+    monkeypatch.chdir(project)
+    assert main(["readme"]) == 2
+    assert f"attention-lab readme: [Errno 2] No such file or directory: '{project / 'README.md'}'" in \
+        capsys.readouterr().err
+    (project / "README.md").write_text("# results\n")
+    assert main(["readme"]) == 2
+    err = capsys.readouterr().err
+    assert "attention-lab readme: no metrics yet: " in err and "(run `dvc repro` first)" in err
+    assert main(["ablations"]) == 2
+    assert "attention-lab ablations: cannot list DVC experiments in" in capsys.readouterr().err

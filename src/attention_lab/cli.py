@@ -50,13 +50,53 @@ def attention_table(words: list[str], tokens: list[str], weights, max_width: int
     return "\n\n".join(blocks)
 
 
+def _int_in(low: int, high: int | None = None):
+    """argparse type: an integer in [low, high]; otherwise argparse's usage error (exit 2) names the option."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, "
+                                             f"{'inf)' if high is None else f'{high}]'}, got {value}")
+        return value
+    return parse
+
+
+def _float_in(low: float, high: float):
+    """argparse type: a finite number in [low, high]."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not low <= value <= high:  # False for nan
+            raise argparse.ArgumentTypeError(f"expected a number in [{low:g}, {high:g}], got {text}")
+        return value
+    return parse
+
+
+def _check_texts(texts: list[str], what: str, max_chars: int | None = None) -> None:
+    """A ValueError naming the text (argument or stdin) that is not valid Unicode or is longer than max_chars."""
+    for n, text in enumerate(texts, 1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:  # undecodable bytes reach Python as lone surrogates (surrogateescape)
+            raise ValueError(f"{what} {n} holds bytes that are not UTF-8 ({err.object[err.start:err.end]!r} at "
+                             f"character {err.start}); send UTF-8 text") from err
+        if max_chars is not None and len(text) > max_chars:
+            raise ValueError(f"{what} {n} has {len(text)} characters; at most {max_chars} (--max-chars)")
+
+
 def _translate(args: argparse.Namespace) -> int:
     from attention_lab.serving import OnnxTranslator
 
-    sentences = args.sentences or [line.strip() for line in sys.stdin if line.strip()]
+    sentences = [s for s in args.sentences if s.strip()] or [line.strip() for line in sys.stdin if line.strip()]
     if not sentences:
         print("attention-lab translate: no sentences given (as arguments or on stdin)", file=sys.stderr)
         return 2
+    _check_texts(sentences, "sentence", args.max_chars)
     translator = OnnxTranslator(resolve_model_dir(args.model), threads=args.threads)
     beam = args.beam if args.beam is not None else translator.meta.get("beam", 4)
     len_penalty = args.len_penalty if args.len_penalty is not None else translator.meta.get("len_penalty", 1.0)
@@ -92,6 +132,7 @@ def _classify(args: argparse.Namespace) -> int:
     if not texts:
         print("attention-lab classify: no document given (as arguments or on stdin)", file=sys.stderr)
         return 2
+    _check_texts(texts, "document")
     classifier = OnnxClassifier(resolve_model_dir(args.model), threads=args.threads)
 
     def show(r) -> None:
@@ -189,7 +230,10 @@ def _readme(args: argparse.Namespace) -> int:
     text = readme.read_text(encoding="utf-8")
     for task in params.get("tasks", []):
         cfg = load_config(root=root, task=task)
-        results = {f: read_json(root / cfg.paths.metrics / task / f"{f}.json") for f in families(params, task)}
+        paths = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
+        if missing := [str(p) for p in paths.values() if not p.is_file()]:
+            raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
+        results = {f: read_json(path) for f, path in paths.items()}
         text = splice_results(text, task_table(task, results, cfg), task)
     write_text(readme, text)
     print(f"updated {readme}")
@@ -224,23 +268,29 @@ def _ablations(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from attention_lab.serving.schemas import MAX_BEAM
+
+    beam, threads = _int_in(1, MAX_BEAM), _int_in(1, 1024)
     parser = argparse.ArgumentParser(prog="attention-lab", description="The attention timeline of NLP, reproduced.")
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("translate", help="translate with an exported ONNX model (onnxruntime only, no torch)")
     t.add_argument("sentences", nargs="*", help="English sentences (default: one per line on stdin)")
     t.add_argument("--model", default="models/bahdanau",
                    help="a family folder (models/bahdanau) or its onnx folder (default: %(default)s)")
-    t.add_argument("--beam", type=int, default=None, help="beam size; 1 = greedy (default: the exported default)")
-    t.add_argument("--len-penalty", type=float, default=None, help="GNMT length penalty alpha")
-    t.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
+    t.add_argument("--beam", type=beam, default=None, help=f"beam size, 1 (greedy) to {MAX_BEAM} (default: the "
+                   "exported default)")
+    t.add_argument("--len-penalty", type=_float_in(0.0, 5.0), default=None, help="GNMT length penalty alpha, 0 to 5")
+    t.add_argument("--max-chars", type=_int_in(1), default=5000,
+                   help="longest sentence accepted, as `serve --max-chars` (default: %(default)s)")
+    t.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
     t.add_argument("--json", action="store_true", help="print JSON (translation, tokens, word attention)")
     t.set_defaults(func=_translate)
     c = sub.add_parser("classify", help="classify documents with an exported ONNX model (onnxruntime only, no torch)")
     c.add_argument("texts", nargs="*", help="documents (default: one document read from stdin)")
     c.add_argument("--model", default="models/han",
                    help="a family folder (models/han) or its onnx folder (default: %(default)s)")
-    c.add_argument("--top", type=int, default=3, help="most attended sentences to print (default: %(default)s)")
-    c.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
+    c.add_argument("--top", type=_int_in(0), default=3, help="most attended sentences to print (default: %(default)s)")
+    c.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
     c.add_argument("--json", action="store_true", help="print JSON (label, probabilities, sentence and word weights)")
     c.set_defaults(func=_classify)
     p = sub.add_parser("caption", help="caption digit canvases with an exported ONNX model (onnxruntime only, no torch)")
@@ -248,8 +298,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default="models/show_attend_tell",
                    help="a family folder (models/show_attend_tell) or its onnx folder (default: %(default)s)")
     p.add_argument("--overlay-dir", default=".", help="where <image>_attention.png goes (default: the current folder)")
-    p.add_argument("--beam", type=int, default=None, help="beam size; 1 = greedy (default: the exported default)")
-    p.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
+    p.add_argument("--beam", type=beam, default=None, help=f"beam size, 1 (greedy) to {MAX_BEAM} (default: the "
+                   "exported default)")
+    p.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON (caption, words, attention grids)")
     p.set_defaults(func=_caption)
     s = sub.add_parser("serve", help="HTTP service + attention explorer page (onnxruntime only, no torch)")
@@ -258,10 +309,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also serve this MLflow registered model (latest version by default) from "
                    "MLFLOW_TRACKING_URI (default: sqlite:///mlflow.db); repeatable")
     s.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    s.add_argument("--port", type=int, default=8000, help="(default: %(default)s)")
-    s.add_argument("--max-chars", type=int, default=5000, help="longest text accepted (default: %(default)s)")
-    s.add_argument("--max-body", type=int, default=65536, help="largest request body in bytes (default: %(default)s)")
-    s.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads per session (default: 1)")
+    s.add_argument("--port", type=_int_in(1, 65535), default=8000, help="(default: %(default)s)")
+    s.add_argument("--max-chars", type=_int_in(1), default=5000, help="longest text accepted (default: %(default)s)")
+    s.add_argument("--max-body", type=_int_in(1), default=65536,
+                   help="largest request body in bytes (default: %(default)s)")
+    s.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads per session (default: 1)")
     s.add_argument("--log-level", default="info", help="uvicorn log level (default: %(default)s)")
     s.set_defaults(func=_serve)
     g = sub.add_parser("register", help="log an exported model to the MLflow model registry (MLFLOW_TRACKING_URI)")

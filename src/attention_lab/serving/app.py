@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import FastAPI, File, Form, HTTPException, UploadFile
+from fastapi import FastAPI, File, Form, HTTPException, Request, UploadFile
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import JSONResponse
@@ -50,7 +53,8 @@ class ServeSettings:
 
 
 class BodyLimit:
-    """ASGI middleware: a body over max_bytes (declared or streamed) gets 413 before the app reads any of it."""
+    """ASGI middleware: a body over max_bytes (declared or streamed) gets 413 before the app reads any of it, and a JSON
+    body that is not UTF-8 (RFC 8259) gets 422 naming the first bad byte."""
 
     def __init__(self, app: ASGIApp, max_bytes: int):
         self.app, self.max_bytes = app, max_bytes
@@ -71,7 +75,15 @@ class BodyLimit:
             if size > self.max_bytes:
                 return await self.refuse(scope, receive, send, str(size).encode())
             more = message.get("more_body", False)
-        replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
+        body = b"".join(chunks)
+        if b"json" in dict(scope["headers"]).get(b"content-type", b""):
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError as err:
+                detail = (f"request body is not UTF-8: byte 0x{body[err.start]:02x} at offset {err.start} "
+                          f"({err.reason}); send JSON encoded as UTF-8")
+                return await JSONResponse({"detail": detail}, 422)(scope, receive, send)
+        replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
         async def replayed() -> Message:
             return replay.pop() if replay else await receive()
@@ -86,6 +98,18 @@ class BodyLimit:
         await JSONResponse({"detail": detail}, 413)(scope, receive, send)
 
 
+class AsciiJSONResponse(JSONResponse):
+    """JSON with non-ASCII characters escaped, so a 422 that echoes a lone surrogate of the request still encodes."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """FastAPI's 422 for a request that fails its schema, rendered with AsciiJSONResponse."""
+    return AsciiJSONResponse({"detail": jsonable_encoder(exc.errors())}, 422)
+
+
 def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = None,
                skipped: list[dict] | None = None) -> FastAPI:
     """The app serving `models` (by name) under `settings`."""
@@ -95,6 +119,7 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
         "with word and sentence attention, image captioning with attention over image regions. The attention "
         "explorer page is at /."))
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_exception_handler(RequestValidationError, validation_error)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
     def served(name: str, task: str, text: str = "") -> LoadedModel:

@@ -6,13 +6,11 @@ Never imports torch: serving needs numpy, onnxruntime, tokenizers and Pillow (PN
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, UnidentifiedImageError
-from tokenizers import Tokenizer
 
 from attention_lab.decoding import search
 from attention_lab.serving.translator import (
@@ -22,7 +20,12 @@ from attention_lab.serving.translator import (
     TOKENIZER_FILE,
     make_session,
     ort_step,
+    read_meta,
+    read_tokenizer,
 )
+
+META_KEYS = ("height", "width", "grid", "max_len", "beam", "len_penalty", "bos_id", "eos_id", "has_attention",
+             "encoder_state_outputs", "state_inputs", "state_outputs")  # what captioning reads from meta.json
 
 
 class ImageError(ValueError):
@@ -78,10 +81,8 @@ class OnnxCaptioner:
         if missing:
             raise FileNotFoundError(f"{self.model_dir}: not an exported model folder, missing {', '.join(missing)} "
                                     "(run the export stage: dvc repro export_caption@<family>)")
-        self.meta = json.loads((self.model_dir / META_FILE).read_text(encoding="utf-8"))
-        if self.meta.get("task") != "caption":
-            raise ValueError(f"{self.model_dir / META_FILE}: not a caption model (task {self.meta.get('task')!r})")
-        self.tokenizer = Tokenizer.from_file(str(self.model_dir / TOKENIZER_FILE))
+        self.meta = read_meta(self.model_dir, "caption", META_KEYS)
+        self.tokenizer = read_tokenizer(self.model_dir / TOKENIZER_FILE)
         self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
         self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
         self.step = ort_step(self.decoder, self.meta)

@@ -6,15 +6,13 @@ Never imports torch: serving needs numpy, onnxruntime, tokenizers (and attention
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Tokenizer
 
 from attention_lab.data.labeled import split_sentences, split_words
-from attention_lab.serving.translator import META_FILE, TOKENIZER_FILE, make_session
+from attention_lab.serving.translator import TOKENIZER_FILE, make_session, read_meta, read_tokenizer
 from attention_lab.tokenization import encode_document, pool_pieces, truncate
 
 MODEL_FILE = "model.onnx"
@@ -64,11 +62,9 @@ class OnnxClassifier:
 
     def __init__(self, model_dir: str | Path, threads: int = 1):
         model_dir = Path(model_dir)
-        self.meta = json.loads((model_dir / META_FILE).read_text(encoding="utf-8"))
-        if self.meta.get("task") != "classify":
-            raise ValueError(f"{model_dir}: not a classify model (task {self.meta.get('task', 'translate')!r})")
+        self.meta = read_meta(model_dir, "classify", ("labels", "hierarchical", "max_sentences", "max_words"))
         self.session = make_session(model_dir / MODEL_FILE, threads)
-        self.tok = Tokenizer.from_file(str(model_dir / TOKENIZER_FILE))
+        self.tok = read_tokenizer(model_dir / TOKENIZER_FILE)
         self.labels: list[str] = self.meta["labels"]
 
     def split(self, text: str) -> list[list[str]]:

@@ -6,11 +6,10 @@ Needs MLFLOW_TRACKING_URI (or a tracking_uri) pointing at a database or server: 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from attention_lab.serving.registry import task_of
-from attention_lab.serving.translator import ENCODER_FILE, META_FILE
+from attention_lab.serving.translator import ENCODER_FILE, META_FILE, read_meta
 
 PRIMARY_GRAPH = {"translate": ENCODER_FILE, "classify": "model.onnx"}   # the graph the onnx flavour itself holds
 EXTRA_FILES = "extra_files"
@@ -47,7 +46,7 @@ def log_folder(folder: str | Path, name: str, tracking_uri: str | None = None) -
     folder = Path(folder)
     if tracking_uri:
         mlflow.set_tracking_uri(tracking_uri)
-    meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    meta = read_meta(folder)
     task = task_of(meta)
     graph = primary_graph(folder, task)
     files = [str(p) for p in sorted(folder.iterdir()) if p.is_file()]

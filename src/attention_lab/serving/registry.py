@@ -7,7 +7,6 @@ endpoint in app.py; folders of a task without a kind are skipped with a reason, 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from attention_lab.serving.translator import (
     META_FILE,
     TOKENIZER_FILE,
     OnnxTranslator,
+    read_meta,
 )
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,7 @@ def has_attention(model: LoadedModel) -> bool:
 def load_model(folder: str | Path, name: str, threads: int = 1, source: str = "folder") -> LoadedModel:
     """Load one exported folder; ValueError when its task has no kind or a required file is missing."""
     folder = Path(folder)
-    meta_path = folder / META_FILE
-    if not meta_path.is_file():
-        raise ValueError(f"{folder}: no {META_FILE}")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta = read_meta(folder)
     task = task_of(meta)
     if task not in KINDS:
         raise ValueError(f"{folder}: task {task!r} has no serving endpoint (served: {', '.join(sorted(KINDS))})")

@@ -26,7 +26,8 @@ class Request(BaseModel):
 class TranslateRequest(Request):
     text: str = Field(min_length=1, description="an English sentence", examples=["the cat sat on the mat"])
     beam: int | None = Field(None, ge=1, le=MAX_BEAM, description="beam size, 1 = greedy (default: the export's)")
-    len_penalty: float | None = Field(None, ge=0.0, le=5.0, description="GNMT length penalty alpha (beam > 1)")
+    len_penalty: float | None = Field(None, ge=0.0, le=5.0, allow_inf_nan=False,
+                                      description="GNMT length penalty alpha (beam > 1)")
 
 
 class TranslateResponse(BaseModel):

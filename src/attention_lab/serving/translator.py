@@ -18,8 +18,13 @@ from attention_lab.decoding import Arrays, Hypothesis, StepFn, max_decode_len, p
 ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE = "encoder.onnx", "decoder_step.onnx", "meta.json", "tokenizer.json"
 
 
+META_KEYS = ("has_attention", "pad_id", "bos_id", "eos_id", "encoder_state_outputs", "state_inputs", "state_outputs",
+             "max_len_ratio")  # what translation reads from meta.json
+
+
 class ModelFileError(ValueError):
-    """An exported graph is missing, truncated or corrupted."""
+    """A file of an exported folder (graph, meta.json, tokenizer.json) is missing, truncated, corrupted or of another
+    task."""
 
 
 def make_session(path: str | Path, threads: int = 1) -> ort.InferenceSession:
@@ -34,6 +39,35 @@ def make_session(path: str | Path, threads: int = 1) -> ort.InferenceSession:
     except Exception as err:  # onnxruntime's InvalidProtobuf, Fail, ... have no common public base class
         raise ModelFileError(f"{path}: not a readable ONNX model, truncated or corrupted? ({type(err).__name__}: "
                              f"{str(err).splitlines()[0][:200]}); re-run its export stage") from err
+
+
+def read_meta(model_dir: str | Path, task: str | None = None, required: tuple[str, ...] = ()) -> dict:
+    """meta.json of an exported folder (of `task`, if given); a ModelFileError when it is not a JSON object, is another
+    task's or lacks a key of `required`."""
+    path = Path(model_dir) / META_FILE
+    if not path.is_file():
+        raise ModelFileError(f"{path}: no such file (re-run the export stage: dvc repro export_<task>@<family>)")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise ModelFileError(f"{path}: not valid JSON ({err}); re-run its export stage") from err
+    if not isinstance(meta, dict):
+        raise ModelFileError(f"{path}: expected a JSON object, found {type(meta).__name__}; re-run its export stage")
+    if task and meta.get("task", "translate") != task:  # translate exports predate the "task" key
+        raise ModelFileError(f"{path}: not a {task} model (task {meta.get('task', 'translate')!r}); use "
+                             f"`attention-lab {meta.get('task', 'translate')}` or a {task} export")
+    if missing := [k for k in required if k not in meta]:
+        raise ModelFileError(f"{path}: missing {', '.join(missing)} (written by another exporter?); re-run its "
+                             "export stage")
+    return meta
+
+
+def read_tokenizer(path: str | Path) -> Tokenizer:
+    """An exported tokenizer.json; a ModelFileError when it is not one."""
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises a bare Exception for a missing, empty or malformed file
+        raise ModelFileError(f"{path}: not a readable tokenizer ({str(err)[:200]}); re-run its export stage") from err
 
 
 def ort_encode(encoder: ort.InferenceSession, meta: dict, src: np.ndarray, src_mask: np.ndarray
@@ -106,8 +140,8 @@ class OnnxTranslator:
         if missing:
             raise FileNotFoundError(f"{self.model_dir}: not an exported model folder, missing {', '.join(missing)} "
                                     "(run the export stage: dvc repro export_translate@<family>)")
-        self.meta = json.loads((self.model_dir / META_FILE).read_text(encoding="utf-8"))
-        self.tokenizer = Tokenizer.from_file(str(self.model_dir / TOKENIZER_FILE))
+        self.meta = read_meta(self.model_dir, "translate", META_KEYS)
+        self.tokenizer = read_tokenizer(self.model_dir / TOKENIZER_FILE)
         self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
         self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
         self.step = ort_step(self.decoder, self.meta)
