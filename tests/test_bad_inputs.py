@@ -179,6 +179,11 @@ def test_malformed_overrides(project, override, message):
         load_config([override], family="bahdanau", root=project)
 
 
+def test_an_interpolation_that_does_not_resolve(project):
+    with pytest.raises(ConfigError, match=r"config of caption/show_tell \(.*Interpolation key 'data.heigth' not found"):
+        load_config(["model.height=${data.heigth}"], family="show_tell", task="caption", root=project)
+
+
 def test_group_overrides_pick_existing_files(project):
     (project / "conf" / "trainer" / "cpu2.yaml").write_text((project / "conf" / "trainer" / "cpu.yaml").read_text())
     assert load_config(["trainer=cpu2"], root=project).trainer.accelerator == "cpu"

@@ -15,7 +15,6 @@ CONF_DIR = "conf"
 TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
 REPLACED = ("data.length_mix",)
 TASKS = ("translate", "classify", "caption")  # the tasks; params.yaml holds one section for each it runs
-GROUPS = ("data", "model", "trainer")  # conf/ groups a command line may choose (`trainer=ddp`); other keys are values
 
 
 class ConfigError(ValueError):
@@ -249,7 +248,10 @@ def check_value(key: str, value, task: str | None = None) -> str | None:
 
 def check_config(cfg: DictConfig, where: str) -> None:
     """Every knob in its range (RULES) and the cross-key constraints; a ConfigError naming key, value and range."""
-    values = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        values = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as err:  # omegaconf's errors for an interpolation that does not resolve (${data.nope})
+        raise ConfigError(f"{where}: {str(err).splitlines()[0]}") from err
     problems = [p for key, value in _leaves(values) if (p := check_value(key, value, cfg.task.name))]
     d, t, m, pre = (values.get(k) or {} for k in ("data", "train", "model", "pretrain"))
     if not problems:  # the cross-key constraints, once every value has its type
