@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import tracking
 from attention_lab.checkpoints import count_parameters
-from attention_lab.config import CONF_DIR, TUNED_DIR, ConfigError
+from attention_lab.config import CONF_DIR, TUNED_DIR, ConfigError, check_value
 from attention_lab.io import read_json
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
@@ -36,7 +36,10 @@ def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:
     """conf/tune/<family>.yaml: {dotted config key: {low, high[, log]} or {choices: [...]}}, checked against cfg."""
     if not path.is_file():
         raise ConfigError(f"{path}: no search space for this family (add one: see conf/tune/bahdanau.yaml)")
-    space = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    try:
+        space = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    except Exception as err:  # yaml's and omegaconf's parse errors
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(err).split())}") from err
     if not isinstance(space, dict):
         raise ConfigError(f"{path}: expected a mapping of config keys to {{low, high}} or {{choices}}")
     for key, spec in space.items():
@@ -53,6 +56,9 @@ def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:
                 raise ConfigError(f"{where}: low and high must be numbers with low < high, got {low!r}, {high!r}")
             if spec.get("log") and low <= 0:
                 raise ConfigError(f"{where}: a log scale needs low > 0, got {low!r}")
+        for value in spec.get("choices") or (spec["low"], spec["high"]):  # the key's own range (config.RULES)
+            if problem := check_value(key, value, cfg.task.name):
+                raise ConfigError(f"{where}: {problem}")
     return space
 
 

@@ -28,4 +28,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    run_stage("tune", main, sys.argv[1:], yaml.YAMLError)  # a search space that is not YAML names its file and line
+    run_stage("tune", main, sys.argv[1:])
