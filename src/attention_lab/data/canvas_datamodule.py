@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
-from attention_lab.data.batching import BucketBatchSampler
+from attention_lab.data.batching import BucketBatchSampler, data_parallel
 from attention_lab.data.canvas_batches import collate_canvases, load_canvases
 from attention_lab.tokenization import load_tokenizer
 
@@ -32,7 +32,8 @@ class CanvasDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         items = self.splits[split]
-        sampler = BucketBatchSampler([0] * len(items), self.batch_size, shuffle, self.seed)  # equal keys: no bucketing
+        sampler = BucketBatchSampler([0] * len(items), self.batch_size, shuffle, self.seed,  # equal keys: no bucketing
+                                     *data_parallel(self.trainer))
         return DataLoader(items, batch_sampler=sampler, collate_fn=collate_canvases, num_workers=0)
 
     def train_dataloader(self) -> DataLoader:

@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
-from attention_lab.data.batching import BucketBatchSampler, collate, load_split
+from attention_lab.data.batching import BucketBatchSampler, collate, data_parallel, load_split
 from attention_lab.tokenization import load_tokenizer
 
 
@@ -27,7 +27,8 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         rows = self.splits[split]
-        sampler = BucketBatchSampler([len(r["src_ids"]) for r in rows], self.batch_size, shuffle, self.seed)
+        sampler = BucketBatchSampler([len(r["src_ids"]) for r in rows], self.batch_size, shuffle, self.seed,
+                                     *data_parallel(self.trainer))  # this process's share of each global batch
         return DataLoader(rows, batch_sampler=sampler, collate_fn=collate, num_workers=0)
 
     def train_dataloader(self) -> DataLoader:

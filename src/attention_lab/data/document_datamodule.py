@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
-from attention_lab.data.batching import BucketBatchSampler
+from attention_lab.data.batching import BucketBatchSampler, data_parallel
 from attention_lab.data.document_batches import collate_documents, label_subset, load_documents, train_labels
 from attention_lab.tokenization import load_tokenizer
 
@@ -34,7 +34,7 @@ class DocumentDataModule(pl.LightningDataModule):
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         rows = self.splits[split]
         lengths = [sum(len(s) for s in r["ids"]) for r in rows]
-        sampler = BucketBatchSampler(lengths, self.batch_size, shuffle, self.seed)
+        sampler = BucketBatchSampler(lengths, self.batch_size, shuffle, self.seed, *data_parallel(self.trainer))
         return DataLoader(rows, batch_sampler=sampler, collate_fn=collate_documents, num_workers=0)
 
     def train_dataloader(self) -> DataLoader:

@@ -38,8 +38,9 @@ def save_encoder(out: Path, bert: torch.nn.Module, config: BertConfig, tok: Toke
     write_json(out / "pretrain.json", about)
 
 
-def from_mlm(cfg: DictConfig, out: Path) -> dict:
-    """WordPiece + masked-LM pretraining on the training split's text (see the module docstring)."""
+def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
+    """WordPiece + masked-LM pretraining on the training split's text (see the module docstring); None on the
+    processes of a data-parallel run other than rank 0, which write nothing."""
     from attention_lab.stages.train import train_one
     from attention_lab.tasks.pretraining import PairDataModule, PretrainingModule
 
@@ -66,6 +67,8 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict:
 
     summary = train_one(run_cfg, cfg.seeds[0], out, partial, build=build, stage="pretrain",
                         reload_dataloaders_every_n_epochs=1)
+    if summary is None:
+        return None
     state = torch.load(out / "best.ckpt", map_location="cpu", weights_only=True)["state_dict"]
     sizes = {k: v for k, v in cfg.model.items() if k in BertConfig.__dataclass_fields__}
     config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
@@ -115,6 +118,8 @@ def main(argv: list[str]) -> dict:
     if source == "minilm" and out.exists():
         shutil.rmtree(out)
     about = (from_mlm if source == "mlm" else from_minilm)(cfg, out)
+    if about is None:  # not the rank-0 process of a data-parallel run
+        return {}
     print(f"pretrain@{cfg.family}: {out} " + str({k: v for k, v in about.items() if k != "last_val"}))
     return read_json(out / "pretrain.json")
 

@@ -4,6 +4,12 @@ seed<k>/{last,best}.ckpt, train.json, run.json. A pretrained family starts from 
 
 Work happens in models/<family>/.partial-checkpoints/... (common.partial_dir) and is renamed into place when done, so a failed run leaves no
 half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an uninterrupted run).
+
+Data parallel (`trainer=ddp`, conf/trainer/ddp.yaml): Lightning's "ddp" strategy starts this same command once more per
+extra process (`python -m attention_lab.stages.train <the same arguments>`, LOCAL_RANK set), or torchrun / SLURM start
+every process; each runs main() through the same seeds. Only the global rank 0 writes: the MLflow run (Lightning's
+MLFlowLogger is a no-op elsewhere), run.json, config.yaml, the checkpoints, train.json and the final rename. Every
+process takes part in each collective (fit, checkpoint saves, the token count), so none is left waiting.
 """
 
 from __future__ import annotations
@@ -13,13 +19,22 @@ import sys
 from pathlib import Path
 
 import lightning.pytorch as pl
+from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProgressBar
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import tracking
 from attention_lab.checkpoints import count_parameters
+from attention_lab.config import ConfigError
 from attention_lab.io import read_json, write_json, write_text
-from attention_lab.stages.common import partial_dir, pretrained_dir, seed_dir, stage_config, tokenizer_path
+from attention_lab.stages.common import (
+    partial_dir,
+    pretrained_dir,
+    run_stage,
+    seed_dir,
+    stage_config,
+    tokenizer_path,
+)
 
 
 def translation(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
@@ -72,10 +87,20 @@ def captioning(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.Light
 TASKS = {"translate": translation, "classify": classification, "caption": captioning}
 
 
+def trainer_arguments(cfg: DictConfig) -> dict:
+    """cfg.trainer as Trainer keyword arguments; a `strategy` with a `_target_` (e.g. DDPStrategy with its process
+    group backend) is instantiated."""
+    options = OmegaConf.to_container(cfg.trainer, resolve=True)
+    if isinstance(options.get("strategy"), dict):
+        options["strategy"] = instantiate(options["strategy"])
+    return options
+
+
 def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
               build=None, stage: str = "train", tags: dict | None = None, name: str | None = None,
-              **trainer_options) -> dict:
-    """Train (or resume) one (family, seed) run in `partial`, then move it to `out`; returns the training summary.
+              **trainer_options) -> dict | None:
+    """Train (or resume) one (family, seed) run in `partial`, then move it to `out`; returns the training summary on
+    the global rank 0 and None on the other processes of a data-parallel run (which write nothing).
 
     `build(cfg, seed) -> (module, datamodule)` defaults to the task's builder in TASKS; tags and name go to the
     MLflow run (a tuning trial nests under its study's run).
@@ -84,46 +109,61 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     cfg.seed = seed
     tracking.experiment_id(cfg)  # an unreachable tracking server fails here, before anything is trained or written
     pl.seed_everything(seed, workers=True)
-    partial.mkdir(parents=True, exist_ok=True)
     module, dm = (build or TASKS[cfg.task.name])(cfg, seed)
 
     run_file, config_file = partial / "run.json", partial / "config.yaml"
     config_text = OmegaConf.to_yaml(cfg, resolve=True)
+    # every process decides the same: rank 0 only deletes or writes these files after deciding, and a process that
+    # looks later sees either the same crashed run or no last.ckpt
     resume = (partial / "last.ckpt").is_file() and run_file.is_file()
-    same = config_file.is_file() and config_file.read_text(encoding="utf-8") == config_text
-    if resume and not same:  # a crashed run of other settings (params changed since): start over
-        print(f"not resuming {partial}: its config.yaml differs from this run's")
-        for stale in ("last.ckpt", "best.ckpt", "run.json", config_file.name):
-            (partial / stale).unlink(missing_ok=True)
-        resume = False
-    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None, stage=stage,
-                                       tags=tags, name=name)
-    if resume:
-        print(f"resuming {cfg.family} seed {seed} from {partial / 'last.ckpt'}")
-    else:
-        write_json(run_file, {"run_id": logger.run_id})
-        logger.log_hyperparams(tracking.flatten(cfg))
-        write_text(config_file, config_text)
-        logger.experiment.log_artifact(logger.run_id, str(partial / "config.yaml"))
-
+    try:
+        same = config_file.read_text(encoding="utf-8") == config_text
+    except FileNotFoundError:  # none yet, or rank 0 just removed a stale one
+        same = False
+    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume and same else None,
+                                       stage=stage, tags=tags, name=name)  # lazy: the run starts on first use
     ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor="val/loss", mode="min", save_last=True,
                            save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
-    trainer = pl.Trainer(**cfg.trainer, max_epochs=cfg.train.max_epochs,
+    trainer = pl.Trainer(**trainer_arguments(cfg), max_epochs=cfg.train.max_epochs,
                          max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
                          logger=logger, default_root_dir=partial,
+                         use_distributed_sampler=False,  # the datamodules shard each global batch themselves
                          callbacks=[ckpt, EarlyStopping("val/loss", patience=cfg.train.patience), RichProgressBar(),
                                     *callbacks], **trainer_options)
+    if stage == "tune" and trainer.world_size > 1:
+        raise ConfigError("tuning runs one process per trial (Optuna's pruning callback and study loop are not "
+                          "data parallel): tune with trainer=cpu or trainer=gpu and scale out with parallel workers")
+    if trainer.is_global_zero:  # the ranks are known once the Trainer exists (env of Lightning, torchrun or SLURM)
+        partial.mkdir(parents=True, exist_ok=True)
+        if resume and not same:  # a crashed run of other settings (params changed since): start over
+            print(f"not resuming {partial}: its config.yaml differs from this run's")
+            for stale in ("last.ckpt", "best.ckpt", "run.json", config_file.name):
+                (partial / stale).unlink(missing_ok=True)
+        if resume and same:
+            print(f"resuming {cfg.family} seed {seed} from {partial / 'last.ckpt'}")
+        else:
+            write_json(run_file, {"run_id": logger.run_id})
+            logger.log_hyperparams(tracking.flatten(cfg))
+            write_text(config_file, config_text)
+            logger.experiment.log_artifact(logger.run_id, str(partial / "config.yaml"))
+    resume = resume and same
+
     trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
-    if not (partial / "best.ckpt").is_file():  # stopped by the time budget before any validation
+    if not ckpt.best_model_path:  # stopped by the time budget before any validation (the same on every process)
         trainer.save_checkpoint(partial / "best.ckpt")
+    tokens = module.total_tokens()  # a collective: every process counts its share
+    if not trainer.is_global_zero:
+        return None
 
     summary = {"family": cfg.family, "seed": seed, "params": count_parameters(module.model),
                "epochs": trainer.current_epoch, "steps": trainer.global_step,
                "train_seconds": round(module.train_seconds, 2),
-               "train_tokens_per_s": round(module.tokens_seen / max(module.train_seconds, 1e-9), 1),
+               "train_tokens_per_s": round(tokens / max(module.train_seconds, 1e-9), 1),
                "best_val_loss": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None}
     if "label_fraction" in cfg.train:
         summary.update(label_fraction=cfg.train.label_fraction, train_documents=len(dm.splits["train"]))
+    if trainer.world_size > 1:
+        summary.update(processes=trainer.world_size, global_batch_size=cfg.train.batch_size * trainer.world_size)
     summary["last_val"] = {k: round(float(v), 5) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     write_json(partial / "train.json", summary)
     logger.log_metrics({"train_seconds": summary["train_seconds"],
@@ -148,9 +188,11 @@ def main(argv: list[str]) -> None:
             every = max(1, round(1 / fraction))
             run_cfg.train.max_epochs = cfg.train.max_epochs * every
             out = seed_dir(cfg, seed, fraction=fraction)
-            print(train_one(run_cfg, seed, out, partial_dir(out, seed_dir(cfg, seed).parent),
-                            check_val_every_n_epoch=every))
+            summary = train_one(run_cfg, seed, out, partial_dir(out, seed_dir(cfg, seed).parent),
+                                check_val_every_n_epoch=every)
+            if summary is not None:  # the other processes of a data-parallel run print nothing
+                print(summary)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+if __name__ == "__main__":  # also what Lightning's ddp launcher runs for every extra process
+    run_stage("train", main, sys.argv[1:])

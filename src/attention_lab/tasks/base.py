@@ -1,5 +1,6 @@
 """What every task's LightningModule shares: the model from conf/model, Adam with warm-up and cosine decay, exact
-resume (RNG state in the checkpoint) and the training clock (seconds and tokens of the training epochs only)."""
+resume (RNG state in the checkpoint, one per process under data parallelism) and the training clock (seconds and
+tokens of the training epochs only, tokens summed over processes)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class TaskModule(pl.LightningModule):
         self.save_hyperparameters(logger=False)  # the stage logs the flattened config once per run
         self.cfg = OmegaConf.create(cfg)
         self.model = self.build_model(vocab_size, **model_kwargs)
-        self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None
+        self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None  # tokens_seen: this process's, since fit began
+        self.tokens_before = 0  # every process's tokens before a resumed run's checkpoint
 
     def build_model(self, vocab_size: int, **model_kwargs) -> torch.nn.Module:
         """The family's model from conf/model/<family>.yaml."""
@@ -58,13 +60,28 @@ class TaskModule(pl.LightningModule):
         sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
-    # Exact resume: the global RNG (dropout) is saved with the checkpoint and restored on load.
+    def total_tokens(self) -> int:
+        """Tokens trained on by every process since the run began. A collective under data parallelism: every process
+        calls it (Lightning saves checkpoints on every process, writing on rank 0 only)."""
+        strategy = self.trainer.strategy  # its root device, not self.device: after fit the module is back on the CPU
+        mine = torch.tensor(float(self.tokens_seen), dtype=torch.float64, device=strategy.root_device)
+        return self.tokens_before + int(strategy.reduce(mine, reduce_op="sum").item())
+
+    # Exact resume: the global RNG (dropout) is saved with the checkpoint and restored on load; under data
+    # parallelism every process's state (each drew its own masks), restored to the process of the same rank.
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["torch_rng_state"] = torch.get_rng_state()
-        checkpoint["tokens_seen"], checkpoint["train_seconds"] = self.tokens_seen, self.train_seconds
+        if self.trainer.world_size > 1:
+            states = self.trainer.strategy.all_gather(torch.get_rng_state().to(self.trainer.strategy.root_device))
+            checkpoint["torch_rng_states"] = [state.cpu().clone() for state in states]  # own storage, see below
+        checkpoint["tokens_seen"], checkpoint["train_seconds"] = self.total_tokens(), self.train_seconds
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if "torch_rng_state" in checkpoint:
+        states = checkpoint.get("torch_rng_states")
+        if states is not None and self._trainer is not None and len(states) == self.trainer.world_size:
+            # a copy: torch.set_rng_state reads a view at a storage offset from its storage's start (a segfault)
+            torch.set_rng_state(states[self.trainer.global_rank].clone())
+        elif "torch_rng_state" in checkpoint:
             torch.set_rng_state(checkpoint["torch_rng_state"])
-        self.tokens_seen = checkpoint.get("tokens_seen", 0)
+        self.tokens_before, self.tokens_seen = checkpoint.get("tokens_seen", 0), 0
         self.train_seconds = checkpoint.get("train_seconds", 0.0)

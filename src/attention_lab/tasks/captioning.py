@@ -33,8 +33,8 @@ class CaptioningModule(TaskModule):
         loss, _, penalty = self.loss(batch)
         self.check_finite(loss)
         self.tokens_seen += int((batch["tgt_out"] != PAD).sum())
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["images"]))
-        self.log("train/penalty", penalty, batch_size=len(batch["images"]))
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch["images"]), sync_dist=True)
+        self.log("train/penalty", penalty, batch_size=len(batch["images"]), sync_dist=True)
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
@@ -44,5 +44,5 @@ class CaptioningModule(TaskModule):
         hyps = caption_batch(self.model, batch["images"], max_len=batch["tgt_out"].shape[1] + 2)
         gold = [[int(t) for t in row if t not in (PAD, EOS)] for row in batch["tgt_out"]]
         exact = torch.tensor([float(h.tokens == g) for h, g in zip(hyps, gold)]).mean()
-        self.log("val/loss", ce, prog_bar=True, batch_size=len(batch["images"]))
-        self.log("val/accuracy", exact, prog_bar=True, batch_size=len(batch["images"]))
+        self.log("val/loss", ce, prog_bar=True, batch_size=len(batch["images"]), sync_dist=True)
+        self.log("val/accuracy", exact, prog_bar=True, batch_size=len(batch["images"]), sync_dist=True)

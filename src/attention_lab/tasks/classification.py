@@ -31,13 +31,13 @@ class ClassificationModule(TaskModule):
         loss, out = self.loss(batch)
         self.check_finite(loss)
         self.tokens_seen += int(batch["token_mask"].sum())
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch["label"].shape[0])
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["label"].shape[0], sync_dist=True)
         if "penalty" in out:
-            self.log("train/penalty", out["penalty"].mean(), batch_size=batch["label"].shape[0])
+            self.log("train/penalty", out["penalty"].mean(), batch_size=batch["label"].shape[0], sync_dist=True)
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, out = self.loss(batch)
         self.val_accuracy.update(out["logits"].argmax(-1), batch["label"])
-        self.log("val/loss", loss, prog_bar=True, batch_size=batch["label"].shape[0])
+        self.log("val/loss", loss, prog_bar=True, batch_size=batch["label"].shape[0], sync_dist=True)
         self.log("val/accuracy", self.val_accuracy, prog_bar=True, batch_size=batch["label"].shape[0])

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from attention_lab.data.batching import BucketBatchSampler
+from attention_lab.data.batching import BucketBatchSampler, data_parallel
 from attention_lab.data.document_batches import load_documents, train_labels
 from attention_lab.data.pretraining import IGNORE, collate_pairs, make_pairs, mask_tokens
 from attention_lab.models.bert import BertConfig, BertPretraining
@@ -43,14 +43,15 @@ class PretrainingModule(TaskModule):
         n = batch["ids"].shape[0]
         self.log_dict({f"{stage}/mlm_loss": mlm_loss,
                        f"{stage}/mlm_accuracy": (mlm_logits.argmax(-1) == labels)[masked].float().mean(),
-                       f"{stage}/perplexity": torch.exp(mlm_loss.detach())}, batch_size=n, prog_bar=stage == "val")
+                       f"{stage}/perplexity": torch.exp(mlm_loss.detach())}, batch_size=n, prog_bar=stage == "val",
+                      sync_dist=True)
         loss = mlm_loss
         if t.objective != "none":
             pair_loss = F.cross_entropy(pair_logits, batch["pair_label"])
             loss = loss + pair_loss
             self.log(f"{stage}/pair_accuracy", (pair_logits.argmax(-1) == batch["pair_label"]).float().mean(),
-                     batch_size=n)
-        self.log(f"{stage}/loss", loss, batch_size=n, prog_bar=True)
+                     batch_size=n, sync_dist=True)
+        self.log(f"{stage}/loss", loss, batch_size=n, prog_bar=True, sync_dist=True)
         return loss
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
@@ -83,7 +84,8 @@ class PairDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, seed: int, shuffle: bool) -> DataLoader:
         pairs = make_pairs(self.docs[split], self.objective, self.max_tokens, seed)
-        sampler = BucketBatchSampler([len(p["a"]) + len(p["b"]) for p in pairs], self.batch_size, shuffle, seed)
+        sampler = BucketBatchSampler([len(p["a"]) + len(p["b"]) for p in pairs], self.batch_size, shuffle, seed,
+                                     *data_parallel(self.trainer))
         s = self.special_ids
         return DataLoader(pairs, batch_sampler=sampler, num_workers=0,
                           collate_fn=lambda rows: collate_pairs(rows, s["cls"], s["sep"], s["pad"]))

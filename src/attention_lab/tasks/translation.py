@@ -48,8 +48,9 @@ class TranslationModule(TaskModule):
         loss, n_tokens = self.loss(batch, self.teacher_forcing)
         self.check_finite(loss)
         self.tokens_seen += n_tokens
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0])
-        self.log("train/teacher_forcing", self.teacher_forcing, on_step=False, on_epoch=True, batch_size=1)
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0], sync_dist=True)
+        self.log("train/teacher_forcing", self.teacher_forcing, on_step=False, on_epoch=True, batch_size=1,
+                 sync_dist=True)
         return loss
 
     def on_train_epoch_start(self) -> None:
@@ -58,7 +59,7 @@ class TranslationModule(TaskModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, _ = self.loss(batch)
-        self.log("val/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0])
+        self.log("val/loss", loss, prog_bar=True, batch_size=batch["src"].shape[0], sync_dist=True)
 
     def on_validation_epoch_end(self) -> None:
         if not self.val_refs or self.detokenize is None or self.trainer.sanity_checking:
@@ -71,4 +72,6 @@ class TranslationModule(TaskModule):
         hyps = translate_batch(self.model, src_ids, beam=1, len_penalty=0.0,
                                max_len_ratio=self.cfg.evaluate.max_len_ratio)
         texts = self.detokenize([h.tokens for h in hyps])
-        self.log("val/bleu", BLEU().corpus_score(texts, [[r for _, r in self.val_refs]]).score, prog_bar=True)
+        # every process decodes the same sentences with the same weights: the same score, averaged to itself
+        self.log("val/bleu", BLEU().corpus_score(texts, [[r for _, r in self.val_refs]]).score, prog_bar=True,
+                 sync_dist=True)
