@@ -333,8 +333,6 @@ def test_search_space_bounds_outside_the_keys_range_are_refused(project):
         load_space(project / "conf" / "tune" / "bahdanau.yaml", stage_config(["family=bahdanau"], tuned=False))
 
 
-@pytest.mark.xfail(strict=True, reason="stages/train.py (edited elsewhere) still calls main() bare: its __main__ "
-                                       "should be run_stage('train', main, sys.argv[1:])")
 def test_the_train_stage_prints_one_line_not_a_traceback(project):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(project / "src")}
     proc = subprocess.run([sys.executable, "-m", "attention_lab.stages.train", "family=bahdanau", "model.dropout=2"],

@@ -6,6 +6,7 @@ import shutil
 import lightning.pytorch as pl
 import mlflow
 import pytest
+import torch
 
 from attention_lab.io import read_json
 from attention_lab.stages import prepare, tokenize, train
@@ -159,3 +160,22 @@ def test_unreachable_tracking_server_fails_before_training_and_writes_nothing(pr
         train.main(["family=bahdanau", *SMALL, "train.max_epochs=1"])
     assert time.monotonic() - start < 30
     assert not (prepared / "models").exists()
+
+
+class FirstBatches(pl.Callback):
+    """Records each training epoch's first batch."""
+
+    def __init__(self):
+        self.first = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if batch_idx == 0:
+            self.first.append(batch["src"].clone())
+
+
+def test_every_epoch_reshuffles_the_batches(prepared):
+    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2"])
+    out = seed_dir(cfg, 0)
+    seen = FirstBatches()
+    train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(seen,))
+    assert len(seen.first) == 2 and not torch.equal(seen.first[0], seen.first[1])

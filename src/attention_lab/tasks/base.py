@@ -40,6 +40,11 @@ class TaskModule(pl.LightningModule):
                                      f"step {self.global_step}; lower train.lr or raise train.clip")
 
     def on_train_epoch_start(self) -> None:
+        # Lightning calls set_epoch on a loader's sampler, not on its batch sampler (our BucketBatchSampler): without
+        # this every epoch would see the same batches in the same order. Before the epoch's iterator is made.
+        batches = getattr(self.trainer.train_dataloader, "batch_sampler", None)
+        if callable(getattr(batches, "set_epoch", None)):
+            batches.set_epoch(self.current_epoch)
         self._t0 = time.perf_counter()
 
     def on_train_epoch_end(self) -> None:
