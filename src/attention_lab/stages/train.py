@@ -182,7 +182,8 @@ def main(argv: list[str]) -> None:
         for seed in cfg.seeds:
             run_cfg = cfg.copy()
             OmegaConf.set_struct(run_cfg, False)
-            run_cfg.train.label_fraction = fraction
+            if "label_fractions" in cfg.train:  # tasks with labels to hold back (classify)
+                run_cfg.train.label_fraction = fraction
             # a fraction f of the labels: 1/f times the epochs, validated every 1/f epochs, so the schedule (steps,
             # validations, early-stopping patience) is the same as on all labels
             every = max(1, round(1 / fraction))
