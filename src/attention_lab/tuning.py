@@ -173,7 +173,7 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path):
         share = cfg.tune.epochs * cfg.tune.train_batches / cfg.train.max_epochs  # a miniature of the full schedule
         run_cfg.train.warmup_steps = max(1, round(cfg.train.warmup_steps * share))
         run_cfg.train.label_fraction = 1.0  # classify: tuning sees every label
-        out, partial = workdir / f"trial{trial.number}", workdir / f".partial-trial{trial.number}"
+        out, partial = trial_dirs(workdir, trial.number)
         name = f"{cfg.family}-trial{trial.number}"
         tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}
         try:
@@ -196,6 +196,25 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path):
         return min(reported) if cfg.tune.direction == "minimize" else max(reported)
 
     return run
+
+
+def trial_dirs(workdir: Path, number: int) -> tuple[Path, Path]:
+    """Where trial `number` lands (out) and trains (its partial run); both are removed when it ends."""
+    return workdir / f"trial{number}", workdir / f".partial-trial{number}"
+
+
+def discard_dead_trials(cfg: DictConfig, numbers: list[int], workdir: Path) -> None:
+    """What a killed worker's trials left behind: their MLflow runs are marked KILLED, their folders removed."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
+    for number in numbers:
+        for folder in trial_dirs(workdir, number):
+            if (folder / "run.json").is_file():
+                run_id = read_json(folder / "run.json")["run_id"]
+                client.set_tag(run_id, "optuna.state", "FAIL")
+                client.set_terminated(run_id, "KILLED")
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def mark_pruned(cfg: DictConfig, run_id: str) -> None:
@@ -254,13 +273,14 @@ def tune(cfg: DictConfig) -> dict:
     space = load_space(space_path(cfg), cfg)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = open_study(cfg, space)
+    workdir = Path(cfg.root) / TUNED_DIR / ".trials" / str(cfg.family)
     if dead := fail_dead_trials(study):
         print(f"tune@{cfg.family}: trials {dead} were left running by a killed worker; marked failed")
+        discard_dead_trials(cfg, dead, workdir)
     parent = study_run(cfg, study)
     counted = len(study.get_trials(deepcopy=False, states=COUNTED))
     if counted < cfg.tune.trials:
         print(f"tune@{cfg.family}: study {study.study_name}, {counted} of {cfg.tune.trials} trials done or running")
-        workdir = Path(cfg.root) / TUNED_DIR / ".trials" / str(cfg.family)
         study.optimize(objective(cfg, space, parent, workdir), n_trials=cfg.tune.trials - counted,
                        callbacks=[optuna.study.MaxTrialsCallback(cfg.tune.trials, states=COUNTED)],
                        gc_after_trial=True)

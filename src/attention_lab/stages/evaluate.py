@@ -174,6 +174,8 @@ def main(argv: list[str]) -> None:
         pictures.mkdir()
         per_seed, outputs = TASKS[cfg.task.name](cfg, pictures, main_fraction)
         summary = {"family": cfg.family, **summarize(cfg, per_seed, main_fraction)}
+        if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
+            summary["pretrain"] = read_json(pretrained_dir(cfg) / "pretrain.json")
         log_runs(cfg, per_seed, main_fraction, pictures)
         for fraction in fractions:
             if fraction != main_fraction:
@@ -184,8 +186,6 @@ def main(argv: list[str]) -> None:
             print(f"{cfg.family} ({name}): " + ", ".join(
                 f"{k}={v:.3f}" for k, v in result.items()
                 if k.startswith("test/") and "_len_" not in k and isinstance(v, float)))
-    if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
-        summary["pretrain"] = read_json(pretrained_dir(cfg) / "pretrain.json")
     write_json(predictions_path(cfg), outputs)
     write_json(root / cfg.paths.metrics / cfg.task.name / f"{cfg.family}.json", summary)
 

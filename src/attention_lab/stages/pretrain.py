@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
+from attention_lab.checkpoints import read_checkpoint
 from attention_lab.config import ConfigError
 from attention_lab.io import atomic_path, read_json, read_jsonl, write_json
 from attention_lab.models.bert import BertConfig, BertPretraining
@@ -65,19 +66,24 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
                                    special_ids=dm.special_ids)
         return module, dm
 
-    summary = train_one(run_cfg, cfg.seeds[0], out, partial, build=build, stage="pretrain",
+    trained = out.parent / f".trained-{out.name}"  # the finished run waits beside the output, never in it
+    summary = train_one(run_cfg, cfg.seeds[0], trained, partial, build=build, stage="pretrain",
                         reload_dataloaders_every_n_epochs=1)
     if summary is None:
         return None
-    state = torch.load(out / "best.ckpt", map_location="cpu", weights_only=True)["state_dict"]
-    sizes = {k: v for k, v in cfg.model.items() if k in BertConfig.__dataclass_fields__}
-    config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
-    model = BertPretraining(config)
-    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
-    for name in ("best.ckpt", "last.ckpt"):  # the encoder is all a family needs; optimizer state is dropped
-        (out / name).unlink(missing_ok=True)
-    about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, **summary}
-    save_encoder(out, model.bert, config, tok, about)
+    try:
+        state = read_checkpoint(trained / "best.ckpt")["state_dict"]
+        sizes = {k: v for k, v in cfg.model.items() if k in BertConfig.__dataclass_fields__}
+        config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
+        model = BertPretraining(config)
+        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+        about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, **summary}
+        with atomic_path(out) as tmp:  # the encoder appears whole, or the previous one stays
+            # the run's run.json, config.yaml, train.json; the encoder is all a family needs: checkpoints are dropped
+            shutil.copytree(trained, tmp, ignore=shutil.ignore_patterns("*.ckpt"))
+            save_encoder(tmp, model.bert, config, tok, about)
+    finally:
+        shutil.rmtree(trained, ignore_errors=True)
     return about
 
 
@@ -115,8 +121,6 @@ def main(argv: list[str]) -> dict:
     if source not in SOURCES:
         raise ConfigError(f"pretrain.source of {cfg.family}: expected one of {', '.join(SOURCES)}, got {source!r}")
     out = pretrained_dir(cfg)
-    if source == "minilm" and out.exists():
-        shutil.rmtree(out)
     about = (from_mlm if source == "mlm" else from_minilm)(cfg, out)
     if about is None:  # not the rank-0 process of a data-parallel run
         return {}

@@ -44,10 +44,11 @@ def main(argv: list[str]) -> None:
     root = Path(cfg.root)
     tok, stats = TASKS[cfg.task.name](cfg, read_jsonl(root / cfg.paths.prepared / "train.jsonl"))
     out = root / cfg.paths.tokenized
-    with atomic_path(out / "tokenizer.json") as tmp:
-        tok.save(str(tmp))
     stats = {"vocab_size": tok.get_vocab_size(), **stats}
-    write_json(out / "stats.json", stats)
+    with atomic_path(out) as tmp:  # tokenizer.json and stats.json appear together, or the old ones stay
+        tmp.mkdir()
+        tok.save(str(tmp / "tokenizer.json"))
+        write_json(tmp / "stats.json", stats)
     print(f"tokenize@{cfg.task.name}: {stats}")
 
 
