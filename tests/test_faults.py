@@ -358,9 +358,6 @@ def test_resume_never_unpickles_a_hostile_last_ckpt(crashed_run, capsys):
     assert not (crashed_run.parent / "pwned").exists()
 
 
-@pytest.mark.xfail(strict=True, raises=(RuntimeError, pytest.fail.Exception),  # torch's unnamed error; no error at all
-                   reason="stages/train.py must check last.ckpt with checkpoints.read_checkpoint before it resumes "
-                          "(Lightning's own load names no file and misses flipped bytes): pending its owner")
 def test_resuming_from_a_damaged_last_ckpt_names_the_file(crashed_run, capsys):
     """A truncated last.ckpt (a copy cut short) or one with a flipped byte (which would silently resume from damaged
     weights) stops the train stage with a CheckpointError naming that file."""

@@ -25,7 +25,7 @@ from attention_lab.checkpoints import read_checkpoint
 from attention_lab.config import ConfigError
 from attention_lab.io import atomic_path, read_json, read_jsonl, write_json
 from attention_lab.models.bert import BertConfig, BertPretraining
-from attention_lab.stages.common import partial_dir, pretrained_dir, stage_config
+from attention_lab.stages.common import partial_dir, pretrained_dir, run_stage, stage_config
 from attention_lab.tokenization import bert_special_ids, train_wordpiece
 
 SOURCES = ("mlm", "minilm")
@@ -129,4 +129,4 @@ def main(argv: list[str]) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_stage("pretrain", main, sys.argv[1:])

@@ -24,7 +24,7 @@ from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProg
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import tracking
-from attention_lab.checkpoints import count_parameters
+from attention_lab.checkpoints import CheckpointError, count_parameters, read_checkpoint
 from attention_lab.config import ConfigError
 from attention_lab.io import read_json, write_json, write_text
 from attention_lab.stages.common import (
@@ -147,6 +147,11 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
             write_text(config_file, config_text)
             logger.experiment.log_artifact(logger.run_id, str(partial / "config.yaml"))
     resume = resume and same
+    if resume:  # Lightning's own load names no file and reads flipped bytes without complaint
+        try:
+            read_checkpoint(partial / "last.ckpt")
+        except CheckpointError as err:
+            raise CheckpointError(f"{err}; or delete {partial} to train this run from the start") from err
 
     trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
     if not ckpt.best_model_path:  # stopped by the time budget before any validation (the same on every process)
