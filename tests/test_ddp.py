@@ -47,7 +47,6 @@ CRASH = textwrap.dedent('''
     import sys
 
     import lightning.pytorch as pl
-    from omegaconf import OmegaConf
 
     from attention_lab.stages import train
     from attention_lab.stages.common import partial_dir, seed_dir, stage_config
@@ -60,9 +59,7 @@ CRASH = textwrap.dedent('''
 
 
     if __name__ == "__main__":  # Lightning re-runs this file for rank 1
-        cfg = stage_config(sys.argv[1:])
-        OmegaConf.set_struct(cfg, False)
-        cfg.train.label_fraction = 1.0  # as train.main sets it, so the resumed run's config.yaml is the same
+        cfg = stage_config(sys.argv[1:])  # translate: the config train.main trains, so the resumed run's is the same
         out = seed_dir(cfg, 0)
         train.train_one(cfg, 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
 ''')
