@@ -118,21 +118,31 @@ def test_trials_of_a_killed_worker_are_failed_and_leave_the_budget(project):
     assert study.study_name == study_name(cfg, space)
 
 
-def test_two_workers_share_one_study_and_run_every_trial_once(prepared):
-    """Two tune processes at once on the journal file: 4 trials in all, each number once, one MLflow run each."""
+@pytest.mark.parametrize("workers, rdb", [(2, False), (3, True)], ids=["journal", "rdb"])
+def test_workers_share_one_study_and_run_every_trial_once(prepared, workers, rdb):
+    """Tune processes at once on the journal file, or on one database (tune.storage, as a cluster's PostgreSQL):
+    4 trials in all, each number once, one MLflow run each, one parent run."""
+    storage = [f"tune.storage=sqlite:///{prepared / 'optuna.db'}"] if rdb else []
+    if rdb:
+        optuna.storages.RDBStorage(storage[0].split("=", 1)[1])  # the database exists (its tables), as on a cluster
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "attention_lab.stages.tune", "family=bahdanau", *SMALL, "tune.trials=4"]
-    workers = [subprocess.Popen(cmd, cwd=prepared, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True) for _ in range(2)]
-    logs = [w.communicate(timeout=600)[0] for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], "\n\n".join(log[-3000:] for log in logs)
-    cfg = stage_config(["family=bahdanau", *SMALL, "tune.trials=4"], tuned=False)
+    cmd = [sys.executable, "-m", "attention_lab.stages.tune", "family=bahdanau", *SMALL, "tune.trials=4", *storage]
+    procs = [subprocess.Popen(cmd, cwd=prepared, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(workers)]
+    logs = [w.communicate(timeout=600)[0] for w in procs]
+    assert [w.returncode for w in procs] == [0] * workers, "\n\n".join(log[-3000:] for log in logs)
+    cfg = stage_config(["family=bahdanau", *SMALL, "tune.trials=4", *storage], tuned=False)
     study = open_study(cfg, load_space(prepared / "conf" / "tune" / "bahdanau.yaml", cfg))
     trials = study.get_trials()
     assert sorted(t.number for t in trials) == [0, 1, 2, 3]
     assert all(t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED) for t in trials)
-    assert len({t.user_attrs["worker"] for t in trials}) == 2, "both workers ran trials"
+    assert len({t.user_attrs["worker"] for t in trials}) >= 2, "the workers shared the trials"
+    assert (prepared / "tuned" / "bahdanau.journal").exists() != rdb
     mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["translate"], output_format="list", filter_string="tags.stage = 'tune'")
     assert sorted(int(r.data.tags["trial"]) for r in runs) == [0, 1, 2, 3]
+    [parent] = mlflow.search_runs(experiment_names=["translate"], output_format="list",
+                                  filter_string="tags.kind = 'tune'")
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parent.info.run_id}
+    assert parent.info.status == "FINISHED" and parent.data.metrics["trials"] == 4
     assert OmegaConf.to_container(OmegaConf.load(prepared / "tuned" / "bahdanau.yaml"))["study"]["trials"] == 4

@@ -34,6 +34,13 @@ def check_server(uri: str, timeout: float = 5.0) -> None:
                             "or unset MLFLOW_TRACKING_URI to log to sqlite:///<repo>/mlflow.db; nothing was run") from err
 
 
+def store_lock(uri: str):
+    """A file lock for processes of this machine writing the same rows of a local sqlite store (two inserts of one
+    tag, or of the tables, race there); nothing for a server (its clients are on other machines too)."""
+    local = uri.startswith("sqlite:///")
+    return FileLock(uri.removeprefix("sqlite:///") + ".lock") if local else contextlib.nullcontext()
+
+
 def experiment_id(cfg: DictConfig) -> str:
     """The task's experiment, created on first use with artifacts under <repo>/mlartifacts for a local store; a
     TrackingError first if the tracking server does not answer."""
@@ -43,8 +50,7 @@ def experiment_id(cfg: DictConfig) -> str:
     check_server(uri)
     mlflow.set_tracking_uri(uri)
     local = uri.startswith("sqlite:///")
-    # processes starting at once (tuning workers) must not both create the database's tables or the experiment
-    with FileLock(uri.removeprefix("sqlite:///") + ".lock") if local else contextlib.nullcontext():
+    with store_lock(uri):  # processes starting at once (tuning workers) must not both create tables or experiment
         exp = mlflow.get_experiment_by_name(cfg.task.name)
         if exp is not None:
             return exp.experiment_id

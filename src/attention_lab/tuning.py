@@ -4,18 +4,17 @@ one study per family in a journal file (or an RDB URL shared by many workers), t
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
 import shutil
 import socket
+import time
 from pathlib import Path
 
 import lightning.pytorch as pl
 import optuna
-from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import tracking
@@ -108,13 +107,19 @@ def storage(cfg: DictConfig):
 
 
 def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
-    """The family's study (created or resumed), with the task's seeded TPE sampler and median pruner."""
+    """The family's study (created or resumed), with the task's seeded TPE sampler and median pruner; the worker that
+    creates it is recorded (user attribute `creator`): it alone creates the study's MLflow run (study_run)."""
     t = cfg.tune
     sampler = optuna.samplers.TPESampler(seed=t.seed, n_startup_trials=t.startup_trials)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=t.startup_trials)
     direction = "minimize" if t.direction == "minimize" else "maximize"
-    return optuna.create_study(study_name=study_name(cfg, space), storage=storage(cfg), sampler=sampler,
-                               pruner=pruner, direction=direction, load_if_exists=True)
+    opened = {"study_name": study_name(cfg, space), "storage": storage(cfg), "sampler": sampler, "pruner": pruner}
+    try:  # the storage's unique study name decides which of several workers starting at once creates it
+        study = optuna.create_study(**opened, direction=direction)
+    except optuna.exceptions.DuplicatedStudyError:
+        return optuna.load_study(**opened)
+    study.set_user_attr("creator", worker_id())
+    return study
 
 
 def worker_id() -> str:
@@ -225,25 +230,22 @@ def mark_pruned(cfg: DictConfig, run_id: str) -> None:
     client.set_terminated(run_id, "KILLED")
 
 
-def parent_lock(cfg: DictConfig):
-    """Serialises local workers' writes to the study's parent run (sqlite inserts of one tag race otherwise)."""
-    local = Path(cfg.root) / TUNED_DIR / f"{cfg.family}.journal.mlflow-lock"
-    return FileLock(local) if not cfg.tune.storage else contextlib.nullcontext()
-
-
-def study_run(cfg: DictConfig, study: optuna.Study) -> str:
-    """The study's MLflow parent run (created by its first worker; its id kept in the study's user attributes)."""
+def study_run(cfg: DictConfig, study: optuna.Study, wait_s: float = 120.0) -> str:
+    """The study's MLflow parent run: created by the worker that created the study, its id kept in the study's user
+    attributes, which the other workers (on any machine) wait for; after wait_s (its creator died) any worker makes it."""
     import mlflow
 
     experiment = tracking.experiment_id(cfg)
-    with parent_lock(cfg):  # one parent for local workers
-        run_id = study.user_attrs.get("mlflow_run_id")
-        if run_id is None:
+    deadline = time.monotonic() + wait_s
+    while (run_id := study.user_attrs.get("mlflow_run_id")) is None:
+        if study.user_attrs.get("creator") == worker_id() or time.monotonic() > deadline:
             tags = {"kind": "tune", "task": cfg.task.name, "family": str(cfg.family), "study": study.study_name,
                     "git_commit": tracking.git_commit(cfg.root)}
             client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
             run_id = client.create_run(experiment, run_name=f"tune-{cfg.family}", tags=tags).info.run_id
             study.set_user_attr("mlflow_run_id", run_id)
+            break
+        time.sleep(0.5)
     return run_id
 
 
@@ -286,7 +288,7 @@ def tune(cfg: DictConfig) -> dict:
                        gc_after_trial=True)
     result = summary(cfg, study)
     client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
-    with parent_lock(cfg):  # every worker finishing the study writes the same figures
+    with tracking.store_lock(tracking.tracking_uri(cfg)):  # every worker finishing the study writes the same figures
         for key, value in result["study"].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 client.log_metric(parent, key, value)
