@@ -35,6 +35,37 @@ INPUTS = {
 }
 
 
+def canvases(meta: dict, n: int = 4) -> list[bytes]:
+    """PNG bytes of n built-in digit canvases (2 to 4 real handwritten scans) of the caption model's size."""
+    import io
+
+    from PIL import Image
+
+    from attention_lab.data.digits import compose, scans
+
+    height, width, rng = meta["height"], meta["width"], np.random.default_rng(0)
+    scale = height / 32  # conf/data/caption sizes are for 32-pixel canvases
+    pool = np.arange(len(scans()[0]))
+    out = []
+    for k in range(n):
+        image, _, _ = compose(rng, pool, 2 + k % 3, height, width, (round(12 * scale), round(18 * scale)), 2,
+                              round(16 * scale), 0.1)
+        buffer = io.BytesIO()
+        Image.fromarray(np.round(image * 255).astype(np.uint8)).save(buffer, format="PNG")
+        out.append(buffer.getvalue())
+    return out
+
+
+def multipart(fields: dict[str, str], png: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body (the fields and `image`) and its Content-Type."""
+    boundary = "attention-lab-load-test"
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode()
+             for k, v in fields.items()]
+    parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="canvas.png"\r\n'
+                 "Content-Type: image/png\r\n\r\n".encode() + png + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,18 +95,23 @@ def get(port: int, path: str):
     return json.loads(conn.getresponse().read())
 
 
-def load(port: int, task: str, model: str, n: int, concurrency: int, beam: int) -> dict:
+def load(port: int, task: str, model: str, n: int, concurrency: int, beam: int, models: Path) -> dict:
     """n POST /<task> requests over `concurrency` keep-alive connections -> latencies, errors, wall time."""
     local = threading.local()
-    bodies = [json.dumps({"model": model, "text": t, **({"beam": beam} if task == "translate" else {})}).encode()
-              for t in INPUTS[task]]
+    if task == "caption":  # PNG uploads of the model's canvas size
+        meta = json.loads((models / model / "onnx" / "meta.json").read_text(encoding="utf-8"))
+        bodies = [multipart({"model": model, "beam": str(beam)}, png) for png in canvases(meta)]
+    else:
+        bodies = [(json.dumps({"model": model, "text": t, **({"beam": beam} if task == "translate" else {})}).encode(),
+                   "application/json") for t in INPUTS[task]]
 
     def one(i: int) -> tuple[float, float | None, str | None]:
         if not hasattr(local, "conn"):
             local.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         start = time.perf_counter()
         try:
-            local.conn.request("POST", f"/{task}", bodies[i % len(bodies)], {"Content-Type": "application/json"})
+            body, content_type = bodies[i % len(bodies)]
+            local.conn.request("POST", f"/{task}", body, {"Content-Type": content_type})
             response = local.conn.getresponse()
             data = response.read()
         except (OSError, http.client.HTTPException) as err:
@@ -109,7 +145,8 @@ def render(rows: list[dict], args: argparse.Namespace, models_desc: str) -> str:
              f"task, {args.concurrency} concurrent keep-alive connections, after a warm-up of "
              f"{2 * args.concurrency}. Client and server share the machine: {os.cpu_count()} CPU cores "
              f"({platform.processor() or platform.machine()}), Python {platform.python_version()}."), "",
-             f"Models: {models_desc}. Translation decodes with beam {args.beam}.", "",
+             (f"Models: {models_desc}. Translation and captioning decode with beam {args.beam}; captioning uploads PNG "
+              "canvases of 2 to 4 built-in handwritten digits at the model's canvas size."), "",
              ("| task | model | requests | concurrent | errors | p50 ms | p90 ms | p99 ms | max ms | server p50 ms "
              "| throughput req/s |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -132,6 +169,7 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="serve tiny random-weight exports (made with torch)")
     parser.add_argument("--translate-model", default=None, help="default: the first translate model listed")
     parser.add_argument("--classify-model", default=None, help="default: the first classify model listed")
+    parser.add_argument("--caption-model", default=None, help="default: the first caption model listed")
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--beam", type=int, default=1, help="translation beam (1 = greedy)")
@@ -149,15 +187,15 @@ def main() -> int:
     proc = start_server(args.models.resolve(), port)
     try:
         listed = get(port, "/models")
-        chosen = {"translate": args.translate_model, "classify": args.classify_model}
+        chosen = {"translate": args.translate_model, "classify": args.classify_model, "caption": args.caption_model}
         rows = []
-        for task in ("translate", "classify"):
+        for task in ("translate", "classify", "caption"):
             names = [m["name"] for m in listed if m["task"] == task]
             model = chosen[task] or (names[0] if names else None)
             if model is None:
                 print(f"no {task} model served: skipped", file=sys.stderr)
                 continue
-            rows.append(load(port, task, model, args.requests, args.concurrency, args.beam))
+            rows.append(load(port, task, model, args.requests, args.concurrency, args.beam, args.models))
             print(json.dumps(rows[-1]), file=sys.stderr)
     finally:
         proc.terminate()
