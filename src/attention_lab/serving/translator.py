@@ -28,10 +28,12 @@ class ModelFileError(ValueError):
 
 
 def make_session(path: str | Path, threads: int = 1) -> ort.InferenceSession:
-    """A CPU session; one intra-op thread is fastest for batch-1 decoder steps on this machine (DESIGN)."""
+    """A CPU session with the options benchmarks/speed.py chose by measurement (reports/benchmarks.md, section 1):
+    one intra-op thread and basic graph optimisation had the lowest batch-1 decoding latency on this machine."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     if not Path(path).is_file():
         raise ModelFileError(f"{path}: no such ONNX file (re-run the export stage: dvc repro export_<task>@<family>)")
     try:
