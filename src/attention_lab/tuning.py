@@ -177,7 +177,8 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path):
         run_cfg.train.max_epochs = cfg.tune.epochs
         share = cfg.tune.epochs * cfg.tune.train_batches / cfg.train.max_epochs  # a miniature of the full schedule
         run_cfg.train.warmup_steps = max(1, round(cfg.train.warmup_steps * share))
-        run_cfg.train.label_fraction = 1.0  # classify: tuning sees every label
+        if "label_fractions" in run_cfg.train:  # classify: tuning sees every label
+            run_cfg.train.label_fraction = 1.0
         out, partial = trial_dirs(workdir, trial.number)
         name = f"{cfg.family}-trial{trial.number}"
         tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}

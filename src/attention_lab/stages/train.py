@@ -201,4 +201,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":  # also what Lightning's ddp launcher runs for every extra process
-    run_stage("train", main, sys.argv[1:])
+    run_stage("train", main, sys.argv[1:], CheckpointError)
