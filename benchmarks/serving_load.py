@@ -36,20 +36,24 @@ INPUTS = {
 
 
 def canvases(meta: dict, n: int = 4) -> list[bytes]:
-    """PNG bytes of n built-in digit canvases (2 to 4 real handwritten scans) of the caption model's size."""
+    """PNG bytes of n built-in digit canvases (2 to 4 real handwritten scans) drawn as conf/data/caption draws them,
+    rescaled to the served model's canvas size."""
     import io
 
     from PIL import Image
 
+    from attention_lab.config import load_config
     from attention_lab.data.digits import compose, scans
 
+    data = load_config(root=ROOT, task="caption").data
     height, width, rng = meta["height"], meta["width"], np.random.default_rng(0)
-    scale = height / 32  # conf/data/caption sizes are for 32-pixel canvases
+    scale = height / data.height
+    sizes = tuple(round(s * scale) for s in data.digit_size)
     pool = np.arange(len(scans()[0]))
     out = []
     for k in range(n):
-        image, _, _ = compose(rng, pool, 2 + k % 3, height, width, (round(12 * scale), round(18 * scale)), 2,
-                              round(16 * scale), 0.1)
+        image, _, _ = compose(rng, pool, 2 + k % 3, height, width, sizes, round(data.max_gap * scale),
+                              round(data.max_offset * scale), data.noise)
         buffer = io.BytesIO()
         Image.fromarray(np.round(image * 255).astype(np.uint8)).save(buffer, format="PNG")
         out.append(buffer.getvalue())
