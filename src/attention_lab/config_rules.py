@@ -1,0 +1,167 @@
+"""What every config knob allows (RULES) and the check that load_config runs on the merged config."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass
+
+from omegaconf import DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A config file or field is not what the pipeline expects."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """The numbers a config key allows: [low, high] (either end open or absent), integers only, or null too."""
+
+    low: float | None = None
+    high: float | None = None
+    integer: bool = False
+    open_low: bool = False
+    open_high: bool = False
+    nullable: bool = False
+
+    def allows(self, value) -> bool:
+        if value is None:
+            return self.nullable
+        if isinstance(value, bool) or not isinstance(value, int | float) or (self.integer and not isinstance(value, int)):
+            return False
+        if not math.isfinite(value):
+            return False
+        low_ok = self.low is None or (value > self.low if self.open_low else value >= self.low)
+        return low_ok and (self.high is None or (value < self.high if self.open_high else value <= self.high))
+
+    def __str__(self) -> str:
+        low = "-inf" if self.low is None else f"{self.low:g}" if self.low % 1 else str(int(self.low))
+        high = "inf" if self.high is None else f"{self.high:g}" if self.high % 1 else str(int(self.high))
+        left = "(" if self.open_low or self.low is None else "["
+        right = ")" if self.open_high or self.high is None else "]"
+        kind = "an integer" if self.integer else "a number"
+        return f"{kind} in {left}{low}, {high}{right}" + (" or null" if self.nullable else "")
+
+
+SIZE = Range(1, 65536, integer=True)  # widths, heads, layers, batch sizes: past 2^16 is a typo, not a model for 2 cores
+COUNT = Range(0, None, integer=True)
+POSITIVE = Range(1, None, integer=True)
+SHARE = Range(0, 1, open_high=True)  # dropout, label smoothing, held-out shares: [0, 1)
+# What every numeric or named knob allows, checked by load_config after every layer is merged. A key takes the first
+# pattern it matches (fnmatch, `*` spans dots); list values (train.label_fractions, model.channels) are checked item
+# by item. Keys without a pattern are not checked.
+RULES: dict[str, Range | tuple[str, ...]] = {
+    "*dropout": SHARE,
+    "model.attention": ("dot", "general", "concat", "local_m", "local_p"),  # attention.ATTENTIONS that LuongNMT takes
+    "model.local_score": ("dot", "general", "concat"),  # attention.GLOBAL_SCORES
+    "model.window": Range(0, 65536, integer=True),
+    "model.buckets": Range(1, 10_000_000, integer=True),
+    "model.height": Range(1, 4096, integer=True),
+    "model.width": Range(1, 4096, integer=True),
+    "model.*_dim": SIZE, "model.*hidden*": SIZE, "model.d_model": SIZE, "model.d_ff": SIZE, "model.intermediate": SIZE,
+    "model.heads": SIZE, "model.hops": SIZE, "model.*layers": SIZE, "model.channels": SIZE, "model.max_positions": SIZE,
+    "*.lr": Range(0, None, open_low=True),
+    "*.batch_size": SIZE,
+    "*.max_epochs": Range(1, 100_000, integer=True),
+    "*.max_minutes": Range(0, None, open_low=True),
+    "*.warmup_steps": COUNT,
+    "*.patience": COUNT,
+    "train.weight_decay": Range(0, 1),
+    "train.label_smoothing": SHARE,
+    "train.clip": Range(0, None),  # 0: no clipping
+    "train.penalty": Range(0, None),
+    "train.label_fraction*": Range(0, 1, open_low=True),
+    "train.max_sentences": POSITIVE,
+    "train.max_words": POSITIVE,
+    "train.max_tokens": Range(1, None, integer=True, nullable=True),
+    "train.val_bleu_sentences": COUNT,
+    "train.teacher_forcing.schedule": ("constant", "linear", "inverse_sigmoid"),
+    "train.teacher_forcing.*ratio": Range(0, 1),
+    "train.teacher_forcing.slope": Range(0, None),
+    "train.teacher_forcing.k": Range(0, None, open_low=True),
+    "tune.trials": COUNT,
+    "tune.epochs": POSITIVE,
+    "tune.train_batches": Range(0, 1, open_low=True),
+    "tune.direction": ("minimize", "maximize"),
+    "tune.max_params": Range(1, None, integer=True, nullable=True),
+    "tune.startup_trials": COUNT,
+    "*vocab_size": Range(1, 10_000_000, integer=True),
+    "*min_frequency": COUNT,
+    "pretrain.source": ("mlm", "minilm"),
+    "pretrain.objective": ("sop", "nsp", "none"),
+    "pretrain.mask_rate": Range(0, 1, open_low=True, open_high=True),
+    "pretrain.max_tokens": Range(4, 65536, integer=True),  # [CLS] A [SEP] B [SEP]
+    "evaluate.beam": Range(1, 64, integer=True),
+    "evaluate.len_penalty": Range(0, 5),
+    "evaluate.max_len_ratio": Range(0, 100, open_low=True),
+    "evaluate.max_len": Range(1, 10_000, integer=True),
+    "evaluate.top_k_words": POSITIVE,
+    "evaluate.heatmaps": COUNT, "evaluate.overlays": COUNT, "evaluate.pictures": COUNT,
+    "data.n_train": Range(1, 10_000_000, integer=True),
+    "data.n_valid": Range(1, 10_000_000, integer=True),
+    "data.n_test_per_bucket": Range(1, 10_000_000, integer=True),
+    "data.length_mix.*": Range(0, None),
+    "data.valid_fraction": SHARE, "data.test_fraction": SHARE,
+    "data.max_pairs": Range(1, None, integer=True, nullable=True),
+    "data.max_documents": Range(1, None, integer=True, nullable=True),
+    "data.src_column": COUNT, "data.tgt_column": COUNT,
+    "data.format": ("jsonl", "csv"),
+    "data.height": Range(1, 4096, integer=True), "data.width": Range(1, 4096, integer=True),
+    "data.digit_size": Range(1, 4096, integer=True),
+    "data.noise": Range(0, 1),
+    "data.max_gap": COUNT, "data.max_offset": COUNT,
+    "data.scan_fractions": Range(0, 1),
+    "trainer.accelerator": ("auto", "cpu", "cuda", "gpu", "mps"),
+    "trainer.log_every_n_steps": POSITIVE,
+}
+TASK_RULES: dict[str, dict[str, tuple[str, ...]]] = {"translate": {"tokenize.model": ("bpe", "unigram")}}
+
+
+def _leaves(node, key: str = ""):
+    """(dotted key, value) of every scalar in a container of dicts and lists; list items keep their list's key."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _leaves(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, list):
+        for v in node:
+            yield from _leaves(v, key)
+    else:
+        yield key, node
+
+
+def check_value(key: str, value, task: str | None = None) -> str | None:
+    """Why `value` is not allowed for config key `key` (its rule in RULES), or None when it is (or has no rule)."""
+    rule = TASK_RULES.get(task or "", {}).get(key) or next(
+        (r for pattern, r in RULES.items() if fnmatch.fnmatchcase(key, pattern)), None)
+    if rule is None:
+        return None
+    if isinstance(rule, tuple):
+        return None if value in rule else f"{key} = {value!r}: expected one of {', '.join(rule)}"
+    return None if rule.allows(value) else f"{key} = {value!r}: expected {rule}"
+
+
+def check_config(cfg: DictConfig, where: str) -> None:
+    """Every knob in its range (RULES) and the cross-key constraints; a ConfigError naming key, value and range."""
+    try:
+        values = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as err:  # omegaconf's errors for an interpolation that does not resolve (${data.nope})
+        raise ConfigError(f"{where}: {str(err).splitlines()[0]}") from err
+    problems = [p for key, value in _leaves(values) if (p := check_value(key, value, cfg.task.name))]
+    d, t, m, pre = (values.get(k) or {} for k in ("data", "train", "model", "pretrain"))
+    if not problems:  # the cross-key constraints, once every value has its type
+        if d.get("valid_fraction", 0) + d.get("test_fraction", 0) >= 1:
+            problems.append(f"data.valid_fraction + data.test_fraction = {d['valid_fraction']} + "
+                            f"{d['test_fraction']}: expected a sum below 1 (the rest is training data)")
+        width = next((k for k in ("d_model", "hidden") if k in m), None)
+        if width and "heads" in m and m[width] % m["heads"]:
+            problems.append(f"model.{width} = {m[width]} is not divisible by model.heads = {m['heads']}")
+        if "max_positions" in m:  # BERT: [CLS] document [SEP] must fit its learned positions
+            room = m["max_positions"] - 2
+            if "max_tokens" in t and (t["max_tokens"] is None or t["max_tokens"] > room):
+                problems.append(f"train.max_tokens = {t['max_tokens']!r}: expected an integer in [1, {room}] "
+                                "(model.max_positions - 2: [CLS] and [SEP] take two)")
+            if pre.get("max_tokens", 0) > m["max_positions"]:
+                problems.append(f"pretrain.max_tokens = {pre['max_tokens']}: expected at most model.max_positions "
+                                f"= {m['max_positions']}")
+    if problems:
+        raise ConfigError(f"{where}: " + "; ".join(problems))
