@@ -7,10 +7,8 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.config_rules import (  # ConfigError: every stage imports it from here
-    ConfigError,
-    check_config,
-)
+# stages import ConfigError and check_value from here (tuning.py, a DVC dependency of every tune stage, among them)
+from attention_lab.config_rules import ConfigError, check_config, check_value  # noqa: F401
 
 PARAMS_FILE = "params.yaml"
 CONF_DIR = "conf"

@@ -19,8 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attention_lab import tracking
 from attention_lab.checkpoints import count_parameters
-from attention_lab.config import CONF_DIR, TUNED_DIR, ConfigError
-from attention_lab.config_rules import check_value
+from attention_lab.config import CONF_DIR, TUNED_DIR, ConfigError, check_value
 from attention_lab.io import read_json
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
@@ -56,7 +55,7 @@ def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:
                 raise ConfigError(f"{where}: low and high must be numbers with low < high, got {low!r}, {high!r}")
             if spec.get("log") and low <= 0:
                 raise ConfigError(f"{where}: a log scale needs low > 0, got {low!r}")
-        for value in spec.get("choices") or (spec["low"], spec["high"]):  # the key's own range (config_rules.RULES)
+        for value in spec.get("choices") or (spec["low"], spec["high"]):  # the key's own range (config.RULES)
             if problem := check_value(key, value, cfg.task.name):
                 raise ConfigError(f"{where}: {problem}")
     return space
