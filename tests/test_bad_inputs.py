@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attention_lab.config import ConfigError, load_config
-from attention_lab.config_rules import check_value
+from attention_lab.config import ConfigError, check_value, load_config
 from attention_lab.data.labeled import read_labeled
 from attention_lab.data.readers import DataError, read_parallel_files, read_tsv
 
