@@ -29,7 +29,7 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
         c["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
                      "text_field": "text", "label_field": "label", "title_field": "title"}
         c["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
-        c["family_params"]["bert_minilm"]["train"].update(max_epochs=1, max_tokens=128)
+        c["family_params"]["bert_minilm"]["train"].update(max_epochs=1, max_tokens=64)
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
         profile = params.parent / "conf" / "profile" / "tiny.yaml"
         tiny = yaml.safe_load(profile.read_text())
@@ -67,6 +67,10 @@ def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
         t["families"] = ["seq2seq_lstm", "bahdanau", "luong_local_p"]
         t["data"] = {"source": "tsv", "path": str(corpus), "src_column": 0, "tgt_column": 1}
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
+        profile = params.parent / "conf" / "profile" / "tiny.yaml"
+        tiny = yaml.safe_load(profile.read_text())
+        tiny["translate"]["tune"]["trials"] = 0  # tuning is the tiny pipeline's test
+        profile.write_text(yaml.safe_dump(tiny, sort_keys=False))
 
     dest, _ = repro_project(tmp_path / "project", use_tatoeba)
     stats = json.loads((dest / "data" / "prepared" / "translate" / "stats.json").read_text())
