@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
 # The tiny pipeline runs one family of each kind (every family's model, export and parity have their own tests in
 # test_models, test_classifiers, test_captioner and test_export; luong_local_p runs through the pipeline in
-# test_user_corpora): the same stages, a third of the processes.
+# test_user_corpora): the same stages, fewer processes.
 FAMILIES = ["seq2seq_lstm", "bahdanau", "luong_general", "transformer"]
 NO_ATTENTION = {"seq2seq_lstm"}
 CLASSIFIERS = ["bow", "han", "self_attentive", "transformer_encoder", "bert", "bert_minilm"]
