@@ -15,6 +15,17 @@ from tests.test_pipeline import repro_project
 pytestmark = pytest.mark.slow
 
 
+def edit_tiny_profile(project: Path, task: str, **sections: dict) -> None:
+    """Update sections (tune, train …) of `task` in the copied project's conf/profile/tiny.yaml."""
+    import yaml
+
+    path = project / "conf" / "profile" / "tiny.yaml"
+    profile = yaml.safe_load(path.read_text())
+    for name, values in sections.items():
+        profile[task][name].update(values)
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+
+
 def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
     corpus = shared_data / "bbc_news" / "bbc_news.jsonl"
 
@@ -31,11 +42,8 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
         c["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
         c["family_params"]["bert_minilm"]["train"].update(max_tokens=64)  # stopped by the profile's 3-minute cap below
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
-        profile = params.parent / "conf" / "profile" / "tiny.yaml"
-        tiny = yaml.safe_load(profile.read_text())
-        tiny["classify"]["tune"]["trials"] = 0  # tuning is the tiny pipeline's test: here the families' own settings
-        tiny["classify"]["train"].update(max_epochs=3, max_minutes=3.0)  # one epoch stays near chance level
-        profile.write_text(yaml.safe_dump(tiny, sort_keys=False))
+        # no tuning (the tiny pipeline's test): the families' own settings; one epoch stays near chance level
+        edit_tiny_profile(params.parent, "classify", tune={"trials": 0}, train={"max_epochs": 3, "max_minutes": 3.0})
 
     dest, _ = repro_project(tmp_path / "project", use_bbc)
     stats = json.loads((dest / "data" / "prepared" / "classify" / "stats.json").read_text())
@@ -67,10 +75,7 @@ def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
         t["families"] = ["seq2seq_lstm", "bahdanau", "luong_local_p"]
         t["data"] = {"source": "tsv", "path": str(corpus), "src_column": 0, "tgt_column": 1}
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
-        profile = params.parent / "conf" / "profile" / "tiny.yaml"
-        tiny = yaml.safe_load(profile.read_text())
-        tiny["translate"]["tune"]["trials"] = 0  # tuning is the tiny pipeline's test
-        profile.write_text(yaml.safe_dump(tiny, sort_keys=False))
+        edit_tiny_profile(params.parent, "translate", tune={"trials": 0})  # tuning is the tiny pipeline's test
 
     dest, _ = repro_project(tmp_path / "project", use_tatoeba)
     stats = json.loads((dest / "data" / "prepared" / "translate" / "stats.json").read_text())
