@@ -7,14 +7,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from attention_lab.serving.translator import (
-    DECODER_FILE,
-    ENCODER_FILE,
-    TOKENIZER_FILE,
-    OnnxTranslator,
-    ort_step,
-)
-from attention_lab.tokenization import load_tokenizer
+from attention_lab.core.tokenization import load_tokenizer
+from attention_lab.serving.runtime import DECODER_FILE, ENCODER_FILE, TOKENIZER_FILE
+from attention_lab.translate.serve import OnnxTranslator, ort_step
 from benchmarks.common import ORT_LEVELS, clock, geomean, median, num, table, torch_threads
 
 CONFIGS = [(1, "basic"), (1, "all"), (2, "basic"), (2, "all")]   # (intra-op threads, graph optimisation level)
@@ -40,7 +35,7 @@ def translator(folder: Path, threads: int, level: str) -> OnnxTranslator:
 
 def test_rows(prepared: Path, tok, n: int, seed: int = 0) -> list[dict]:
     """A fixed, seeded sample of n rows of the test split (all when n is larger), in file order, with src_ids."""
-    from attention_lab.data.batching import load_split
+    from attention_lab.translate.data.batches import load_split
 
     rows = load_split(prepared, "test", tok)
     keep = sorted(np.random.default_rng(seed).permutation(len(rows))[:n])
@@ -104,8 +99,8 @@ def sweep(families, data: Path, sizes: dict) -> dict:
 
 def compare(fam, data: Path, threads: int, level: str, sizes: dict) -> dict:
     """One family: torch and onnxruntime greedy on the same sentences and max length; speeds and token agreement."""
-    from attention_lab.checkpoints import count_parameters, load_model
-    from attention_lab.search import translate_batch
+    from attention_lab.core.checkpoints import count_parameters, load_model
+    from attention_lab.translate.search import translate_batch
 
     tr = translator(fam.onnx, threads, level)
     model, _ = load_model(fam.ckpt)
@@ -163,7 +158,7 @@ def render(result: dict, sizes: dict) -> list[str]:
     rows = result["rows"]
     lines += ["### torch vs onnxruntime", "",
               (f"Both sides at {threads} intra-op thread{'s' if threads > 1 else ''} (torch.set_num_threads; the "
-               "onnxruntime sessions as chosen above), greedy search of `attention_lab.decoding` over the model's "
+               "onnxruntime sessions as chosen above), greedy search of `attention_lab.core.decoding` over the model's "
                "`decode_step` (torch: `search.translate_batch`, as evaluation decodes) or the decoder-step graph "
                "(`OnnxTranslator.translate_ids`), the export's max_len_ratio. Batch 1: the median over "
                f"{rows[0]['sentences_b1']} seeded test sentences of each one's time (median of {sizes['repeats']} "

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from attention_lab.serving.translator import META_FILE, TOKENIZER_FILE
+from attention_lab.serving.runtime import META_FILE, TOKENIZER_FILE
 from benchmarks.common import clock, median, num, table
 from benchmarks.ort_vs_torch import batch1, batched, ort_decoder, test_rows, translator
 
@@ -47,8 +47,8 @@ def size_mb(folder: Path) -> float:
 
 def translate_scores(folder: Path, data: Path, threads: int, level: str, sizes: dict) -> dict:
     """Batch-1 greedy latency and greedy BLEU (sacrebleu, metrics.corpus_scores) on a fixed test subset."""
-    from attention_lab.metrics import corpus_scores
-    from attention_lab.tokenization import decode
+    from attention_lab.core.metrics import corpus_scores
+    from attention_lab.core.tokenization import decode
 
     tr = translator(folder, threads, level)
     rows = test_rows(data / "prepared" / "translate", tr.tokenizer, sizes["quality"]["translate"])
@@ -60,9 +60,9 @@ def translate_scores(folder: Path, data: Path, threads: int, level: str, sizes: 
 
 def classify_scores(folder: Path, data: Path, threads: int, sizes: dict) -> dict:
     """Batch-1 latency and accuracy (metrics.classification_scores) on the classify test split."""
-    from attention_lab.data.document_batches import load_documents
-    from attention_lab.metrics import classification_scores
-    from attention_lab.serving.classifier import OnnxClassifier
+    from attention_lab.classify.data.batches import load_documents
+    from attention_lab.classify.serve import OnnxClassifier
+    from attention_lab.core.metrics import classification_scores
 
     clf = OnnxClassifier(folder, threads)
     m = clf.meta
@@ -79,8 +79,8 @@ def classify_scores(folder: Path, data: Path, threads: int, sizes: dict) -> dict
 
 def caption_scores(folder: Path, data: Path, threads: int, sizes: dict) -> dict:
     """Batch-1 greedy latency and exact caption accuracy on the caption test split."""
-    from attention_lab.data.canvas_batches import load_canvases
-    from attention_lab.serving.captioner import OnnxCaptioner
+    from attention_lab.caption.data.batches import load_canvases
+    from attention_lab.caption.serve import OnnxCaptioner
 
     cap = OnnxCaptioner(folder, threads)
     rows, images = load_canvases(data / "prepared" / "caption", "test", cap.tokenizer)

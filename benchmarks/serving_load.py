@@ -42,8 +42,8 @@ def canvases(meta: dict, n: int = 4) -> list[bytes]:
 
     from PIL import Image
 
-    from attention_lab.config import load_config
-    from attention_lab.data.digits import compose, scans
+    from attention_lab.caption.data.digits import compose, scans
+    from attention_lab.core.config import load_config
 
     data = load_config(root=ROOT, task="caption").data
     height, width, rng = meta["height"], meta["width"], np.random.default_rng(0)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from attention_lab.tokenization import PAD
+from attention_lab.core.tokenization import PAD
 from benchmarks.common import ROOT, clock, median, num, spread, table
 
 
@@ -33,8 +33,8 @@ EXTRA_FLOPS = {
 
 def family_config(name: str, task: str, models: Path, data: Path) -> DictConfig:
     """The checkpoint's training config when models/<name> has one, else params.yaml's; paths under data and models."""
-    from attention_lab.checkpoints import load_model
-    from attention_lab.config import load_config
+    from attention_lab.core.checkpoints import load_model
+    from attention_lab.core.config import load_config
 
     ckpt = models / name / "checkpoints" / "seed0" / "best.ckpt"
     cfg = load_model(ckpt)[1] if ckpt.is_file() else load_config(family=name, task=task, root=ROOT)
@@ -179,7 +179,7 @@ def render_transformer(r: dict) -> list[str]:
              f"dropouts (`benchmarks/torch_transformer.py`). {r['threads']} torch thread(s), deterministic algorithms "
              f"{'on' if r['deterministic'] else 'off'} (as the pipeline's Trainer). Median over repeats after warm-up."),
             ""] + table(["model", "parameters", f"ms per step (median of {len(r['ours_all_ms'])})", "range"],
-                        [["ours (`attention_lab.models.transformer`)", f"{r['params_ours']:,}", num(r["ours_ms"], 2),
+                        [["ours (`attention_lab.translate.models.transformer`)", f"{r['params_ours']:,}", num(r["ours_ms"], 2),
                           spread(r["ours_all_ms"])],
                          ["`torch.nn.Transformer`", f"{r['params_torch']:,}", num(r["torch_ms"], 2),
                           spread(r["torch_all_ms"])]]) + [

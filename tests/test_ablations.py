@@ -1,6 +1,6 @@
 """ablations.py: the ablation table from `dvc exp show` rows (the real `dvc exp run` is in test_pipeline.py)."""
 
-from attention_lab.ablations import ablation_rows, render
+from attention_lab.core.ablations import ablation_rows, render
 
 
 def exp_row(typ: str, rev: str, feeding: bool, bleu: float, name: str | None = None, state=None) -> dict:

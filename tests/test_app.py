@@ -98,7 +98,7 @@ def test_translate_defaults_to_the_exported_beam(client):
 
 
 def test_classify_returns_label_and_attention(models_root, client):
-    from attention_lab.serving.classifier import OnnxClassifier
+    from attention_lab.classify.serve import OnnxClassifier
 
     got = client.post("/classify", json={"model": "han", "text": DOCUMENT})
     assert got.status_code == 200, got.text
@@ -168,7 +168,7 @@ def png(array: np.ndarray) -> bytes:
 
 @pytest.mark.parametrize("beam", [None, 1, 3])
 def test_caption_matches_the_captioner(models_root, client, beam):
-    from attention_lab.serving.captioner import OnnxCaptioner, overlay
+    from attention_lab.caption.serve import OnnxCaptioner, overlay
 
     data = canvas_png()
     got = client.post("/caption", **upload(data, **({} if beam is None else {"beam": str(beam)})))

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attention_lab.attention import (
+from attention_lab.core.attention import (
     ATTENTIONS,
     GLOBAL_SCORES,
     LocalPredictive,

@@ -25,9 +25,9 @@ def tiny_translate(root: Path, family: str = "transformer") -> None:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from attention_lab.config import load_config
-    from attention_lab.export import export_model
-    from attention_lab.tokenization import PAD, train_tokenizer
+    from attention_lab.core.config import load_config
+    from attention_lab.core.tokenization import PAD, train_tokenizer
+    from attention_lab.translate.export import export_model
 
     rows = [{"id": f"t-{i}", "src": s, "tgt": t} for i, (s, t) in enumerate(PAIRS)]
     for split in ("train", "valid", "test"):

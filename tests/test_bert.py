@@ -10,10 +10,10 @@ import pytest
 import torch
 from torch import Tensor
 
-from attention_lab.classifier_export import ClassifierGraph
-from attention_lab.export import _all_dynamic, _check_dynamic
-from attention_lab.models.bert import Bert, BertClassifier, BertConfig, BertPretraining
-from attention_lab.models.hf_bert import config_from_hf, load_hf_bert, minilm_dir, state_dict_from_hf
+from attention_lab.classify.export import ClassifierGraph
+from attention_lab.classify.models.bert import Bert, BertClassifier, BertConfig, BertPretraining
+from attention_lab.classify.models.hf_bert import config_from_hf, load_hf_bert, minilm_dir, state_dict_from_hf
+from attention_lab.core.export import all_dynamic, check_dynamic
 
 V, C = 50, 3
 TINY = {"hidden": 16, "layers": 2, "heads": 2, "intermediate": 24, "max_positions": 32}
@@ -225,8 +225,8 @@ def test_classifier_onnx_round_trip(tmp_path):
         warnings.simplefilter("ignore")
         torch.onnx.export(ClassifierGraph(model, names), (ids, mask), str(path), dynamo=True, opset_version=20,
                           input_names=["ids", "mask"], output_names=names,
-                          dynamic_shapes=(_all_dynamic(ids), _all_dynamic(mask)), verbose=False)
-    _check_dynamic(path, {"ids": [0, 1], "mask": [0, 1]})
+                          dynamic_shapes=(all_dynamic(ids), all_dynamic(mask)), verbose=False)
+    check_dynamic(path, {"ids": [0, 1], "mask": [0, 1]})
     ids, mask = pad(random_docs([9, 1, 4, 7, 2], 5))  # B = 5, T = 9: unlike the example
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     got = session.run(None, {"ids": ids.numpy(), "mask": mask.numpy()})

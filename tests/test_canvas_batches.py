@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from attention_lab.data.canvas_batches import collate_canvases, load_canvases
-from attention_lab.data.canvas_datamodule import CanvasDataModule
-from attention_lab.data.digits import generated_canvases
-from attention_lab.data.readers import DataError
-from attention_lab.io import write_jsonl
-from attention_lab.tokenization import BOS, EOS, PAD, train_word_tokenizer
+from attention_lab.caption.data.batches import collate_canvases, load_canvases
+from attention_lab.caption.data.datamodule import CanvasDataModule
+from attention_lab.caption.data.digits import generated_canvases
+from attention_lab.core.files import write_jsonl
+from attention_lab.core.readers import DataError
+from attention_lab.core.tokenization import BOS, EOS, PAD, train_word_tokenizer
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ import pytest
 import torch
 from PIL import Image
 
-from attention_lab.caption_export import export_and_check_captioner, random_images
-from attention_lab.models.captioner import ShowAttendTell, ShowTell
-from attention_lab.search import caption_batch
-from attention_lab.serving.captioner import ImageError, OnnxCaptioner, overlay, read_image
-from attention_lab.tokenization import train_word_tokenizer
+from attention_lab.caption.export import export_and_check_captioner, random_images
+from attention_lab.caption.models.captioner import ShowAttendTell, ShowTell
+from attention_lab.caption.search import caption_batch
+from attention_lab.caption.serve import ImageError, OnnxCaptioner, overlay, read_image
+from attention_lab.core.tokenization import train_word_tokenizer
 from tests.test_serving import run_cli, run_python
 
 WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]

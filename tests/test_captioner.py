@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lab.models.captioner import DigitCNN, ShowAttendTell, ShowTell
-from attention_lab.search import caption_batch
-from attention_lab.tasks.captioning import doubly_stochastic_penalty
+from attention_lab.caption.models.captioner import DigitCNN, ShowAttendTell, ShowTell
+from attention_lab.caption.module import doubly_stochastic_penalty
+from attention_lab.caption.search import caption_batch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

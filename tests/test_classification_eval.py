@@ -8,7 +8,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from attention_lab.classification_eval import evaluate, split_attention
+from attention_lab.classify.evaluate import evaluate, split_attention
 
 IDS = [[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]], [[5, 9], [6], [7, 8, 9]]]
 

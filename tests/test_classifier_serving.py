@@ -10,9 +10,9 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from attention_lab.classifier_export import export_and_check_classifier
-from attention_lab.serving.classifier import OnnxClassifier, document_arrays
-from attention_lab.tokenization import train_word_tokenizer
+from attention_lab.classify.export import export_and_check_classifier
+from attention_lab.classify.serve import OnnxClassifier, document_arrays
+from attention_lab.core.tokenization import train_word_tokenizer
 from tests.test_serving import run_cli, run_python
 
 DOCS = [[["the", "food", "was", "not", "good", "."], ["we", "left", "early", "."]],

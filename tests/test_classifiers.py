@@ -13,13 +13,13 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from attention_lab.attention import attention_penalty
-from attention_lab.export import onnx_friendly
-from attention_lab.models.baselines import BagOfTricks, BiGRUMax
-from attention_lab.models.classifier import DocumentClassifier
-from attention_lab.models.han import HAN
-from attention_lab.models.self_attentive import SelfAttentive
-from attention_lab.models.transformer_encoder import TransformerEncoderClassifier
+from attention_lab.classify.models.bow import BagOfTricks, BiGRUMax
+from attention_lab.classify.models.classifier import DocumentClassifier
+from attention_lab.classify.models.han import HAN
+from attention_lab.classify.models.self_attentive import SelfAttentive
+from attention_lab.classify.models.transformer_encoder import TransformerEncoderClassifier
+from attention_lab.core.attention import attention_penalty
+from attention_lab.core.export import onnx_friendly
 
 V, C = 30, 3
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from attention_lab import metrics
+from attention_lab.core import metrics
 
 
 def test_classification_scores_match_hand_computed_values():
@@ -78,7 +78,7 @@ def test_hop_overlap_is_one_for_identical_and_zero_for_disjoint_hops():
 
 
 def test_bucket_macro_f1_averages_over_the_labels_present():
-    from attention_lab.metrics import per_bucket_scores
+    from attention_lab.core.metrics import per_bucket_scores
 
     scores = per_bucket_scores([2, 2, 9, 9], [1, 1, 0, 2], [1, 1, 0, 1], [[1, 5], [6, 1000]], num_classes=5)
     assert scores["1_5"]["macro_f1"] == 1.0  # one class, all right: not 1/5 for the four absent classes

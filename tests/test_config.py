@@ -1,6 +1,6 @@
 import pytest
 
-from attention_lab.config import ConfigError, families, load_config
+from attention_lab.core.config import ConfigError, families, load_config
 from tests.conftest import ROOT
 
 
@@ -9,7 +9,7 @@ def test_params_and_profile_overlay(project):
     assert cfg.profile == "tiny" and cfg.family == "bahdanau"
     assert cfg.data.n_train == 600  # conf/profile/tiny.yaml wins over params.yaml
     assert cfg.train.clip == 1.0 and cfg.train.lr == 0.002  # conf/ default survives; params.yaml sets lr
-    assert cfg.model._target_ == "attention_lab.models.RNNSearch"
+    assert cfg.model._target_ == "attention_lab.translate.models.bahdanau.RNNSearch"
     quick = load_config(root=ROOT)
     assert quick.data.n_train > cfg.data.n_train
 
@@ -85,7 +85,7 @@ def test_every_family_has_family_params_and_bad_ones_are_named(project):
 def test_classify_task_composes_its_own_groups(project):
     cfg = load_config(root=project, task="classify", family="han")
     assert cfg.task.name == "classify" and cfg.paths.prepared == "data/prepared/classify"
-    assert cfg.model._target_ == "attention_lab.models.han.HAN" and cfg.tokenize.model == "wordlevel"
+    assert cfg.model._target_ == "attention_lab.classify.models.han.HAN" and cfg.tokenize.model == "wordlevel"
     assert cfg.data.n_train == 300 and cfg.train.penalty == 1.0  # tiny profile's classify section; task default
     assert "teacher_forcing" not in cfg.train  # translation's knobs stay with translation
     assert load_config(root=project, task="classify", family="self_attentive").train.penalty == 1.0

@@ -19,7 +19,7 @@ import mlflow
 import pytest
 import torch
 
-from attention_lab.io import read_json
+from attention_lab.core.files import read_json
 from tests.conftest import copy_project
 
 pytestmark = pytest.mark.slow  # four two-process trainings and one single: 4.5 min on 2 cores shared with other work
@@ -49,7 +49,8 @@ CRASH = textwrap.dedent('''
     import lightning.pytorch as pl
 
     from attention_lab.stages import train
-    from attention_lab.stages.common import partial_dir, seed_dir, stage_config
+    from attention_lab.core.paths import partial_dir, seed_dir
+    from attention_lab.stages.common import stage_config
 
 
     class Crash(pl.Callback):

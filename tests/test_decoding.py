@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lab.decoding import beam_search, greedy, length_penalty, max_decode_len, pad_batch, search
+from attention_lab.core.decoding import beam_search, greedy, length_penalty, max_decode_len, pad_batch, search
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -196,7 +196,7 @@ def test_pad_batch_and_budget():
         pad_batch([[]])
 
 
-# --- real families with random weights, through the torch adapter (attention_lab.search) ---------------------------
+# --- real families with random weights, through the torch adapter (attention_lab.core.search) ---------------------------
 
 TINY = {
     "seq2seq_gru": {"emb_dim": 16, "hidden_dim": 24, "maxout_dim": 12},
@@ -222,7 +222,8 @@ def tiny_model(family: str, vocab_size: int = 40):
 
 @pytest.mark.parametrize("family", sorted(TINY))
 def test_real_models_beam_one_greedy_and_batching(family):
-    from attention_lab.search import torch_encode, torch_step, translate_batch
+    from attention_lab.core.search import torch_encode, torch_step
+    from attention_lab.translate.search import translate_batch
 
     model = tiny_model(family)
     sents = toy_batch(6, seed=9)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from attention_lab.data.digits import WORDS, generated_canvases, scans, split_scans
+from attention_lab.caption.data.digits import WORDS, generated_canvases, scans, split_scans
 
 BUCKETS = [(2, 2), (3, 3), (4, 4), (5, 6)]
 

@@ -4,7 +4,14 @@ from collections import Counter
 
 import pytest
 
-from attention_lab.data.documents import DISLIKED, LABELS, LIKED, NEGATIVE, POSITIVE, generated_documents
+from attention_lab.classify.data.documents import (
+    DISLIKED,
+    LABELS,
+    LIKED,
+    NEGATIVE,
+    POSITIVE,
+    generated_documents,
+)
 
 BUCKETS = [(3, 7), (8, 14), (15, 22), (23, 30)]
 NEUTRAL_MARKERS = {"fine", "okay", "average", "neither", "nothing"}

@@ -13,8 +13,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch.export import Dim
 
-from attention_lab.export import check_parity, export_model, onnx_friendly
-from attention_lab.models.lstm_seq2seq import PackedLSTM
+from attention_lab.core.export import onnx_friendly
+from attention_lab.translate.export import check_parity, export_model
+from attention_lab.translate.models.luong import PackedLSTM
 
 TINY = {
     "seq2seq_gru": {"emb_dim": 16, "hidden_dim": 24, "maxout_dim": 12},

@@ -23,12 +23,13 @@ import pytest
 import torch
 import yaml
 
-from attention_lab.checkpoints import CheckpointError, load_model, read_checkpoint
-from attention_lab.export import ExportError
-from attention_lab.io import read_json
+from attention_lab.core.checkpoints import CheckpointError, load_model, read_checkpoint
+from attention_lab.core.export import ExportError
+from attention_lab.core.files import read_json
+from attention_lab.core.paths import onnx_dir, partial_dir, pretrained_dir, seed_dir
+from attention_lab.core.tuning import FINISHED, load_space, storage, study_name
 from attention_lab.stages import evaluate, export, prepare, pretrain, tokenize, train, tune
-from attention_lab.stages.common import onnx_dir, partial_dir, pretrained_dir, seed_dir, stage_config
-from attention_lab.tuning import FINISHED, load_space, storage, study_name
+from attention_lab.stages.common import stage_config
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TRAIN = ["family=bahdanau", "model.emb_dim=16", "model.enc_hidden_dim=16", "model.dec_hidden_dim=32",

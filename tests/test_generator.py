@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from attention_lab.data.generator import generate, generated_splits, sample_pair
-from attention_lab.data.korean import ADJECTIVES, NOUNS, VERBS, Verb, has_batchim, particle
+from attention_lab.translate.data.generator import generate, generated_splits, sample_pair
+from attention_lab.translate.data.korean import ADJECTIVES, NOUNS, VERBS, Verb, has_batchim, particle
 
 MIX = {"1-10": 0.3, "11-20": 0.3, "21-30": 0.2, "31-40": 0.1, "41-60": 0.1}
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.data.labeled import (
+from attention_lab.classify.data.labeled import (
     check_labels,
     document_row,
     read_labeled,
@@ -16,7 +16,7 @@ from attention_lab.data.labeled import (
     split_words,
     stratified_split,
 )
-from attention_lab.data.readers import DataError
+from attention_lab.core.readers import DataError
 
 BBC = Path(__file__).resolve().parents[2] / "shared" / "data" / "bbc_news" / "bbc_news.jsonl"
 

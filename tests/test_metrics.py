@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from attention_lab import metrics
+from attention_lab.core import metrics
 
 
 def test_buckets_labels_and_lookup():

@@ -5,10 +5,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra.utils import instantiate
-
-from attention_lab.config import load_config
-from attention_lab.export import onnx_friendly
 from attention_lab.models import (
     LSTMEncoderDecoder,
     LuongNMT,
@@ -17,7 +13,11 @@ from attention_lab.models import (
     Seq2Seq,
     Transformer,
 )
-from attention_lab.models.lstm_seq2seq import LSTMEncoder
+from hydra.utils import instantiate
+
+from attention_lab.core.config import load_config
+from attention_lab.core.export import onnx_friendly
+from attention_lab.translate.models.luong import LSTMEncoder
 
 V = 23
 ROOT = Path(__file__).resolve().parents[1]

@@ -254,7 +254,7 @@ def test_predictions_ranking_and_index_pages(tiny):
 def test_report_tables_equal_the_mlflow_comparison_runs(tiny):
     """Every number of a page's ranking table is the one logged in MLflow: the comparison run's figures and the mean
     over its nested family runs' test scores."""
-    from attention_lab.statistics import HEADLINE
+    from attention_lab.core.significance import HEADLINE
 
     mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
     for task, headline in HEADLINE.items():

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attention_lab.config import ConfigError
-from attention_lab.data.readers import DataError
-from attention_lab.io import read_json, read_jsonl
+from attention_lab.core.config import ConfigError
+from attention_lab.core.files import read_json, read_jsonl
+from attention_lab.core.readers import DataError
 from attention_lab.stages.prepare import main
 
 REPO = Path(__file__).parents[1]

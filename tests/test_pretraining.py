@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from attention_lab.data.pretraining import IGNORE, collate_pairs, make_pairs, mask_tokens, sentence_pair
+from attention_lab.classify.masked_lm import IGNORE, collate_pairs, make_pairs, mask_tokens, sentence_pair
 
 MASK, VOCAB, FIRST = 4, 1000, 5
 

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from attention_lab.data.readers import DataError, read_parallel_files, read_tsv, split_pairs
+from attention_lab.core.readers import DataError
+from attention_lab.translate.data.readers import read_parallel_files, read_tsv, split_pairs
 
 TATOEBA = Path(__file__).parents[1].parent / "shared/data/korean_english_tatoeba/kor.txt"
 

@@ -2,9 +2,9 @@
 
 import re
 
-from attention_lab.config import families, load_config, read_params
-from attention_lab.io import read_json
-from attention_lab.report import task_table
+from attention_lab.core.config import families, load_config, read_params
+from attention_lab.core.files import read_json
+from attention_lab.core.report import task_table
 from tests.conftest import ROOT
 
 

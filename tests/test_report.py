@@ -6,12 +6,12 @@ import re
 import mlflow
 import pytest
 
-from attention_lab import plots, tracking
-from attention_lab.config import load_config
-from attention_lab.io import read_json, write_json
-from attention_lab.report import bucket_series, pareto_front, ranked, ranking_table, render_index
+from attention_lab.core import plots, tracking
+from attention_lab.core.config import load_config
+from attention_lab.core.files import read_json, write_json
+from attention_lab.core.paths import predictions_path, seed_dir
+from attention_lab.core.report import bucket_series, pareto_front, ranked, ranking_table, render_index
 from attention_lab.stages import report as report_stage
-from attention_lab.stages.common import predictions_path, seed_dir
 from attention_lab.stages.evaluate import summarize
 
 

@@ -15,8 +15,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from attention_lab.cli import attention_table, resolve_model_dir
-from attention_lab.export import export_model
-from attention_lab.tokenization import train_tokenizer
+from attention_lab.core.tokenization import train_tokenizer
+from attention_lab.translate.export import export_model
 
 PAIRS = [("the cat sat on the mat", "고양이가 매트 위에 앉았다"), ("a dog runs in the park", "개가 공원에서 달린다"),
          ("the bird sings a song", "새가 노래를 부른다"), ("my friend reads the book", "내 친구가 책을 읽는다")]
@@ -110,7 +110,7 @@ def test_attention_table_and_model_dir(family_dir):
 
 
 def test_cli_without_attention_reads_stdin(family_dir, tmp_path):
-    from attention_lab.tokenization import load_tokenizer
+    from attention_lab.core.tokenization import load_tokenizer
 
     vocab = load_tokenizer(family_dir.parent / "tokenizer.json").get_vocab_size()
     torch.manual_seed(0)

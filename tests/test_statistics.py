@@ -5,7 +5,7 @@ import math
 import pytest
 from sacrebleu.metrics import BLEU
 
-from attention_lab.statistics import mcnemar, paired_bootstrap, paired_pvalues, seed_interval
+from attention_lab.core.significance import mcnemar, paired_bootstrap, paired_pvalues, seed_interval
 
 REFS = ["the cat sat on the mat", "a dog ran in the park", "he reads a book at home", "she likes green tea",
         "the old man walks to the station", "we ate rice and fish", "the children play in the garden",

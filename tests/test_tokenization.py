@@ -1,4 +1,4 @@
-from attention_lab.tokenization import (
+from attention_lab.core.tokenization import (
     BOS,
     EOS,
     PAD,

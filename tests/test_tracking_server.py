@@ -20,9 +20,10 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from attention_lab.io import read_json
+from attention_lab.core.files import read_json
+from attention_lab.core.paths import seed_dir
 from attention_lab.stages import prepare, tokenize, train
-from attention_lab.stages.common import seed_dir, stage_config
+from attention_lab.stages.common import stage_config
 from tests.test_train import SMALL
 
 TIMING = {"train_seconds", "train_tokens_per_s"}  # wall-clock figures: present in both runs, never equal

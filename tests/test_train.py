@@ -8,10 +8,11 @@ import mlflow
 import pytest
 import torch
 
-from attention_lab.io import read_json
+from attention_lab.core.files import read_json
+from attention_lab.core.paths import partial_dir, seed_dir
 from attention_lab.stages import prepare, tokenize, train
-from attention_lab.stages.common import partial_dir, seed_dir, stage_config
-from attention_lab.tasks.translation import teacher_forcing_ratio
+from attention_lab.stages.common import stage_config
+from attention_lab.translate.module import teacher_forcing_ratio
 
 SMALL = ["model.emb_dim=16", "model.enc_hidden_dim=16", "model.dec_hidden_dim=32", "model.attn_dim=16",
          "model.maxout_dim=16", "data.n_train=200", "data.n_valid=30", "train.val_bleu_sentences=10",
@@ -149,7 +150,7 @@ def test_unreachable_tracking_server_fails_before_training_and_writes_nothing(pr
     import socket
     import time
 
-    from attention_lab.tracking import TrackingError
+    from attention_lab.core.tracking import TrackingError
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,10 +11,10 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from attention_lab.config import ConfigError
+from attention_lab.core.config import ConfigError
+from attention_lab.core.tuning import fail_dead_trials, load_space, nested, open_study, study_name, suggest
 from attention_lab.stages import prepare, tokenize, tune
 from attention_lab.stages.common import stage_config
-from attention_lab.tuning import fail_dead_trials, load_space, nested, open_study, study_name, suggest
 
 SMALL = ["model.emb_dim=16", "model.enc_hidden_dim=16", "model.dec_hidden_dim=32", "model.maxout_dim=16",
          "train.val_bleu_sentences=5", "train.batch_size=16", "tune.epochs=2", "tune.train_batches=0.5",

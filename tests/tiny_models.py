@@ -20,8 +20,8 @@ def export_translate(root: Path, family: str = "bahdanau") -> Path:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from attention_lab.export import export_model
-    from attention_lab.tokenization import train_tokenizer
+    from attention_lab.core.tokenization import train_tokenizer
+    from attention_lab.translate.export import export_model
 
     tok = train_tokenizer([s for pair in PAIRS for s in pair] * 3, "bpe", vocab_size=120, min_frequency=1)
     tok_path = root / f"{family}-tokenizer.json"
@@ -43,8 +43,8 @@ def export_classify(root: Path, family: str = "han") -> Path:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from attention_lab.classifier_export import export_and_check_classifier
-    from attention_lab.tokenization import train_word_tokenizer
+    from attention_lab.classify.export import export_and_check_classifier
+    from attention_lab.core.tokenization import train_word_tokenizer
 
     tok = train_word_tokenizer(DOCS * 2, vocab_size=100, min_frequency=1)
     tok_path = root / f"{family}-tokenizer.json"
@@ -63,9 +63,9 @@ def export_caption(root: Path, family: str = "show_attend_tell") -> Path:
     """root/<family>/onnx from a random-weight ShowAttendTell of 16×64 canvases (special tokens pushed down: 5-word captions)."""
     import torch
 
-    from attention_lab.caption_export import export_and_check_captioner
-    from attention_lab.models.captioner import ShowAttendTell
-    from attention_lab.tokenization import train_word_tokenizer
+    from attention_lab.caption.export import export_and_check_captioner
+    from attention_lab.caption.models.captioner import ShowAttendTell
+    from attention_lab.core.tokenization import train_word_tokenizer
 
     tok = train_word_tokenizer([[DIGIT_WORDS]], vocab_size=100, min_frequency=1)
     tok_path = root / f"{family}-tokenizer.json"
@@ -88,7 +88,7 @@ def canvas_png(seed: int = 9, size: tuple[int, int] = CANVAS) -> bytes:
     import numpy as np
     from PIL import Image
 
-    from attention_lab.caption_export import random_images
+    from attention_lab.caption.export import random_images
 
     buf = io.BytesIO()
     Image.fromarray((random_images(1, *size, seed)[0] * 255).astype(np.uint8)).save(buf, format="PNG")

@@ -125,7 +125,7 @@ def _emit(results: list, as_json: bool, show) -> int:
 
 
 def _classify(args: argparse.Namespace) -> int:
-    from attention_lab.serving.classifier import OnnxClassifier
+    from attention_lab.classify.serve import OnnxClassifier
 
     texts = args.texts or ([sys.stdin.read()] if not sys.stdin.isatty() else [])
     texts = [t for t in texts if t.strip()]
@@ -149,7 +149,7 @@ def _classify(args: argparse.Namespace) -> int:
 
 def _caption(args: argparse.Namespace) -> int:
     """Caption digit canvases (PNG) with an exported captioner; write each one's per-word attention overlay."""
-    from attention_lab.serving.captioner import OnnxCaptioner, overlay
+    from attention_lab.caption.serve import OnnxCaptioner, overlay
 
     captioner = OnnxCaptioner(resolve_model_dir(args.model), threads=args.threads)
     images = [captioner.read(path) for path in args.images]  # every image is checked before any output is written
@@ -221,9 +221,9 @@ def _tracking_uri() -> str:
 
 def _readme(args: argparse.Namespace) -> int:
     """Copy each task's generated results table (from metrics/<task>/*.json) into README.md between its markers."""
-    from attention_lab.config import families, load_config, read_params
-    from attention_lab.io import read_json, write_text
-    from attention_lab.report import splice_results, task_table
+    from attention_lab.core.config import families, load_config, read_params
+    from attention_lab.core.files import read_json, write_text
+    from attention_lab.core.report import splice_results, task_table
 
     root = Path.cwd()
     params, readme = read_params(root), root / "README.md"
@@ -245,9 +245,9 @@ def _ablations(args: argparse.Namespace) -> int:
     import dvc.api
     from dvc.exceptions import DvcException
 
-    from attention_lab.ablations import ablation_rows, render
-    from attention_lab.config import families, load_config, read_params
-    from attention_lab.io import read_json, write_text
+    from attention_lab.core.ablations import ablation_rows, render
+    from attention_lab.core.config import families, load_config, read_params
+    from attention_lab.core.files import read_json, write_text
 
     root = Path.cwd()
     cfg = load_config(root=root)

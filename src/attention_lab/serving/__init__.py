@@ -1,5 +1,5 @@
 """onnxruntime-only serving of exported models (never imports torch)."""
 
-from attention_lab.serving.translator import OnnxTranslator, Translation
+from attention_lab.translate.serve import OnnxTranslator, Translation
 
 __all__ = ["OnnxTranslator", "Translation"]

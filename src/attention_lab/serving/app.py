@@ -22,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from attention_lab.serving.captioner import ImageError, overlay
+from attention_lab.caption.serve import ImageError, overlay
 from attention_lab.serving.registry import KINDS, LoadedModel, has_attention
 from attention_lab.serving.schemas import (
     MAX_BEAM,

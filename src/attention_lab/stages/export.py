@@ -9,10 +9,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab import tracking
-from attention_lab.export import ExportError, export_and_check
-from attention_lab.io import atomic_path, read_json
-from attention_lab.stages.common import onnx_dir, run_stage, seed_dir, stage_config, tokenizer_path
+from attention_lab.core import tracking
+from attention_lab.core.export import ExportError
+from attention_lab.core.files import atomic_path, read_json
+from attention_lab.core.paths import onnx_dir, seed_dir, tokenizer_path
+from attention_lab.core.task import get_task
+from attention_lab.stages.common import run_stage, stage_config
 
 
 def checkpoint_path(cfg: DictConfig) -> Path:
@@ -37,43 +39,28 @@ def main(argv: list[str]) -> dict:
     cfg = stage_config(argv)
     ckpt = checkpoint_path(cfg)
     tokenizer = tokenizer_path(cfg)
-    task = cfg.task.name
-    tokenizer_stage = f"pretrain@{cfg.family}" if cfg.get("pretrained") else f"tokenize@{task}"
-    for path, stage in ((ckpt, f"train_{task}@{cfg.family}"), (tokenizer, tokenizer_stage)):
+    hooks = get_task(cfg.task.name)
+    name = hooks.name
+    tokenizer_stage = f"pretrain@{cfg.family}" if cfg.get("pretrained") else f"tokenize@{name}"
+    for path, stage in ((ckpt, f"train_{name}@{cfg.family}"), (tokenizer, tokenizer_stage)):
         if not path.is_file():
-            raise SystemExit(f"export_{task}@{cfg.family}: {path} not found (run the {stage} stage first)")
-    from attention_lab.checkpoints import load_model
+            raise SystemExit(f"export_{name}@{cfg.family}: {path} not found (run the {stage} stage first)")
+    from attention_lab.core.checkpoints import load_model
 
     model, trained = load_model(ckpt)
     try:
         with atomic_path(onnx_dir(cfg)) as tmp:
-            if task == "classify":
-                from attention_lab.classifier_export import export_and_check_classifier
-
-                t = trained.train
-                parity = export_and_check_classifier(model, tmp, cfg.family, tokenizer, list(trained.task.labels),
-                                                     t.max_sentences, t.max_words, cfg.export.opset,
-                                                     max_tokens=t.get("max_tokens"))
-            elif task == "caption":
-                from attention_lab.caption_export import export_and_check_captioner
-
-                e = cfg.evaluate
-                parity = export_and_check_captioner(model, tmp, cfg.family, tokenizer, e.max_len, cfg.export.opset,
-                                                    beam=e.beam, len_penalty=e.len_penalty)
-            else:
-                e = cfg.evaluate
-                parity = export_and_check(model, tmp, cfg.family, tokenizer, e.max_len_ratio, cfg.export.opset,
-                                          beam=e.beam, len_penalty=e.len_penalty)
+            parity = hooks.export(cfg, model, trained, tmp, tokenizer)
     except ExportError as err:
-        raise SystemExit(f"export_{task}@{cfg.family}: {err}") from err
+        raise SystemExit(f"export_{name}@{cfg.family}: {err}") from err
     log_to_mlflow(cfg, parity)
-    print(f"export_{task}@{cfg.family}: {onnx_dir(cfg)} parity " + json.dumps(
+    print(f"export_{name}@{cfg.family}: {onnx_dir(cfg)} parity " + json.dumps(
         {k: v for k, v in parity.items() if k in ("max_abs_diff", "greedy_identical", "beam_identical",
                                                    "prediction_identical")}))
     return parity
 
 
 if __name__ == "__main__":
-    from attention_lab.checkpoints import CheckpointError
+    from attention_lab.core.checkpoints import CheckpointError
 
     run_stage("export", main, sys.argv[1:], CheckpointError)

@@ -21,12 +21,13 @@ from omegaconf import DictConfig, OmegaConf
 from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
-from attention_lab.checkpoints import read_checkpoint
-from attention_lab.config import ConfigError
-from attention_lab.io import atomic_path, read_json, read_jsonl, write_json
-from attention_lab.models.bert import BertConfig, BertPretraining
-from attention_lab.stages.common import partial_dir, pretrained_dir, run_stage, stage_config
-from attention_lab.tokenization import bert_special_ids, train_wordpiece
+from attention_lab.classify.models.bert import BertConfig, BertPretraining
+from attention_lab.core.checkpoints import read_checkpoint
+from attention_lab.core.config import ConfigError
+from attention_lab.core.files import atomic_path, read_json, read_jsonl, write_json
+from attention_lab.core.paths import partial_dir, pretrained_dir
+from attention_lab.core.tokenization import bert_special_ids, train_wordpiece
+from attention_lab.stages.common import run_stage, stage_config
 
 SOURCES = ("mlm", "minilm")
 
@@ -42,8 +43,8 @@ def save_encoder(out: Path, bert: torch.nn.Module, config: BertConfig, tok: Toke
 def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
     """WordPiece + masked-LM pretraining on the training split's text (see the module docstring); None on the
     processes of a data-parallel run other than rank 0, which write nothing."""
+    from attention_lab.classify.pretraining import PairDataModule, PretrainingModule
     from attention_lab.stages.train import train_one
-    from attention_lab.tasks.pretraining import PairDataModule, PretrainingModule
 
     root, p = Path(cfg.root), cfg.pretrain
     partial = partial_dir(out, out)
@@ -89,7 +90,7 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
 
 def from_minilm(cfg: DictConfig, out: Path) -> dict:
     """The real all-MiniLM-L6-v2 weights and vocabulary (see the module docstring); sizes must match conf/model."""
-    from attention_lab.models.hf_bert import load_hf_bert, minilm_dir
+    from attention_lab.classify.models.hf_bert import load_hf_bert, minilm_dir
 
     folder = minilm_dir()
     bert, config = load_hf_bert(folder)

@@ -4,48 +4,26 @@ p-values), and an MLflow "comparison" run holding the page and the ranking (the 
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
 import mlflow
 from omegaconf import DictConfig
 
-from attention_lab import plots, tracking
-from attention_lab.config import families, load_config, read_params
-from attention_lab.io import atomic_path, read_json, write_json, write_text
-from attention_lab.report import (
-    bucket_series,
+from attention_lab.core import plots, tracking
+from attention_lab.core.config import families, load_config, read_params
+from attention_lab.core.files import atomic_path, read_json, write_json, write_text
+from attention_lab.core.paths import predictions_path, seed_dir
+from attention_lab.core.report import (
     headline,
     pareto_front,
     ranked,
     ranking_section,
-    render_caption,
-    render_classify,
     render_index,
-    render_translate,
 )
-from attention_lab.stages.common import predictions_path, run_stage, seed_dir, stage_config
-from attention_lab.statistics import HEADLINE, PAIRED_TEST, paired_pvalues
-
-
-def budget_line(cfg: DictConfig) -> str:
-    t = cfg.train
-    return (f"Every family trains for {t.max_epochs} epochs (batch {t.batch_size}, Adam lr {t.lr}, "
-            f"{t.warmup_steps} warm-up steps then cosine decay); families are listed in timeline order.")
-
-
-def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tuple[str, ...]) -> dict[str, list[str]]:
-    """Copy each family's plots/<task>/<family>/<pattern> files into reports/<task>/; their paths relative to the page."""
-    task, out = cfg.task.name, {}
-    for f in names:
-        out[f] = []
-        for pattern in patterns:
-            for path in sorted((Path(cfg.root) / cfg.paths.plots / f).glob(pattern)):
-                shutil.copy(path, assets / f"{f}_{path.name}")
-                if path.suffix == ".png":
-                    out[f].append(f"{task}/{f}_{path.name}")
-    return out
+from attention_lab.core.significance import PAIRED_TEST, paired_pvalues
+from attention_lab.core.task import get_task
+from attention_lab.stages.common import run_stage, stage_config
 
 
 def read_predictions(cfg: DictConfig, names: list[str], results: dict[str, dict]) -> tuple[dict, list]:
@@ -74,8 +52,8 @@ def read_predictions(cfg: DictConfig, names: list[str], results: dict[str, dict]
 def significance(cfg: DictConfig, names: list[str], results: dict[str, dict]) -> tuple[dict, dict]:
     """Paired tests of every family against the baseline (the task's first family) and against the best one (first
     by mean ranking metric): ({family: {"baseline", "best", "p_baseline": {metric: p}, "p_best": ...}}, methods)."""
-    keys = [k for k in HEADLINE[cfg.task.name] if k in PAIRED_TEST]
-    baseline, best = names[0], ranked(results, next(iter(HEADLINE[cfg.task.name])))[0]
+    keys = [k for k in get_task(cfg.task.name).headline if k in PAIRED_TEST]
+    baseline, best = names[0], ranked(results, next(iter(get_task(cfg.task.name).headline)))[0]
     outputs, refs = read_predictions(cfg, names, results)
     p_baseline, methods = paired_pvalues(outputs, refs, baseline, keys)
     p_best, _ = paired_pvalues(outputs, refs, best, keys)
@@ -86,10 +64,10 @@ def significance(cfg: DictConfig, names: list[str], results: dict[str, dict]) ->
 def ranking(cfg: DictConfig, results: dict[str, dict], tests: dict[str, dict], methods: dict, assets: Path) -> list[str]:
     """The ranking section of the page, and its quality-against-train-time picture in reports/<task>/pareto.png."""
     task = cfg.task.name
-    key = next(iter(HEADLINE[task]))
+    key = next(iter(get_task(task).headline))
     points = {f: (m["train/train_seconds"], m[key], headline(m, key)["sd"]) for f, m in results.items()}
     front = pareto_front({f: (c, q) for f, (c, q, _) in points.items()})
-    plots.pareto(points, front, assets / "pareto.png", ylabel=HEADLINE[task][key])
+    plots.pareto(points, front, assets / "pareto.png", ylabel=get_task(task).headline[key])
     some = next(iter(tests.values()))
     return ranking_section(task, results, tests, methods, some["baseline"], some["best"], front)
 
@@ -98,9 +76,9 @@ def comparison_metrics(task: str, results: dict[str, dict], tests: dict[str, dic
     """The ranking as MLflow metrics of the comparison run: <family>/<metric>_{mean,sd,ci95_low,ci95_high}, rank,
     p-values against the baseline and the best family, params, train seconds and tokens/s."""
     out = {}
-    for rank, f in enumerate(ranked(results, next(iter(HEADLINE[task]))), 1):
+    for rank, f in enumerate(ranked(results, next(iter(get_task(task).headline))), 1):
         out[f"{f}/rank"] = float(rank)
-        for key in HEADLINE[task]:
+        for key in get_task(task).headline:
             slug = key.replace("/", "_")  # test/bleu -> test_bleu
             out.update({f"{f}/{slug}_{part}": v for part, v in zip(("mean", "sd", "ci95_low", "ci95_high"),
                                                                    headline(results[f], key).values()) if v is not None})
@@ -109,43 +87,6 @@ def comparison_metrics(task: str, results: dict[str, dict], tests: dict[str, dic
         for key in ("params", "train_seconds", "train_tokens_per_s"):
             out[f"{f}/{key}"] = float(results[f][f"train/{key}"])
     return out
-
-
-def translate_page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
-    plots.by_length(bucket_series(results, cfg.task.buckets), assets / "bleu_by_length.png")
-    heatmaps = copy_pictures(cfg, list(results), assets, ("attention_*.png",))
-    lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}, "
-             f"length penalty {cfg.evaluate.len_penalty}. " + budget_line(cfg) +
-             " Ablations of one family's switches: `attention-lab ablations` writes [ablations.md](ablations.md) "
-             "from `dvc exp run` experiments."]
-    return render_translate("translate", results, cfg.task.buckets, heatmaps, lines, section)
-
-
-def classify_page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
-    plots.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
-                    title="Accuracy by document length", xlabel="document length (sentences)", ylabel="accuracy")
-    pictures = copy_pictures(cfg, list(results), assets, ("document_*.png", "document_*.html", "hops_*.png",
-                                                          "heads.png"))
-    pretrained = {f: m["pretrain"] for f, m in results.items() if "pretrain" in m}
-    lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}. " + budget_line(cfg) +
-             f" Attention penalty coefficient {cfg.train.penalty} (self-attentive); its ablation is in "
-             "[ablations.md](ablations.md)."]
-    return render_classify(results, cfg.task.buckets, cfg.evaluate.top_k_words, pictures, lines, pretrained, section)
-
-
-def caption_page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
-    plots.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
-                    title="Exact caption accuracy by number of digits", xlabel="digits on the canvas",
-                    ylabel="exact accuracy")
-    overlays = copy_pictures(cfg, list(results), assets, ("overlay_*.png",))
-    d = cfg.data
-    lines = [f"Profile `{cfg.profile}`, data `{d.source}` ({d.n_train} training canvases of {d.height}×{d.width} "
-             f"pixels from scikit-learn's handwritten digit scans), seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}. "
-             + budget_line(cfg) + f" Doubly stochastic regulariser λ = {cfg.train.penalty} (show_attend_tell)."]
-    return render_caption(results, cfg.task.buckets, overlays, lines, section)
-
-
-PAGES = {"translate": translate_page, "classify": classify_page, "caption": caption_page}
 
 
 def write_index(root: Path) -> None:
@@ -175,9 +116,9 @@ def main(argv: list[str]) -> None:
     reports = root / cfg.paths.reports
     with atomic_path(reports / task) as assets:
         assets.mkdir()
-        page = PAGES[task](cfg, results, assets, ranking(cfg, results, tests, methods, assets))
+        page = get_task(task).page(cfg, results, assets, ranking(cfg, results, tests, methods, assets))
     write_text(reports / f"{task}.md", page)
-    order = ranked(results, next(iter(HEADLINE[task])))
+    order = ranked(results, next(iter(get_task(task).headline)))
     write_json(root / cfg.paths.metrics / f"{task}_summary.json",
                {f: {**{k: v for k, v in m.items() if k.startswith(("test/", "train/")) and not isinstance(v, str)},
                     "rank": order.index(f) + 1, "significance": {**tests[f], "methods": methods}}
@@ -186,7 +127,7 @@ def main(argv: list[str]) -> None:
     with mlflow.start_run(experiment_id=tracking.experiment_id(cfg), run_name="comparison",
                           tags={"kind": "comparison", "task": task, "git_commit": tracking.git_commit(root)}) as run:
         mlflow.log_params({"baseline": names[0], "best": order[0], "seeds": str(list(cfg.seeds)),
-                           "ranking_metric": next(iter(HEADLINE[task]))})
+                           "ranking_metric": next(iter(get_task(task).headline))})
         mlflow.log_metrics(comparison_metrics(task, results, tests))
         mlflow.log_artifact(str(reports / f"{task}.md"))
         mlflow.log_artifacts(str(reports / task), artifact_path=task)

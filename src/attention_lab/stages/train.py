@@ -23,68 +23,13 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProgressBar
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab import tracking
-from attention_lab.checkpoints import CheckpointError, count_parameters, read_checkpoint
-from attention_lab.config import ConfigError
-from attention_lab.io import read_json, write_json, write_text
-from attention_lab.stages.common import (
-    partial_dir,
-    pretrained_dir,
-    run_stage,
-    seed_dir,
-    stage_config,
-    tokenizer_path,
-)
-
-
-def translation(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
-    """Sentence pairs and a Seq2Seq family; greedy val/bleu on the first train.val_bleu_sentences valid pairs."""
-    from attention_lab.data.datamodule import TranslationDataModule
-    from attention_lab.tasks.translation import TranslationModule
-    from attention_lab.tokenization import decode
-
-    root = Path(cfg.root)
-    dm = TranslationDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json",
-                               cfg.train.batch_size, seed)
-    dm.setup()
-    module = TranslationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size())
-    module.val_refs = [(r["src_ids"], r["tgt"]) for r in dm.splits["valid"][:cfg.train.val_bleu_sentences]]
-    module.detokenize = lambda ids: decode(dm.tok, ids)
-    return module, dm
-
-
-def classification(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
-    """Labelled documents (a stratified train.label_fraction of the training set, the same for every family) and a
-    DocumentClassifier family, from its pretrained encoder if it has one; the training labels become cfg.task.labels."""
-    from safetensors.torch import load_file
-
-    from attention_lab.data.document_datamodule import DocumentDataModule
-    from attention_lab.tasks.classification import ClassificationModule
-
-    root, t = Path(cfg.root), cfg.train
-    dm = DocumentDataModule(root / cfg.paths.prepared, tokenizer_path(cfg), t.batch_size, seed, t.max_sentences,
-                            t.max_words, t.max_tokens, t.label_fraction, cfg.data.seed)
-    dm.setup()
-    cfg.task.labels = dm.labels
-    module = ClassificationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size(),
-                                  num_classes=len(dm.labels))
-    if cfg.pretrained:
-        module.model.bert.load_state_dict(load_file(pretrained_dir(cfg) / "encoder.safetensors"))
-    return module, dm
-
-
-def captioning(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
-    """Digit canvases and a Captioner family (the canvas size comes from cfg.data into the model's config)."""
-    from attention_lab.data.canvas_datamodule import CanvasDataModule
-    from attention_lab.tasks.captioning import CaptioningModule
-
-    root = Path(cfg.root)
-    dm = CanvasDataModule(root / cfg.paths.prepared, tokenizer_path(cfg), cfg.train.batch_size, seed)
-    dm.setup()
-    return CaptioningModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size()), dm
-
-
-TASKS = {"translate": translation, "classify": classification, "caption": captioning}
+from attention_lab.core import tracking
+from attention_lab.core.checkpoints import CheckpointError, count_parameters, read_checkpoint
+from attention_lab.core.config import ConfigError
+from attention_lab.core.files import read_json, write_json, write_text
+from attention_lab.core.paths import partial_dir, seed_dir
+from attention_lab.core.task import get_task
+from attention_lab.stages.common import run_stage, stage_config
 
 
 def trainer_arguments(cfg: DictConfig) -> dict:
@@ -102,14 +47,14 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     """Train (or resume) one (family, seed) run in `partial`, then move it to `out`; returns the training summary on
     the global rank 0 and None on the other processes of a data-parallel run (which write nothing).
 
-    `build(cfg, seed) -> (module, datamodule)` defaults to the task's builder in TASKS; tags and name go to the
+    `build(cfg, seed) -> (module, datamodule)` defaults to the task's `build` hook (core.task); tags and name go to the
     MLflow run (a tuning trial nests under its study's run).
     """
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
     tracking.experiment_id(cfg)  # an unreachable tracking server fails here, before anything is trained or written
     pl.seed_everything(seed, workers=True)
-    module, dm = (build or TASKS[cfg.task.name])(cfg, seed)
+    module, dm = (build or get_task(cfg.task.name).build)(cfg, seed)
 
     run_file, config_file = partial / "run.json", partial / "config.yaml"
     config_text = OmegaConf.to_yaml(cfg, resolve=True)

@@ -1,0 +1,98 @@
+"""Test scores of a captioner: BLEU-4 (sacrebleu) and exact caption accuracy, overall and per digit-count bucket,
+and attention localisation: how often the argmax grid cell, while the model emits a gold digit word (teacher forced),
+has its centre inside that digit's gold box."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from sacrebleu.metrics import BLEU
+
+from attention_lab.caption.data.batches import as_float, collate_canvases
+from attention_lab.caption.search import caption_batch
+from attention_lab.core.checkpoints import load_model
+from attention_lab.core.decoding import Hypothesis
+from attention_lab.core.metrics import bucket_key, spread_over_buckets
+from attention_lab.core.paths import seed_dir, tokenizer_path
+from attention_lab.core.tokenization import load_tokenizer
+
+
+def cell_centres(grid: tuple[int, int], stride: int) -> np.ndarray:
+    """Pixel centre (x, y) of each grid cell, row-major: (L, 2)."""
+    rows, cols = np.divmod(np.arange(grid[0] * grid[1]), grid[1])
+    return np.stack([(cols + 0.5) * stride, (rows + 0.5) * stride], -1)
+
+
+def localisation_hits(attn: np.ndarray, boxes: list[list[int]], centres: np.ndarray) -> list[bool]:
+    """attn (T, L) over the gold caption's steps; for each digit t: is argmax cell's centre inside boxes[t]?"""
+    hits = []
+    for t, (x0, y0, x1, y1) in enumerate(boxes):
+        x, y = centres[int(attn[t].argmax())]
+        hits.append(bool(x0 <= x < x1 and y0 <= y < y1))
+    return hits
+
+
+def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, cfg: DictConfig
+             ) -> tuple[dict, list[Hypothesis], list[str]]:
+    """test/* scores, the hypotheses (for the overlays) and their caption strings, in row order, of one trained
+    captioner on the test canvases."""
+    e, buckets = cfg.evaluate, [tuple(b) for b in cfg.task.buckets]
+    hyps, hits, seconds = [], [], 0.0
+    centres = cell_centres(model.grid, model.cnn.stride)
+    for i in range(0, len(rows), e.batch_size):
+        part, ims = rows[i:i + e.batch_size], images[i:i + e.batch_size]
+        t0 = time.perf_counter()
+        hyps += caption_batch(model, as_float(ims), e.max_len, e.beam, e.len_penalty)
+        seconds += time.perf_counter() - t0
+        if model.has_attention:
+            batch = collate_canvases(list(zip(part, ims)))
+            with torch.inference_mode():
+                _, attn = model(batch["images"], batch["tgt_in"])  # (B, T, L), teacher forced on the gold caption
+            hits += [localisation_hits(a, r["boxes"], centres) for a, r in zip(attn.numpy(), part)]
+    texts = [tok.decode(h.tokens, skip_special_tokens=True) for h in hyps]
+    scores = _scores(texts, rows, hits)
+    for b in buckets:
+        keep = [k for k, r in enumerate(rows) if b[0] <= r["n_digits"] <= b[1]]
+        if keep:
+            for name, value in _scores([texts[k] for k in keep], [rows[k] for k in keep],
+                                       [hits[k] for k in keep] if hits else []).items():
+                scores[f"{name}_len_{bucket_key(b)}"] = value
+    scores["test/decode_images_per_s"] = len(rows) / max(seconds, 1e-9)
+    return scores, hyps, texts
+
+
+def _scores(texts: list[str], rows: list[dict], hits: list[list[bool]]) -> dict[str, float]:
+    refs = [r["caption"] for r in rows]
+    out = {"test/bleu": BLEU().corpus_score(texts, [refs]).score,
+           "test/accuracy": float(np.mean([t == r for t, r in zip(texts, refs)]))}
+    if hits:
+        out["test/localisation"] = float(np.mean([h for per_row in hits for h in per_row]))
+    return out
+
+
+def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:
+    """Per-seed test/* scores and captions of a captioner; per-word attention overlays (gold boxes in green) of the
+    first seed on cfg.evaluate.overlays test canvases spread over the digit-count buckets."""
+    from attention_lab.caption.data.batches import load_canvases
+    from attention_lab.caption.evaluate import evaluate
+    from attention_lab.caption.serve import overlay
+
+    root = Path(cfg.root)
+    tok = load_tokenizer(tokenizer_path(cfg))
+    rows, images = load_canvases(root / cfg.paths.prepared, "test", tok)
+    per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["caption"] for r in rows], "seeds": {}}
+    for seed in cfg.seeds:
+        model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
+        per_seed[str(seed)], hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg)
+        if seed != cfg.seeds[0] or not model.has_attention:
+            continue
+        for k, i in enumerate(spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets,
+                                                  cfg.evaluate.overlays)):
+            words = [tok.id_to_token(t) for t in hyps[i].tokens]
+            attn = hyps[i].attention.reshape(len(words), *model.grid)
+            overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")
+    return per_seed, outputs

@@ -1,0 +1,151 @@
+"""ONNX export of a captioner as two graphs (image encoder, decoder step) and a torch-vs-onnxruntime parity check.
+
+encoder.onnx:      image (B, H, W) float32 in [0, 1] -> memory (B, L, D), state_0, state_1
+decoder_step.onnx: prev (B,) int64, state_0, state_1, memory, src_mask (B, L) bool (the grid mask: all True)
+                   -> logits (B, V), log_probs (B, V), new_state_0, new_state_1, attn (B, L)
+The folder also gets meta.json (task caption, canvas size, grid, ids, defaults) and tokenizer.json.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+from torch import Tensor, nn
+from torch.export import Dim
+
+from attention_lab.caption.search import caption_batch
+from attention_lab.caption.serve import OnnxCaptioner
+from attention_lab.core.export import SPECIAL_IDS, ExportError, all_dynamic, check_dynamic, max_diff
+from attention_lab.serving.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE
+from attention_lab.translate.export import DecoderStepGraph
+
+PARITY_BATCHES = [1, 3, 5]  # unlike the export example's batch of 2
+PARITY_TOL = 1e-4
+
+
+class ImageEncoderGraph(nn.Module):
+    """encode as one graph: image -> (memory, *state)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, image: Tensor) -> tuple[Tensor, ...]:
+        memory, state = self.model.encode(image)  # (B, L, D), (h, c)
+        return (memory, *state)
+
+
+def random_images(batch: int, height: int, width: int, seed: int) -> np.ndarray:
+    """Noise canvases with a few bright blocks, float32 (B, H, W) in [0, 1]."""
+    rng = np.random.default_rng(seed)
+    images = rng.uniform(0, 0.2, (batch, height, width)).astype(np.float32)
+    for b in range(batch):
+        for x in rng.integers(0, width - 12, 3):
+            images[b, 8:20, x:x + 12] = rng.uniform(0.5, 1.0)
+    return images
+
+
+def export_captioner(model: nn.Module, out_dir: str | Path, family: str, tokenizer_path: str | Path | None,
+                     max_len: int, opset: int = 20, beam: int = 1, len_penalty: float = 1.0) -> dict:
+    """Write encoder.onnx, decoder_step.onnx (+ .data), meta.json and tokenizer.json into out_dir; return meta."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    height, width = (g * model.cnn.stride for g in model.grid)
+    image = torch.from_numpy(random_images(2, height, width, 0))
+    with torch.inference_mode():
+        memory, state = model.encode(image)
+        prev = torch.tensor([5, 6])
+        _, state, _ = model.decode_step(torch.tensor([1, 1]), state, memory, model.grid_mask(memory))
+    state, memory = tuple(s.clone() for s in state), memory.clone()
+    mask = model.grid_mask(memory)
+    state_in, state_out = [f"state_{i}" for i in range(len(state))], [f"new_state_{i}" for i in range(len(state))]
+    batch = {0: Dim("batch", min=1, max=4096)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
+        torch.onnx.export(ImageEncoderGraph(model), (image,), str(out_dir / ENCODER_FILE), dynamo=True,
+                          opset_version=opset, input_names=["image"], output_names=["memory", *state_in],
+                          external_data=True, dynamic_shapes=(batch,), verbose=False)
+        torch.onnx.export(DecoderStepGraph(model), (prev, state, memory, mask), str(out_dir / DECODER_FILE),
+                          dynamo=True, opset_version=opset, input_names=["prev", *state_in, "memory", "src_mask"],
+                          output_names=["logits", "log_probs", *state_out, "attn"], external_data=True,
+                          dynamic_shapes=(all_dynamic(prev), tuple(all_dynamic(s) for s in state),
+                                          all_dynamic(memory), all_dynamic(mask)), verbose=False)
+    check_dynamic(out_dir / ENCODER_FILE, {"image": [0]})
+    check_dynamic(out_dir / DECODER_FILE, {"prev": [0], "memory": [0], "src_mask": [0], **{n: [0] for n in state_in}})
+    meta = {"task": "caption", "family": family, "has_attention": bool(model.has_attention),
+            "vocab_size": int(model.vocab_size), **SPECIAL_IDS, "height": height, "width": width,
+            "grid": list(model.grid), "encoder_state_outputs": state_in, "state_inputs": state_in,
+            "state_outputs": state_out, "max_len": int(max_len), "beam": int(beam), "len_penalty": float(len_penalty),
+            "opset": opset}
+    (out_dir / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    if tokenizer_path is not None:
+        shutil.copyfile(tokenizer_path, out_dir / TOKENIZER_FILE)
+    return meta
+
+
+def check_caption_parity(model: nn.Module, out_dir: str | Path, steps: int = 6, tol: float = PARITY_TOL,
+                         seed: int = 1) -> dict:
+    """torch vs onnxruntime on batches unlike the export example: encoder outputs, `steps` decoder steps fed the same
+    tokens, and the greedy captions; writes and returns parity.json (ok = greedy identical, every diff <= tol)."""
+    out_dir = Path(out_dir)
+    ort = OnnxCaptioner(out_dir)
+    decoder_names = ["logits", "log_probs", *ort.meta["state_outputs"], "attn"]
+    model.eval()
+    diffs = {"memory": 0.0, "state": 0.0, "logits": 0.0, "log_probs": 0.0, "attn": 0.0}
+    greedy_same, cases = True, []
+    rng = np.random.default_rng(seed)
+    for k, batch in enumerate(PARITY_BATCHES):
+        images = random_images(batch, ort.height, ort.width, seed + k)
+        with torch.inference_mode():
+            memory, state = model.encode(torch.from_numpy(images))
+        o_state, (o_memory, mask) = ort.encode(images)
+        case = {"batch": batch, "memory": max_diff([memory.numpy()], [o_memory]),
+                "state": max_diff([s.numpy() for s in state], o_state)}
+        t_state = state
+        for _ in range(steps):
+            prev = rng.integers(3, model.vocab_size, size=batch).astype(np.int64)
+            with torch.inference_mode():
+                logits, t_state, attn = model.decode_step(torch.from_numpy(prev), t_state, memory, torch.from_numpy(mask))
+            o_out = dict(zip(decoder_names, ort.decoder.run(decoder_names, {
+                "prev": prev, "memory": o_memory, "src_mask": mask, **dict(zip(ort.meta["state_inputs"], o_state))})))
+            o_state = tuple(o_out[n] for n in ort.meta["state_outputs"])
+            t_out = {"logits": logits.numpy(), "log_probs": torch.log_softmax(logits, -1).numpy(), "attn": attn.numpy()}
+            for key in ("logits", "log_probs", "attn"):
+                case[key] = max(case.get(key, 0.0), max_diff([t_out[key]], [o_out[key]]))
+        t_greedy = [h.tokens for h in caption_batch(model, torch.from_numpy(images), ort.meta["max_len"])]
+        o_ids = [[ort.tokenizer.token_to_id(w) for w in c.words] for c in ort.caption(list(images), beam=1)]
+        case["greedy_identical"] = t_greedy == o_ids
+        greedy_same &= case["greedy_identical"]
+        diffs = {key: max(worst, case[key]) for key, worst in diffs.items()}
+        cases.append(case)
+    parity = {"ok": greedy_same and all(v <= tol for v in diffs.values()), "tolerance": tol, "max_abs_diff": diffs,
+              "greedy_identical": greedy_same, "steps_per_case": steps, "cases": cases}
+    (out_dir / "parity.json").write_text(json.dumps(parity, indent=2) + "\n", encoding="utf-8")
+    return parity
+
+
+def export_and_check_captioner(model: nn.Module, out_dir: str | Path, family: str, tokenizer_path: str | Path,
+                               max_len: int, opset: int = 20, tol: float = PARITY_TOL, **meta) -> dict:
+    """export_captioner + check_caption_parity; raise ExportError with the figures if parity fails."""
+    export_captioner(model, out_dir, family, tokenizer_path, max_len, opset, **meta)
+    parity = check_caption_parity(model, out_dir, tol=tol)
+    if not parity["ok"]:
+        raise ExportError(f"{family}: ONNX parity failed (tolerance {tol}): max abs diff {parity['max_abs_diff']}, "
+                          f"greedy identical: {parity['greedy_identical']}")
+    return parity
+
+
+def export(cfg: DictConfig, model: nn.Module, trained: DictConfig, out: Path, tokenizer: Path) -> dict:
+    """The export stage's hook: image-encoder and decoder-step graphs with the evaluation's decoding settings."""
+    e = cfg.evaluate
+    return export_and_check_captioner(model, out, cfg.family, tokenizer, e.max_len, cfg.export.opset, beam=e.beam,
+                                      len_penalty=e.len_penalty)

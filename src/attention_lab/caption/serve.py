@@ -1,0 +1,139 @@
+"""onnxruntime-only captioning: image encoder + decoder-step graphs, decoding.py's search, attention overlays.
+
+Never imports torch: serving needs numpy, onnxruntime, tokenizers and Pillow (PNG in and out).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, UnidentifiedImageError
+
+from attention_lab.core.decoding import search
+from attention_lab.serving.runtime import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    META_FILE,
+    TOKENIZER_FILE,
+    make_session,
+    read_meta,
+    read_tokenizer,
+)
+from attention_lab.translate.serve import ort_step
+
+META_KEYS = ("height", "width", "grid", "max_len", "beam", "len_penalty", "bos_id", "eos_id", "has_attention",
+             "encoder_state_outputs", "state_inputs", "state_outputs")  # what captioning reads from meta.json
+
+
+class ImageError(ValueError):
+    """An image that cannot be captioned: unreadable, empty, or not the model's canvas size."""
+
+
+def read_image(source: str | Path | bytes, height: int, width: int, name: str | None = None) -> np.ndarray:
+    """A grayscale PNG/JPEG/... of exactly width × height pixels (ink bright on dark) -> float32 (H, W) in [0, 1]."""
+    name = name or (str(source) if not isinstance(source, bytes) else "the uploaded image")
+    data = source if isinstance(source, bytes) else _read_bytes(Path(source))
+    if not data:
+        raise ImageError(f"{name}: empty file, expected a {width}×{height} image")
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+            gray = im.convert("L")
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as err:
+        raise ImageError(f"{name}: not a readable image ({err}); expected a {width}×{height} PNG") from err
+    if gray.size != (width, height):
+        raise ImageError(f"{name}: the image is {gray.size[0]}×{gray.size[1]} pixels, expected {width}×{height} "
+                         "(width × height, the canvas size the model was trained on)")
+    return np.asarray(gray, dtype=np.float32) / 255.0
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.is_file():
+        raise ImageError(f"{path}: no such file")
+    return path.read_bytes()
+
+
+@dataclass
+class Caption:
+    """One caption and, per word, the attention over the encoder's grid (h, w)."""
+
+    text: str
+    words: list[str]
+    attention: np.ndarray  # (len(words), h, w); all zeros for a family without attention
+    score: float
+    has_attention: bool = True
+    overlay: str | None = None  # where its attention overlay was written, if it was
+
+    def to_dict(self) -> dict:
+        return {"caption": self.text, "words": self.words, "attention": np.round(self.attention, 4).tolist(),
+                "score": self.score, "has_attention": self.has_attention, "overlay": self.overlay}
+
+
+class OnnxCaptioner:
+    """Caption images with an exported folder (encoder.onnx, decoder_step.onnx, meta.json, tokenizer.json)."""
+
+    def __init__(self, model_dir: str | Path, threads: int = 1):
+        self.model_dir = Path(model_dir)
+        missing = [f for f in (ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE) if not (self.model_dir / f).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{self.model_dir}: not an exported model folder, missing {', '.join(missing)} "
+                                    "(run the export stage: dvc repro export_caption@<family>)")
+        self.meta = read_meta(self.model_dir, "caption", META_KEYS)
+        self.tokenizer = read_tokenizer(self.model_dir / TOKENIZER_FILE)
+        self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
+        self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
+        self.step = ort_step(self.decoder, self.meta)
+        self.height, self.width = self.meta["height"], self.meta["width"]
+
+    def read(self, source: str | Path | bytes, name: str | None = None) -> np.ndarray:
+        return read_image(source, self.height, self.width, name)
+
+    def encode(self, batch: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
+        """The encoder graph: images (B, H, W) -> (decoder state before bos, (memory (B, L, D), grid mask (B, L)))."""
+        outs = dict(zip([o.name for o in self.encoder.get_outputs()], self.encoder.run(None, {"image": batch})))
+        memory = outs["memory"]
+        state = tuple(outs[n] for n in self.meta["encoder_state_outputs"])
+        return state, (memory, np.ones(memory.shape[:2], dtype=bool))  # every grid cell is real
+
+    def caption(self, images: list[np.ndarray], beam: int | None = None) -> list[Caption]:
+        """images: float32 (H, W) in [0, 1], each of the model's canvas size."""
+        batch = np.stack(images).astype(np.float32)  # (B, H, W)
+        if batch.shape[1:] != (self.height, self.width):
+            raise ImageError(f"images must be {self.width}×{self.height}, got {batch.shape[2]}×{batch.shape[1]}")
+        state, memory = self.encode(batch)
+        hyps = search(self.step, state, memory, np.full(len(batch), self.meta["max_len"]),
+                      beam or self.meta["beam"], self.meta["len_penalty"], self.meta["bos_id"], self.meta["eos_id"])
+        h, w = self.meta["grid"]
+        return [Caption(self.tokenizer.decode(hyp.tokens, skip_special_tokens=True),
+                        [self.tokenizer.id_to_token(t) or "<unk>" for t in hyp.tokens],
+                        hyp.attention.reshape(len(hyp.tokens), h, w), float(hyp.score), bool(self.meta["has_attention"]))
+                for hyp in hyps]
+
+
+def overlay(image: np.ndarray, words: list[str], attention: np.ndarray, scale: int = 3,
+            boxes: list[list[int]] | None = None) -> Image.Image:
+    """Xu et al. 2015 Fig. 3 style: one panel per word, the attention grid (T, h, w) upsampled over the image (H, W)
+    in red (each panel scaled to its own maximum), the word on the left; word t's gold box in green when given."""
+    H, W = image.shape
+    gray = np.clip(image * 255, 0, 255).astype(np.float32)[..., None].repeat(3, -1)  # (H, W, 3)
+    label_w, panels = 70, []
+    for t, word in enumerate(words or ["(empty)"]):
+        a = attention[t] if t < len(attention) else np.zeros(attention.shape[1:] or (1, 1), np.float32)
+        up = np.asarray(Image.fromarray(a.astype(np.float32)).resize((W, H), Image.BILINEAR))  # (H, W)
+        up = up / up.max() if up.max() > 0 else up
+        rgb = gray * (1 - 0.6 * up[..., None]) + 0.6 * up[..., None] * np.array([255.0, 40.0, 0.0])
+        panel = Image.fromarray(rgb.clip(0, 255).astype(np.uint8)).resize((W * scale, H * scale), Image.NEAREST)
+        if boxes and t < len(boxes):
+            x0, y0, x1, y1 = boxes[t]
+            ImageDraw.Draw(panel).rectangle([x0 * scale, y0 * scale, x1 * scale - 1, y1 * scale - 1], outline=(0, 200, 0))
+        row = Image.new("RGB", (label_w + W * scale, H * scale), "white")
+        row.paste(panel, (label_w, 0))
+        ImageDraw.Draw(row).text((6, H * scale // 2 - 6), word, fill="black")
+        panels.append(row)
+    out = Image.new("RGB", (panels[0].width, sum(p.height + 4 for p in panels)), "white")
+    for k, p in enumerate(panels):
+        out.paste(p, (0, k * (p.height + 4)))
+    return out

@@ -1,0 +1,1 @@
+"""The built-in review generator and the readers of bring-your-own labelled documents."""

@@ -1,0 +1,197 @@
+"""BERT (Devlin et al. 2018): a post-LN Transformer encoder over [CLS] A [SEP] B [SEP], plus its pre-training heads.
+
+Choices, stated once:
+- Names follow this repository, not Hugging Face; models/hf_bert.py maps a HF BertModel checkpoint onto `Bert`.
+- Self-attention is the shared `MultiHeadAttention` (padding keys get exactly zero weight); every other piece is
+  BERT's: learned positions and segments, post-LN residual blocks LayerNorm(x + Sublayer(x)) (Vaswani §5.4 as in the
+  original BERT code), exact erf GELU, a tanh pooler on [CLS], and N(0, 0.02) initialisation (§A.2 / BERT code).
+- `need_weights` returns one (B, heads, S, S) tensor per layer, the bertviz `[batch, heads, query, key]` convention.
+- `BertClassifier` takes WordPiece ids without special tokens and builds [CLS] ids [SEP] itself, with tensor ops only
+  (it exports to ONNX with a dynamic batch and length).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor, nn
+
+from attention_lab.classify.models.classifier import DocumentClassifier
+from attention_lab.core.attention import MultiHeadAttention
+
+
+@dataclass
+class BertConfig:
+    """Sizes of a BERT encoder; BERT-base is hidden=768, layers=12, heads=12, intermediate=3072."""
+
+    vocab_size: int
+    hidden: int = 128
+    layers: int = 2
+    heads: int = 4
+    intermediate: int = 256
+    max_positions: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1            # on embeddings and on each sublayer's output
+    attention_dropout: float = 0.1  # on the attention weights
+    layer_norm_eps: float = 1e-12
+    pad_id: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BertConfig:
+        return cls(**d)
+
+
+def _init_weights(module: nn.Module) -> None:
+    """BERT's initialisation: Linear/Embedding weights N(0, 0.02), biases 0, LayerNorm 1/0, padding row 0."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+    if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+        with torch.no_grad():
+            module.weight[module.padding_idx].zero_()
+    if isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+class BertEmbeddings(nn.Module):
+    """Devlin 2018 §3, Fig. 2: input = LayerNorm(token + segment + position embeddings), then dropout."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word = nn.Embedding(config.vocab_size, config.hidden, padding_idx=config.pad_id)
+        self.position = nn.Embedding(config.max_positions, config.hidden)
+        self.segment = nn.Embedding(config.type_vocab_size, config.hidden)
+        self.norm = nn.LayerNorm(config.hidden, eps=config.layer_norm_eps)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, ids: Tensor, segments: Tensor) -> Tensor:
+        """ids, segments (B, S) -> (B, S, H); positions 0..S-1."""
+        positions = torch.arange(ids.shape[1], device=ids.device)  # (S,)
+        x = self.word(ids) + self.segment(segments) + self.position(positions)  # (B, S, H)
+        return self.drop(self.norm(x))
+
+
+class BertLayer(nn.Module):
+    """One post-LN encoder layer: x = LN(x + Attn(x)); x = LN(x + W_2 GELU(W_1 x)) (Vaswani §3.1, BERT §3)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attn = MultiHeadAttention(config.hidden, config.heads, dropout=config.attention_dropout)
+        self.norm1 = nn.LayerNorm(config.hidden, eps=config.layer_norm_eps)
+        self.ffn = nn.Sequential(nn.Linear(config.hidden, config.intermediate), nn.GELU(),
+                                 nn.Linear(config.intermediate, config.hidden))
+        self.norm2 = nn.LayerNorm(config.hidden, eps=config.layer_norm_eps)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor, keys: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, H), key mask (B, 1, S) -> (B, S, H), self-attention (B, heads, S, S) | None."""
+        a, weights = self.attn(x, x, x, keys, need_weights)
+        x = self.norm1(x + self.drop(a))
+        return self.norm2(x + self.drop(self.ffn(x))), weights
+
+
+class Bert(nn.Module):
+    """The BERT encoder and pooler: (ids, mask, segments) -> (hidden (B, S, H), pooled (B, H), attentions)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.layers))
+        self.pooler = nn.Linear(config.hidden, config.hidden)
+        self.apply(_init_weights)
+
+    def forward(self, ids: Tensor, mask: Tensor, segments: Tensor | None = None, need_weights: bool = False,
+                last_only: bool = False) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
+        """ids (B, S) long, mask (B, S) bool True = real, segments (B, S) | None (all 0).
+
+        attentions: one (B, heads, S, S) per layer with `need_weights`, only the last layer's with `last_only` too
+        (the other layers then run the fused kernel), else ().
+        """
+        segments = torch.zeros_like(ids) if segments is None else segments
+        x = self.embeddings(ids, segments)  # (B, S, H)
+        keys = mask.unsqueeze(1)  # (B, 1, S): every query sees the real keys only
+        attentions = []
+        for i, layer in enumerate(self.layers):
+            need = need_weights and (not last_only or i == len(self.layers) - 1)
+            x, weights = layer(x, keys, need)  # (B, S, H)
+            if need:
+                attentions.append(weights)
+        pooled = torch.tanh(self.pooler(x[:, 0]))  # BERT §3: the [CLS] vector through a tanh layer, (B, H)
+        return x, pooled, tuple(attentions)
+
+
+class BertPretraining(nn.Module):
+    """Devlin 2018 §3.1: masked-LM head (decoder tied to the word embeddings) + a sentence-pair head on the pooled
+    output (next-sentence prediction, or ALBERT's sentence-order prediction)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.bert = Bert(config)
+        self.transform = nn.Sequential(nn.Linear(config.hidden, config.hidden), nn.GELU(),
+                                       nn.LayerNorm(config.hidden, eps=config.layer_norm_eps))
+        self.decoder = nn.Linear(config.hidden, config.vocab_size)  # its own output bias
+        self.pair = nn.Linear(config.hidden, 2)
+        self.apply(_init_weights)
+        self.decoder.weight = self.bert.embeddings.word.weight  # tied: logits = h E^T + b (Press & Wolf 2017)
+
+    def forward(self, ids: Tensor, mask: Tensor, segments: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """ids, mask, segments (B, S) -> (MLM logits (B, S, V), pair logits (B, 2))."""
+        hidden, pooled, _ = self.bert(ids, mask, segments)
+        return self.decoder(self.transform(hidden)), self.pair(pooled)
+
+
+class BertClassifier(DocumentClassifier):
+    """Devlin 2018 §4.1: logits = W dropout(pooled [CLS]) + b over [CLS] w_1 .. w_n [SEP]; "word" is the last
+    layer's [CLS]-row attention over w_1 .. w_T, mean over heads, renormalised to sum to 1 over the real words;
+    "attentions" (not while training) is every layer's self-attention, (B, layers, heads, T + 2, T + 2)."""
+
+    hierarchical = False
+    output_names = ("logits", "word", "attentions")
+
+    def __init__(self, vocab_size: int, num_classes: int, pad_id: int = 0, hidden: int = 128, layers: int = 2,
+                 heads: int = 4, intermediate: int = 256, max_positions: int = 512, dropout: float = 0.1,
+                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12, cls_id: int = 2, sep_id: int = 3):
+        super().__init__(vocab_size, num_classes, pad_id)
+        self.config = BertConfig(vocab_size, hidden, layers, heads, intermediate, max_positions, 2, dropout,
+                                 attention_dropout, layer_norm_eps, pad_id)
+        self.cls_id, self.sep_id = cls_id, sep_id
+        self.bert = Bert(self.config)
+        self.drop = nn.Dropout(dropout)
+        self.out = nn.Linear(hidden, num_classes)
+        self.apply(_init_weights)
+
+    @property
+    def max_tokens(self) -> int:
+        """Document tokens that fit beside [CLS] and [SEP]."""
+        return self.config.max_positions - 2
+
+    def bert_inputs(self, ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """ids, mask (B, T) right-padded -> [CLS] ids [SEP] pad.., its mask (B, T + 2); [SEP] at position length + 1."""
+        B = ids.shape[0]
+        sep_at = (mask.sum(1) + 1).unsqueeze(1)  # (B, 1)
+        ids = torch.cat([ids.new_full((B, 1), self.cls_id), ids, ids.new_full((B, 1), self.pad_id)], 1)  # (B, T+2)
+        ids = ids.scatter(1, sep_at, ids.new_full((B, 1), self.sep_id))
+        mask = torch.cat([mask.new_ones(B, 1), mask, mask.new_zeros(B, 1)], 1)  # (B, T + 2)
+        return ids, mask.scatter(1, sep_at, mask.new_ones(B, 1))
+
+    def forward(self, ids: Tensor, mask: Tensor) -> dict[str, Tensor]:
+        x, m = self.bert_inputs(ids, mask)  # (B, T + 2)
+        _, pooled, attentions = self.bert(x, m, need_weights=True, last_only=self.training)
+        logits = self.out(self.drop(pooled))  # (B, C)
+        word = attentions[-1][:, :, 0, 1:-1].mean(1) * mask  # [CLS] row over positions 1..T, [SEP] dropped: (B, T)
+        out = {"logits": logits, "word": word / word.sum(-1, keepdim=True).clamp_min(1e-9)}
+        if not self.training:  # training needs the last layer's only (the others run the fused kernel)
+            out["attentions"] = torch.stack(attentions, 1)  # (B, layers, heads, T + 2, T + 2)
+        return out
+
+    def attention_maps(self, ids: Tensor, mask: Tensor) -> tuple[Tensor, ...]:
+        """Every layer's self-attention over [CLS] ids [SEP]: (B, heads, T + 2, T + 2) each (for bertviz)."""
+        x, m = self.bert_inputs(ids, mask)
+        return self.bert(x, m, need_weights=True)[2]

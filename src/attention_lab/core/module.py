@@ -1,0 +1,92 @@
+"""What every task's LightningModule shares: the model from conf/model, Adam with warm-up and cosine decay, exact
+resume (RNG state in the checkpoint, one per process under data parallelism) and the training clock (seconds and
+tokens of the training epochs only, tokens summed over processes)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import lightning.pytorch as pl
+import torch
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from attention_lab.core.tokenization import PAD
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Training produced a NaN/inf loss: the run stops instead of saving a broken model."""
+
+
+class TaskModule(pl.LightningModule):
+    """cfg (resolved dict) -> self.cfg and self.model = instantiate(cfg.model, vocab_size, pad_id, **model_kwargs)."""
+
+    def __init__(self, cfg: dict, vocab_size: int, **model_kwargs):
+        super().__init__()
+        self.save_hyperparameters(logger=False)  # the stage logs the flattened config once per run
+        self.cfg = OmegaConf.create(cfg)
+        self.model = self.build_model(vocab_size, **model_kwargs)
+        self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None  # tokens_seen: this process's, since fit began
+        self.tokens_before = 0  # every process's tokens before a resumed run's checkpoint
+
+    def build_model(self, vocab_size: int, **model_kwargs) -> torch.nn.Module:
+        """The family's model from conf/model/<family>.yaml."""
+        return instantiate(self.cfg.model, vocab_size=vocab_size, pad_id=PAD, **model_kwargs)
+
+    def check_finite(self, loss: torch.Tensor) -> None:
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch}, "
+                                     f"step {self.global_step}; lower train.lr or raise train.clip")
+
+    def on_train_epoch_start(self) -> None:
+        # Lightning calls set_epoch on a loader's sampler, not on its batch sampler (our BucketBatchSampler): without
+        # this every epoch would see the same batches in the same order. Before the epoch's iterator is made.
+        batches = getattr(self.trainer.train_dataloader, "batch_sampler", None)
+        if callable(getattr(batches, "set_epoch", None)):
+            batches.set_epoch(self.current_epoch)
+        self._t0 = time.perf_counter()
+
+    def on_train_epoch_end(self) -> None:
+        self.train_seconds += time.perf_counter() - self._t0
+
+    def configure_optimizers(self):
+        """Adam with linear warm-up, then cosine decay to 5% over the planned steps (max_epochs: deterministic)."""
+        t = self.cfg.train
+        opt = torch.optim.Adam(self.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+        warmup, total = max(1, t.warmup_steps), max(2, int(self.trainer.estimated_stepping_batches))
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            progress = min(1.0, (step - warmup) / max(1, total - warmup))
+            return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def total_tokens(self) -> int:
+        """Tokens trained on by every process since the run began. A collective under data parallelism: every process
+        calls it (Lightning saves checkpoints on every process, writing on rank 0 only)."""
+        strategy = self.trainer.strategy  # its root device, not self.device: after fit the module is back on the CPU
+        mine = torch.tensor(float(self.tokens_seen), dtype=torch.float64, device=strategy.root_device)
+        return self.tokens_before + int(strategy.reduce(mine, reduce_op="sum").item())
+
+    # Exact resume: the global RNG (dropout) is saved with the checkpoint and restored on load; under data
+    # parallelism every process's state (each drew its own masks), restored to the process of the same rank.
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["torch_rng_state"] = torch.get_rng_state()
+        if self.trainer.world_size > 1:
+            states = self.trainer.strategy.all_gather(torch.get_rng_state().to(self.trainer.strategy.root_device))
+            checkpoint["torch_rng_states"] = [state.cpu().clone() for state in states]  # own storage, see below
+        checkpoint["tokens_seen"], checkpoint["train_seconds"] = self.total_tokens(), self.train_seconds
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        states = checkpoint.get("torch_rng_states")
+        if states is not None and self._trainer is not None and len(states) == self.trainer.world_size:
+            # a copy: torch.set_rng_state reads a view at a storage offset from its storage's start (a segfault)
+            torch.set_rng_state(states[self.trainer.global_rank].clone())
+        elif "torch_rng_state" in checkpoint:
+            torch.set_rng_state(checkpoint["torch_rng_state"])
+        self.tokens_before, self.tokens_seen = checkpoint.get("tokens_seen", 0), 0
+        self.train_seconds = checkpoint.get("train_seconds", 0.0)

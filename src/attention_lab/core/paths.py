@@ -1,0 +1,43 @@
+"""Where the pipeline's outputs live, one function per kind (models/, predictions/), for stages and tasks alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+
+def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, fraction: float = 1.0) -> Path:
+    """models/<family>/checkpoints/seed<k>: best.ckpt, last.ckpt, train.json, run.json (MLflow run id); a run on a
+    fraction of the training labels lives in checkpoints/labels<percent>/seed<k>."""
+    checkpoints = Path(cfg.root) / cfg.paths.models / (family or cfg.family) / "checkpoints"
+    return (checkpoints if fraction == 1 else checkpoints / f"labels{fraction * 100:g}") / f"seed{seed}"
+
+
+def partial_dir(out: Path, dvc_out: Path) -> Path:
+    """Where a run works before it moves to `out` (inside the stage's DVC output `dvc_out`): beside dvc_out, never in
+    it, because DVC clears a stage's outputs before running it and the partial run must survive to be resumed."""
+    return dvc_out.parent / f".partial-{dvc_out.name}" / out.relative_to(dvc_out)
+
+
+def pretrained_dir(cfg: DictConfig, family: str | None = None) -> Path:
+    """models/pretrained/<family>: the pretrain stage's encoder.safetensors, config.json, tokenizer.json, pretrain.json."""
+    return Path(cfg.root) / cfg.paths.models / "pretrained" / (family or cfg.family)
+
+
+def tokenizer_path(cfg: DictConfig) -> Path:
+    """The family's vocabulary: its pretrained encoder's for a pretrained family, else the task's tokenize stage's."""
+    if cfg.get("pretrained"):
+        return pretrained_dir(cfg) / "tokenizer.json"
+    return Path(cfg.root) / cfg.paths.tokenized / "tokenizer.json"
+
+
+def onnx_dir(cfg: DictConfig) -> Path:
+    """models/<family>/onnx: the self-contained folder that serving loads."""
+    return Path(cfg.root) / cfg.paths.models / cfg.family / "onnx"
+
+
+def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
+    """predictions/<task>/<family>.json: {"ids": [...], "references": [...], "seeds": {"<k>": [...]}}, one output
+    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption)."""
+    return Path(cfg.root) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"

@@ -1,0 +1,170 @@
+"""The comparison reports: one Markdown page per task, built only from the metrics files of the evaluate stages."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from attention_lab.core.metrics import bucket_key, bucket_label
+from attention_lab.core.significance import ALPHA, PAIRED_TEST, seed_interval
+from attention_lab.core.task import get_task
+
+DIGITS = {"test/bleu": 1, "test/chrf": 1}  # scores on 0..100; fractions (accuracy, macro-F1) get 3 decimals
+BANDS = "Lines: mean over seeds; bands: ± sd over seeds (none with one seed)."
+
+
+def fmt(value, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
+
+
+def splice_results(readme: str, table: str, task: str) -> str:
+    """README text with `table` between its `<!-- results:<task>:begin ... -->` and `<!-- results:<task>:end -->`."""
+    begin, end = readme.find(f"<!-- results:{task}:begin"), readme.find(f"<!-- results:{task}:end -->")
+    if begin < 0 or end < 0:
+        raise ValueError(f"README.md has no <!-- results:{task}:begin --> / <!-- results:{task}:end --> markers")
+    head = readme[:readme.index("\n", begin) + 1]
+    return f"{head}{table}\n{readme[end:]}"
+
+
+def bucket_series(results: dict[str, dict], buckets, metric: str = "bleu") -> dict[str, dict[str, tuple]]:
+    """{family: {bucket label: (mean test/<metric>_len_<bucket>, its sd over the per-seed scores or None)}} for the
+    by-length plots."""
+    out = {}
+    for f, m in results.items():
+        out[f] = {}
+        for b in buckets:
+            key = f"test/{metric}_len_{bucket_key(b)}"
+            if key in m:
+                scores = [s[key] for s in m.get("per_seed", {}).values() if key in s]
+                out[f][bucket_label(b)] = (m[key], seed_interval(scores)["sd"] if len(scores) > 1 else None)
+    return out
+
+
+def headline(m: dict, key: str) -> dict:
+    """A family's mean, sd and 95% interval of a headline metric, as the evaluate stage wrote them (None: absent)."""
+    return {"mean": m.get(key), "sd": m.get(f"{key}_sd"), "low": m.get(f"{key}_ci95_low"),
+            "high": m.get(f"{key}_ci95_high")}
+
+
+def ranked(results: dict[str, dict], key: str) -> list[str]:
+    """Families by mean `key`, best first; families without a finite value last, in their own order."""
+    def score(f: str) -> float:
+        v = results[f].get(key)
+        return -v if isinstance(v, (int, float)) and math.isfinite(v) else math.inf
+
+    return sorted(results, key=score)
+
+
+def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
+    """Families no other family dominates (as cheap or cheaper and as good or better, one strictly), by cost:
+    {family: (cost, quality)}."""
+    def dominated(f: str) -> bool:
+        c, q = points[f]
+        return any(c2 <= c and q2 >= q and (c2, q2) != (c, q) for g, (c2, q2) in points.items() if g != f)
+
+    return sorted((f for f in points if not dominated(f)), key=lambda f: points[f][0])
+
+
+def marks(significance: dict, key: str) -> str:
+    """† where the family differs from the baseline at p < ALPHA, ‡ where it differs from the best family."""
+    return (("†" if significance.get("p_baseline", {}).get(key, 1.0) < ALPHA else "")
+            + ("‡" if significance.get("p_best", {}).get(key, 1.0) < ALPHA else ""))
+
+
+def ranking_table(task: str, results: dict[str, dict], significance: dict[str, dict]) -> str:
+    """Markdown: families by mean headline metric, with mean ± sd (and marks), 95% t-interval over seeds, size and
+    speed; significance: {family: {"p_baseline": {metric: p}, "p_best": {...}}}."""
+    keys = get_task(task).headline
+    head = ["rank", "family", *[c for k, name in keys.items() for c in (f"{name} (mean ± sd)", f"{name} 95% interval")],
+            "params", "train time (s)", get_task(task).speed_column]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for rank, family in enumerate(ranked(results, next(iter(keys))), 1):
+        m, cells = results[family], []
+        for key in keys:
+            h, d = headline(m, key), DIGITS.get(key, 3)
+            interval = "—" if h["low"] is None else f"[{fmt(h['low'], d)}, {fmt(h['high'], d)}]"
+            cells += [f"{fmt(h['mean'], d)} ± {fmt(h['sd'], d)}{marks(significance.get(family, {}), key)}", interval]
+        lines.append("| " + " | ".join([str(rank), f"`{family}`", *cells, fmt(int(m["train/params"])),
+                                        fmt(m["train/train_seconds"], 0), fmt(m["train/train_tokens_per_s"], 0)])
+                     + " |")
+    return "\n".join(lines)
+
+
+def ranking_section(task: str, results: dict[str, dict], significance: dict[str, dict], methods: dict[str, str],
+                    baseline: str, best: str, front: list[str]) -> list[str]:
+    """The page's ranking: table, how the marks were tested, and the quality-against-train-time picture."""
+    keys = get_task(task).headline
+    seeds = next(iter(results.values())).get("seeds", [])
+    tested = "; ".join(f"{keys[k]}: {how}" for k, how in methods.items()) or "none"
+    untested = [name for k, name in keys.items() if k not in PAIRED_TEST]
+    first = keys[next(iter(keys))]
+    return [
+        "## Ranking", "", ranking_table(task, results, significance), "",
+        (f"Families ranked by mean {first} over {len(seeds)} seed(s) {list(seeds)}; ± is the sample sd over seeds and "
+         "the interval a 95% Student-t interval over seeds (— with one seed). "
+         f"† = differs from the baseline `{baseline}` (the first of `{task}.families`: in timeline order, no "
+         f"attention), ‡ = differs from the best family `{best}`, each at p < {ALPHA} by a paired test on the same "
+         "test examples. "
+         "Seed k of one family is paired with seed k of the other and the pairs of all seeds are concatenated. "
+         f"Tests: {tested}"
+         + (f"; {', '.join(untested)}: no paired test" if untested else "")
+         + f". Every p-value is in `metrics/{task}_summary.json` (`significance`)."), "",
+        f"### {first} against train time", "",
+        f"![{first} against train time]({task}/pareto.png)", "",
+        ("One point per family (mean over seeds, bars ± sd); the Pareto front, families that no other family beats "
+         f"on both {first} and train time, is {', '.join(f'`{f}`' for f in front)}."), ""]
+
+
+def fmt_p(p: float | None) -> str:
+    return "—" if p is None else ("< 0.001" if p < 0.001 else f"{p:.3f}")
+
+
+def headline_cell(family: str, m: dict, key: str, name: str) -> str:
+    """`family`: <name> mean ± sd, for the index."""
+    h, digits = headline(m, key), DIGITS.get(key, 3)
+    return f"`{family}`: {name} {fmt(h['mean'], digits)} ± {fmt(h['sd'], digits)}"
+
+
+def render_index(summaries: dict[str, dict[str, dict]]) -> str:
+    """reports/index.md: per task (metrics/<task>_summary.json) its page, the first-ranked family and the baseline
+    on the ranking metric, and the p-value of their difference."""
+    head = ["task", "page", "families", "ranked first", "baseline", "p (first vs baseline)"]
+    lines = ["# Results", "",
+             "Generated by `dvc repro` (stage `report_index`) from `metrics/<task>_summary.json`; do not edit by hand.",
+             "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for task, summary in summaries.items():
+        key = next(iter(get_task(task).headline))
+        first = min(summary, key=lambda f: summary[f]["rank"])
+        baseline = summary[first]["significance"]["baseline"]
+        p = summary[first]["significance"]["p_baseline"].get(key) if first != baseline else None
+        cells = [headline_cell(f, summary[f], key, get_task(task).headline[key]) for f in (first, baseline)]
+        lines.append("| " + " | ".join([f"`{task}`", f"[{task}.md]({task}.md)", str(len(summary)), *cells, fmt_p(p)])
+                     + " |")
+    lines += ["", ("Each page ranks its task's families (mean ± sd and a 95% interval over seeds, paired significance "
+                   "tests against the baseline and the best family), plots quality against train time and scores by "
+                   "length, and shows the attention of each family. Ablations: [ablations.md](ablations.md)."), ""]
+    return "\n".join(lines)
+
+
+def budget_line(cfg: DictConfig) -> str:
+    t = cfg.train
+    return (f"Every family trains for {t.max_epochs} epochs (batch {t.batch_size}, Adam lr {t.lr}, "
+            f"{t.warmup_steps} warm-up steps then cosine decay); families are listed in timeline order.")
+
+
+def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tuple[str, ...]) -> dict[str, list[str]]:
+    """Copy each family's plots/<task>/<family>/<pattern> files into reports/<task>/; their paths relative to the page."""
+    task, out = cfg.task.name, {}
+    for f in names:
+        out[f] = []
+        for pattern in patterns:
+            for path in sorted((Path(cfg.root) / cfg.paths.plots / f).glob(pattern)):
+                shutil.copy(path, assets / f"{f}_{path.name}")
+                if path.suffix == ".png":
+                    out[f].append(f"{task}/{f}_{path.name}")
+    return out

@@ -1,0 +1,299 @@
+"""Optuna tuning under one budget for every family of a task: a search space per family (conf/tune/<family>.yaml),
+one study per family in a journal file (or an RDB URL shared by many workers), trials trained by the train stage's
+`train_one` on a share of the training batches and pruned by optuna-integration's Lightning callback."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import lightning.pytorch as pl
+import optuna
+from omegaconf import DictConfig, OmegaConf
+
+from attention_lab.core import tracking
+from attention_lab.core.checkpoints import count_parameters
+from attention_lab.core.config import CONF_DIR, TUNED_DIR, ConfigError, check_value
+from attention_lab.core.files import read_json
+
+FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+COUNTED = (*FINISHED, optuna.trial.TrialState.RUNNING)  # the budget: finished trials and those under way
+SPEC_KEYS = {"low", "high", "log", "choices"}
+
+
+def space_path(cfg: DictConfig) -> Path:
+    return Path(cfg.root) / CONF_DIR / "tune" / f"{cfg.family}.yaml"
+
+
+def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:
+    """conf/tune/<family>.yaml: {dotted config key: {low, high[, log]} or {choices: [...]}}, checked against cfg."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: no search space for this family (add one: see conf/tune/bahdanau.yaml)")
+    try:
+        space = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    except Exception as err:  # yaml's and omegaconf's parse errors
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(err).split())}") from err
+    if not isinstance(space, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys to {{low, high}} or {{choices}}")
+    for key, spec in space.items():
+        where = f"{path}: `{key}`"
+        if OmegaConf.select(cfg, key, default=None) is None:
+            raise ConfigError(f"{where} is not a key of the family's config (e.g. train.lr, model.dropout)")
+        if not isinstance(spec, dict) or not spec.keys() <= SPEC_KEYS or ("choices" in spec) == ("low" in spec):
+            raise ConfigError(f"{where}: expected {{low: L, high: H[, log: true]}} or {{choices: [...]}}, got {spec!r}")
+        if "choices" in spec and not (isinstance(spec["choices"], list) and spec["choices"]):
+            raise ConfigError(f"{where}: choices must be a non-empty list")
+        if "low" in spec:
+            low, high = spec.get("low"), spec.get("high")
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)) or low >= high:
+                raise ConfigError(f"{where}: low and high must be numbers with low < high, got {low!r}, {high!r}")
+            if spec.get("log") and low <= 0:
+                raise ConfigError(f"{where}: a log scale needs low > 0, got {low!r}")
+        for value in spec.get("choices") or (spec["low"], spec["high"]):  # the key's own range (config.RULES)
+            if problem := check_value(key, value, cfg.task.name):
+                raise ConfigError(f"{where}: {problem}")
+    return space
+
+
+def suggest(trial: optuna.Trial, space: dict[str, dict]) -> dict[str, object]:
+    """One sampled value per key: categorical for choices, int when low and high are ints, else float."""
+    out = {}
+    for key, spec in space.items():
+        if "choices" in spec:
+            out[key] = trial.suggest_categorical(key, spec["choices"])
+        elif isinstance(spec["low"], int) and isinstance(spec["high"], int):
+            out[key] = trial.suggest_int(key, spec["low"], spec["high"], log=bool(spec.get("log")))
+        else:
+            out[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=bool(spec.get("log")))
+    return out
+
+
+def nested(flat: dict[str, object]) -> dict:
+    """{'train.lr': 1e-3} -> {'train': {'lr': 1e-3}}."""
+    out: dict = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def study_name(cfg: DictConfig, space: dict) -> str:
+    """<task>-<family>-<hash of the space, the budget and the config trials start from>: a changed search space or
+    budget starts a new study; the same one resumes."""
+    what = {"space": space, **{k: OmegaConf.to_container(cfg[k], resolve=True)
+                               for k in ("model", "train", "data", "tune")}, "seed": cfg.seeds[0]}
+    what["tune"].pop("storage", None)
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
+    return f"{cfg.task.name}-{cfg.family}-{digest}"
+
+
+def storage(cfg: DictConfig):
+    """cfg.tune.storage (an RDB URL, e.g. postgresql://... for many machines; heartbeats fail dead workers' trials),
+    else the journal file tuned/<family>.journal (file-locked: several processes on one machine)."""
+    if cfg.tune.storage:
+        return optuna.storages.RDBStorage(cfg.tune.storage, heartbeat_interval=60, grace_period=180)
+    journal = Path(cfg.root) / TUNED_DIR / f"{cfg.family}.journal"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
+
+
+def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
+    """The family's study (created or resumed), with the task's seeded TPE sampler and median pruner; the worker that
+    creates it is recorded (user attribute `creator`): it alone creates the study's MLflow run (study_run)."""
+    t = cfg.tune
+    sampler = optuna.samplers.TPESampler(seed=t.seed, n_startup_trials=t.startup_trials)
+    pruner = optuna.pruners.MedianPruner(n_startup_trials=t.startup_trials)
+    direction = "minimize" if t.direction == "minimize" else "maximize"
+    opened = {"study_name": study_name(cfg, space), "storage": storage(cfg), "sampler": sampler, "pruner": pruner}
+    try:  # the storage's unique study name decides which of several workers starting at once creates it
+        study = optuna.create_study(**opened, direction=direction)
+    except optuna.exceptions.DuplicatedStudyError:
+        return optuna.load_study(**opened)
+    study.set_user_attr("creator", worker_id())
+    return study
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def fail_dead_trials(study: optuna.Study) -> list[int]:
+    """Trials left RUNNING by a killed worker on this host are marked FAIL (so they leave the budget and are re-run)."""
+    host, dead = socket.gethostname(), []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        worker_host, _, pid = str(t.user_attrs.get("worker", "")).partition(":")
+        if worker_host == host and pid.isdigit() and not _alive(int(pid)):
+            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            dead.append(t.number)
+    return dead
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ParamCap(pl.Callback):
+    """Prune a trial whose sampled model has more trainable parameters than the task's cap (tune.max_params)."""
+
+    def __init__(self, trial: optuna.Trial, cap: int | None):
+        self.trial, self.cap = trial, cap
+
+    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        n = count_parameters(module.model)
+        self.trial.set_user_attr("params", n)
+        if self.cap and n > self.cap:
+            raise optuna.TrialPruned(f"{n:,} parameters > the task's cap tune.max_params = {self.cap:,}")
+
+
+def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path):
+    """Train one trial (cfg + sampled values, tune.epochs epochs on tune.train_batches of the batches); its best
+    validation value of tune.metric."""
+    from optuna_integration import PyTorchLightningPruningCallback
+
+    from attention_lab.stages.train import train_one
+
+    def run(trial: optuna.Trial) -> float:
+        trial.set_user_attr("worker", worker_id())
+        values = suggest(trial, space)
+        run_cfg = cfg.copy()
+        OmegaConf.set_struct(run_cfg, False)
+        for key, value in values.items():
+            OmegaConf.update(run_cfg, key, value)
+        run_cfg.train.max_epochs = cfg.tune.epochs
+        share = cfg.tune.epochs * cfg.tune.train_batches / cfg.train.max_epochs  # a miniature of the full schedule
+        run_cfg.train.warmup_steps = max(1, round(cfg.train.warmup_steps * share))
+        if "label_fractions" in run_cfg.train:  # classify: tuning sees every label
+            run_cfg.train.label_fraction = 1.0
+        out, partial = trial_dirs(workdir, trial.number)
+        name = f"{cfg.family}-trial{trial.number}"
+        tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}
+        try:
+            train_one(run_cfg, cfg.seeds[0], out, partial, stage="tune", tags=tags, name=name,
+                      callbacks=(ParamCap(trial, cfg.tune.max_params),
+                                 PyTorchLightningPruningCallback(trial, monitor=cfg.tune.metric)),
+                      limit_train_batches=cfg.tune.train_batches)
+        except optuna.TrialPruned:  # its MLflow run says so (Lightning closed it as FAILED)
+            if (partial / "run.json").is_file():
+                mark_pruned(cfg, read_json(partial / "run.json")["run_id"])
+            raise
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(partial, ignore_errors=True)
+        frozen = next(t for t in trial.study.get_trials(deepcopy=False) if t.number == trial.number)
+        reported = list(frozen.intermediate_values.values())
+        if not reported:
+            raise RuntimeError(f"{cfg.family} trial {trial.number}: no `{cfg.tune.metric}` was logged; "
+                               "tune.metric must be a validation metric of the task (e.g. val/loss)")
+        return min(reported) if cfg.tune.direction == "minimize" else max(reported)
+
+    return run
+
+
+def trial_dirs(workdir: Path, number: int) -> tuple[Path, Path]:
+    """Where trial `number` lands (out) and trains (its partial run); both are removed when it ends."""
+    return workdir / f"trial{number}", workdir / f".partial-trial{number}"
+
+
+def discard_dead_trials(cfg: DictConfig, numbers: list[int], workdir: Path) -> None:
+    """What a killed worker's trials left behind: their MLflow runs are marked KILLED, their folders removed."""
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
+    for number in numbers:
+        for folder in trial_dirs(workdir, number):
+            if (folder / "run.json").is_file():
+                run_id = read_json(folder / "run.json")["run_id"]
+                client.set_tag(run_id, "optuna.state", "FAIL")
+                client.set_terminated(run_id, "KILLED")
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def mark_pruned(cfg: DictConfig, run_id: str) -> None:
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
+    client.set_tag(run_id, "optuna.state", "PRUNED")
+    client.set_terminated(run_id, "KILLED")
+
+
+def study_run(cfg: DictConfig, study: optuna.Study, wait_s: float = 120.0) -> str:
+    """The study's MLflow parent run: created by the worker that created the study, its id kept in the study's user
+    attributes, which the other workers (on any machine) wait for; after wait_s (its creator died) any worker makes it."""
+    import mlflow
+
+    experiment = tracking.experiment_id(cfg)
+    deadline = time.monotonic() + wait_s
+    while (run_id := study.user_attrs.get("mlflow_run_id")) is None:
+        if study.user_attrs.get("creator") == worker_id() or time.monotonic() > deadline:
+            tags = {"kind": "tune", "task": cfg.task.name, "family": str(cfg.family), "study": study.study_name,
+                    "git_commit": tracking.git_commit(cfg.root)}
+            client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
+            run_id = client.create_run(experiment, run_name=f"tune-{cfg.family}", tags=tags).info.run_id
+            study.set_user_attr("mlflow_run_id", run_id)
+            break
+        time.sleep(0.5)
+    return run_id
+
+
+def summary(cfg: DictConfig, study: optuna.Study) -> dict:
+    """What tuned/<family>.yaml records: the best trial's values (nested) and the study's figures."""
+    trials = study.get_trials(deepcopy=False, states=FINISHED)
+    complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    if not complete:
+        raise RuntimeError(f"tune@{cfg.family}: none of {len(trials)} trials completed (pruned by the parameter cap "
+                           f"tune.max_params = {cfg.tune.max_params}? see {space_path(cfg)})")
+    best = study.best_trial
+    return {"params": nested(best.params),
+            "study": {"name": study.study_name, "metric": cfg.tune.metric, "direction": cfg.tune.direction,
+                      "trials": len(trials), "complete": len(complete), "pruned": len(trials) - len(complete),
+                      "best_trial": best.number, "best_value": round(float(best.value), 6),
+                      "params_count": best.user_attrs.get("params"), "max_params": cfg.tune.max_params,
+                      "epochs_per_trial": cfg.tune.epochs, "train_batches": cfg.tune.train_batches}}
+
+
+def tune(cfg: DictConfig) -> dict:
+    """Run this worker's share of the family's study until tune.trials trials are finished or under way; returns
+    summary() (trials: 0 -> no study, empty params: train with the family's own settings)."""
+    import mlflow
+
+    if cfg.tune.trials <= 0:
+        return {"params": {}, "study": {"trials": 0}}
+    space = load_space(space_path(cfg), cfg)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = open_study(cfg, space)
+    workdir = Path(cfg.root) / TUNED_DIR / ".trials" / str(cfg.family)
+    if dead := fail_dead_trials(study):
+        print(f"tune@{cfg.family}: trials {dead} were left running by a killed worker; marked failed")
+        discard_dead_trials(cfg, dead, workdir)
+    parent = study_run(cfg, study)
+    counted = len(study.get_trials(deepcopy=False, states=COUNTED))
+    if counted < cfg.tune.trials:
+        print(f"tune@{cfg.family}: study {study.study_name}, {counted} of {cfg.tune.trials} trials done or running")
+        study.optimize(objective(cfg, space, parent, workdir), n_trials=cfg.tune.trials - counted,
+                       callbacks=[optuna.study.MaxTrialsCallback(cfg.tune.trials, states=COUNTED)],
+                       gc_after_trial=True)
+    result = summary(cfg, study)
+    client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
+    with tracking.store_lock(tracking.tracking_uri(cfg)):  # every worker finishing the study writes the same figures
+        for key, value in result["study"].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                client.log_metric(parent, key, value)
+        for key, value in study.best_trial.params.items():  # tags, not params: a resumed study may find a new best
+            client.set_tag(parent, f"best.{key}", value)
+        client.set_terminated(parent, "FINISHED")
+    return result

@@ -1,1 +1,0 @@
-"""Data: the built-in English→Korean generator and readers for bring-your-own corpora."""

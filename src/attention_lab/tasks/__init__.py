@@ -1,1 +1,0 @@
-"""LightningModules, one per task."""

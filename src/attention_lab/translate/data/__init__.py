@@ -1,0 +1,1 @@
+"""The built-in sentence-pair generator and the readers of bring-your-own corpora."""

@@ -1,0 +1,89 @@
+"""Test-set evaluation of a trained translation model: decode, score, align, time."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from attention_lab.core import metrics, plots
+from attention_lab.core.checkpoints import load_model
+from attention_lab.core.metrics import spread_over_buckets
+from attention_lab.core.paths import seed_dir
+from attention_lab.core.tokenization import decode, load_tokenizer, word_ids
+from attention_lab.translate.data.batches import collate
+from attention_lab.translate.search import translate_batch
+
+
+def decode_corpus(model, src_ids: list[list[int]], beam: int, len_penalty: float, max_len_ratio: float,
+                  batch_size: int) -> tuple[list, float]:
+    """Hypotheses in input order (batches of similar length) and the wall-clock seconds it took."""
+    order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
+    hyps = [None] * len(src_ids)
+    t0 = time.perf_counter()
+    for k in range(0, len(order), batch_size):
+        idx = order[k:k + batch_size]
+        for i, h in zip(idx, translate_batch(model, [src_ids[i] for i in idx], beam, len_penalty, max_len_ratio)):
+            hyps[i] = h
+    return hyps, time.perf_counter() - t0
+
+
+@torch.inference_mode()
+def forced_word_attention(model, tok, rows: list[dict], batch_size: int = 64) -> list[np.ndarray]:
+    """Teacher-forced attention on the reference, summed to source words and averaged to target words."""
+    out = []
+    for k in range(0, len(rows), batch_size):
+        chunk = rows[k:k + batch_size]
+        batch = collate(chunk)
+        _, attn = model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, S)
+        for b, r in enumerate(chunk):
+            a = attn[b, :len(r["tgt_ids"]), :len(r["src_ids"])].numpy()
+            out.append(metrics.word_attention(a, word_ids(tok, r["src"]), word_ids(tok, r["tgt"])))
+    return out
+
+
+def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[str], list[np.ndarray] | None]:
+    """test/* metrics of one model on prepared rows (with src_ids/tgt_ids), its detokenized hypotheses in row order
+    and its word attentions."""
+    e = cfg.evaluate
+    hyps, seconds = decode_corpus(model, [r["src_ids"] for r in rows], e.beam, e.len_penalty, e.max_len_ratio,
+                                  e.batch_size)
+    texts = decode(tok, [h.tokens for h in hyps])
+    refs, srcs = [r["tgt"] for r in rows], [r["src"] for r in rows]
+    scores = metrics.corpus_scores(texts, refs)
+    scores.update(metrics.bucket_bleu(texts, refs, srcs, cfg.task.buckets))
+    n_tokens = sum(len(h.tokens) + 1 for h in hyps)
+    scores.update(decode_seconds=seconds, decode_tokens_per_s=n_tokens / seconds,
+                  decode_sentences_per_s=len(rows) / seconds)
+    attentions = None
+    if model.has_attention and all("align" in r for r in rows):
+        attentions = forced_word_attention(model, tok, rows)
+        predicted = [metrics.hard_alignment(a) for a in attentions]
+        scores["aer"] = metrics.aer(predicted, [{tuple(p) for p in r["align"]} for r in rows])
+    return {f"test/{k}": v for k, v in scores.items()}, texts, attentions
+
+
+def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:
+    """Per-seed test/* scores and hypotheses of a translation family (trained on every pair: fraction is 1);
+    attention heatmaps (gold alignment overlaid) of the first seed."""
+    from attention_lab.translate.data.batches import load_split
+    from attention_lab.translate.evaluate import evaluate
+
+    root = Path(cfg.root)
+    tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")
+    rows = load_split(root / cfg.paths.prepared, "test", tok)
+    per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["tgt"] for r in rows], "seeds": {}}
+    for seed in cfg.seeds:
+        model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
+        per_seed[str(seed)], outputs["seeds"][str(seed)], attentions = evaluate(model, tok, rows, cfg)
+        if seed != cfg.seeds[0] or attentions is None:
+            continue
+        lengths = [len(r["src"].split()) for r in rows]
+        for k, i in enumerate(spread_over_buckets(lengths, cfg.task.buckets, cfg.evaluate.heatmaps)):
+            plots.attention_heatmap(attentions[i], rows[i]["src"].split(), rows[i]["tgt"].split(),
+                                    pictures / f"attention_{k}.png", gold={tuple(p) for p in rows[i]["align"]},
+                                    title=f"{cfg.family}: test sentence {rows[i]['id']}")
+    return per_seed, outputs

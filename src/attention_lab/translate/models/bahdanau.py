@@ -1,0 +1,63 @@
+"""RNNsearch (Bahdanau et al. 2015, `bahdanau`): a bidirectional GRU encoder (core.layers.RNNEncoder) and a decoder that
+soft-searches the annotations at every step (core.attention.AdditiveAttention). Encoder states at padded positions are
+zeroed and masked out of the attention.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attention_lab.core.attention import AdditiveAttention
+from attention_lab.core.layers import RNNEncoder
+from attention_lab.core.seq2seq import Seq2Seq, State
+from attention_lab.translate.models.seq2seq import MaxoutOutput
+
+
+class RNNSearch(Seq2Seq):
+    """Bahdanau et al. 2015: bidirectional GRU encoder and a decoder that soft-searches the source at every step."""
+
+    def __init__(
+        self, vocab_size: int, pad_id: int = 0, emb_dim: int = 128, enc_hidden_dim: int = 128, dec_hidden_dim: int = 256,
+        attn_dim: int = 256, maxout_dim: int = 256, dropout: float = 0.2,
+    ):
+        super().__init__(vocab_size, pad_id)
+        self.encoder = RNNEncoder(vocab_size, emb_dim, enc_hidden_dim, True, dropout, pad_id)
+        self.enc_hidden_dim, self.annotation_dim = enc_hidden_dim, 2 * enc_hidden_dim
+        self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
+        self.drop = nn.Dropout(dropout)
+        self.init_proj = nn.Linear(enc_hidden_dim, dec_hidden_dim)  # W_s in s_0 = tanh(W_s ←h_1)
+        self.attention = AdditiveAttention(dec_hidden_dim, self.annotation_dim, attn_dim)
+        self.cell = nn.GRUCell(emb_dim + self.annotation_dim, dec_hidden_dim)
+        self.output = MaxoutOutput(dec_hidden_dim + emb_dim + self.annotation_dim, maxout_dim, vocab_size, dropout)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
+        """memory = [h_j; U h_j] (B, S, 2H + A), the annotations and their attention projection computed once;
+        s_0 = tanh(W_s ←h_1) (Bahdanau A.2.2), from the backward state at the first source word."""
+        annotations = self.encoder(src, src_mask)  # (B, S, 2H)
+        s_0 = torch.tanh(self.init_proj(annotations[:, 0, self.enc_hidden_dim:]))  # (B, Hd)
+        return torch.cat([annotations, self.attention.project_keys(annotations)], -1), (s_0,)
+
+    def decode_step(self, prev: Tensor, state: State, memory: Tensor, src_mask: Tensor) -> tuple[Tensor, State, Tensor]:
+        """c_i = Σ_j α_ij h_j (eq. 5-6), s_i = f(s_{i-1}, y_{i-1}, c_i) (eq. 4), p(y_i) = g(y_{i-1}, s_i, c_i) (eq. 4)."""
+        annotations, projected = memory[..., :self.annotation_dim], memory[..., self.annotation_dim:]
+        e = self.drop(self.embed(prev))  # (B, E)
+        c, alpha = self.attention(state[0], annotations, annotations, src_mask, projected_keys=projected)  # (B, 2H), (B, S)
+        s = self.cell(torch.cat([e, c], -1), state[0])  # (B, Hd)
+        logits = self.output(torch.cat([s, e, c], -1))  # (B, V)
+        return logits, (s,), alpha
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
+        """decode_step's recurrence, with the deep output applied once to all steps (same result, much faster)."""
+        memory, (s,) = self.encode(src, src_mask)
+        annotations, projected = memory[..., :self.annotation_dim], memory[..., self.annotation_dim:]
+        e = self.drop(self.embed(tgt_in))  # (B, T, E)
+        states, contexts, alphas = [], [], []
+        for t in range(tgt_in.shape[1]):
+            c, alpha = self.attention(s, annotations, annotations, src_mask, projected_keys=projected)
+            s = self.cell(torch.cat([e[:, t], c], -1), s)
+            states.append(s)
+            contexts.append(c)
+            alphas.append(alpha)
+        s, c = torch.stack(states, 1), torch.stack(contexts, 1)  # (B, T, Hd), (B, T, 2H)
+        return self.output(torch.cat([s, e, c], -1)), torch.stack(alphas, 1)  # (B, T, V), (B, T, S)

@@ -1,0 +1,52 @@
+"""The translate task's prepare and tokenize hooks: sentence pairs from `cfg.data.source`, their summary, and the
+tokenizer trained on the training split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+from tokenizers import Tokenizer
+
+from attention_lab.core.config import ConfigError
+from attention_lab.core.tokenization import encode, train_tokenizer
+from attention_lab.translate.data.readers import read_parallel_files, read_tsv, split_pairs
+
+SPLITS = ("train", "valid", "test")
+
+
+def splits(cfg: DictConfig) -> dict[str, list[dict]]:
+    """Sentence pairs {"src", "tgt"(, "align")} for `cfg.data.source`."""
+    from attention_lab.translate.data.generator import generated_splits
+
+    d, root = cfg.data, Path(cfg.root)
+    if d.source == "generated":
+        return generated_splits(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, dict(d.length_mix),
+                                [tuple(b) for b in cfg.task.buckets])
+    if d.source == "tsv":
+        pairs = read_tsv(root / d.path, d.src_column, d.tgt_column, d.encoding)
+    elif d.source == "parallel_files":
+        pairs = read_parallel_files(root / d.src_path, root / d.tgt_path, d.encoding)
+    else:
+        raise ConfigError(f"data.source={d.source!r}: expected generated, tsv or parallel_files")
+    if d.max_pairs is not None:
+        pairs = pairs[: d.max_pairs]
+    return dict(zip(SPLITS, split_pairs(pairs, d.valid_fraction, d.test_fraction, d.seed), strict=True))
+
+
+def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
+    """Pairs, mean source and target words, longest source, pairs per source-length bucket."""
+    lengths = [len(r["src"].split()) for r in rows]
+    return {"pairs": len(rows), "src_words_mean": round(sum(lengths) / max(len(rows), 1), 2),
+            "tgt_words_mean": round(sum(len(r["tgt"].split()) for r in rows) / max(len(rows), 1), 2),
+            "src_words_max": max(lengths, default=0),
+            "buckets": {f"{lo}-{hi}": sum(lo <= n <= hi for n in lengths) for lo, hi in buckets}}
+
+
+def tokenizer(cfg: DictConfig, train: list[dict]) -> tuple[Tokenizer, dict]:
+    """A joint subword model over source and target sentences; token counts per side."""
+    tok = train_tokenizer([r["src"] for r in train] + [r["tgt"] for r in train], cfg.tokenize.model,
+                          cfg.tokenize.vocab_size, cfg.tokenize.min_frequency)
+    lengths = {side: [len(ids) for ids in encode(tok, [r[side] for r in train])] for side in ("src", "tgt")}
+    return tok, {**{f"{side}_tokens_mean": sum(v) / len(v) for side, v in lengths.items()},
+                 **{f"{side}_tokens_max": max(v) for side, v in lengths.items()}}
