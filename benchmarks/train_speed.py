@@ -47,11 +47,11 @@ def family_config(name: str, task: str, models: Path, data: Path) -> DictConfig:
 
 
 def module_and_batches(cfg: DictConfig, k: int):
-    """The training stage's LightningModule and DataModule (stages.train.TASKS) and its first k training batches."""
-    from attention_lab.stages.train import TASKS
+    """The training stage's LightningModule and DataModule (the task's build hook) and its first k training batches."""
+    from attention_lab.core.task import get_task
 
     torch.manual_seed(0)
-    module, dm = TASKS[cfg.task.name](cfg, 0)
+    module, dm = get_task(cfg.task.name).build(cfg, 0)
     return module, list(itertools.islice(dm.train_dataloader(), k))
 
 

@@ -11,7 +11,8 @@ import torch
 from PIL import Image
 
 from attention_lab.caption.export import export_and_check_captioner, random_images
-from attention_lab.caption.models.captioner import ShowAttendTell, ShowTell
+from attention_lab.caption.models.show_attend_tell import ShowAttendTell
+from attention_lab.caption.models.show_tell import ShowTell
 from attention_lab.caption.search import caption_batch
 from attention_lab.caption.serve import ImageError, OnnxCaptioner, overlay, read_image
 from attention_lab.core.tokenization import train_word_tokenizer

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lab.caption.models.captioner import DigitCNN, ShowAttendTell, ShowTell
+from attention_lab.caption.models.captioner import DigitCNN
+from attention_lab.caption.models.show_attend_tell import ShowAttendTell
+from attention_lab.caption.models.show_tell import ShowTell
 from attention_lab.caption.module import doubly_stochastic_penalty
 from attention_lab.caption.search import caption_batch
 

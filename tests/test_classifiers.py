@@ -13,7 +13,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from attention_lab.classify.models.bow import BagOfTricks, BiGRUMax
+from attention_lab.classify.models.bigru_max import BiGRUMax
+from attention_lab.classify.models.bow import BagOfTricks
 from attention_lab.classify.models.classifier import DocumentClassifier
 from attention_lab.classify.models.han import HAN
 from attention_lab.classify.models.self_attentive import SelfAttentive

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from attention_lab import highlights, plots
+from attention_lab.classify import highlights
+from attention_lab.core import plots
 
 SENTENCES = [s.split() for s in (
     "the room was dirty",

@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 from torch.export import Dim
 
 from attention_lab.core.export import onnx_friendly
+from attention_lab.core.layers import PackedLSTM
 from attention_lab.translate.export import check_parity, export_model
-from attention_lab.translate.models.luong import PackedLSTM
 
 TINY = {
     "seq2seq_gru": {"emb_dim": 16, "hidden_dim": 24, "maxout_dim": 12},

@@ -5,19 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from attention_lab.models import (
-    LSTMEncoderDecoder,
-    LuongNMT,
-    RNNEncoderDecoder,
-    RNNSearch,
-    Seq2Seq,
-    Transformer,
-)
 from hydra.utils import instantiate
 
 from attention_lab.core.config import load_config
 from attention_lab.core.export import onnx_friendly
-from attention_lab.translate.models.luong import LSTMEncoder
+from attention_lab.core.seq2seq import Seq2Seq
+from attention_lab.translate.models.bahdanau import RNNSearch
+from attention_lab.translate.models.luong import LuongNMT
+from attention_lab.translate.models.seq2seq import LSTMEncoder, LSTMEncoderDecoder, RNNEncoderDecoder
+from attention_lab.translate.models.transformer import Transformer
 
 V = 23
 ROOT = Path(__file__).resolve().parents[1]

@@ -254,10 +254,10 @@ def test_predictions_ranking_and_index_pages(tiny):
 def test_report_tables_equal_the_mlflow_comparison_runs(tiny):
     """Every number of a page's ranking table is the one logged in MLflow: the comparison run's figures and the mean
     over its nested family runs' test scores."""
-    from attention_lab.core.significance import HEADLINE
+    from attention_lab.core.task import NAMES, get_task
 
     mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
-    for task, headline in HEADLINE.items():
+    for task in NAMES:
         comparison = mlflow.search_runs(experiment_names=[task], filter_string="tags.kind = 'comparison'",
                                         order_by=["attributes.start_time DESC"], max_results=1, output_format="list")[0]
         assert comparison.info.run_name == "comparison" and comparison.data.tags["task"] == task
@@ -269,7 +269,7 @@ def test_report_tables_equal_the_mlflow_comparison_runs(tiny):
         for family, cells in rows.items():
             assert float(cells[0]) == logged[f"{family}/rank"]
             seeds = [r.data.metrics for r in children if r.data.tags["family"] == family]
-            for i, key in enumerate(headline):
+            for i, key in enumerate(get_task(task).headline):
                 mean, sd = cells[2 + 2 * i].split(" ± ")
                 digits, slug = len(mean.split(".")[1]), key.replace("/", "_")
                 assert mean == f"{logged[f'{family}/{slug}_mean']:,.{digits}f}"

@@ -4,7 +4,7 @@ import re
 
 from attention_lab.core.config import families, load_config, read_params
 from attention_lab.core.files import read_json
-from attention_lab.core.report import task_table
+from attention_lab.core.task import get_task
 from tests.conftest import ROOT
 
 
@@ -16,7 +16,7 @@ def test_readme_results_match_committed_metrics():
         assert block, f"README.md lost its {task} results markers"
         cfg = load_config(root=ROOT, task=task)
         results = {f: read_json(ROOT / "metrics" / task / f"{f}.json") for f in families(params, task)}
-        assert task_table(task, results, cfg) in block.group(1)
+        assert get_task(task).table(results, cfg) in block.group(1)
 
 
 def test_readme_names_the_two_commands_and_the_mlflow_ui():

@@ -64,7 +64,7 @@ def export_caption(root: Path, family: str = "show_attend_tell") -> Path:
     import torch
 
     from attention_lab.caption.export import export_and_check_captioner
-    from attention_lab.caption.models.captioner import ShowAttendTell
+    from attention_lab.caption.models.show_attend_tell import ShowAttendTell
     from attention_lab.core.tokenization import train_word_tokenizer
 
     tok = train_word_tokenizer([[DIGIT_WORDS]], vocab_size=100, min_frequency=1)

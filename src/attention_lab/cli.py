@@ -223,7 +223,8 @@ def _readme(args: argparse.Namespace) -> int:
     """Copy each task's generated results table (from metrics/<task>/*.json) into README.md between its markers."""
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
-    from attention_lab.core.report import splice_results, task_table
+    from attention_lab.core.report import splice_results
+    from attention_lab.core.task import get_task
 
     root = Path.cwd()
     params, readme = read_params(root), root / "README.md"
@@ -234,7 +235,7 @@ def _readme(args: argparse.Namespace) -> int:
         if missing := [str(p) for p in paths.values() if not p.is_file()]:
             raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
         results = {f: read_json(path) for f, path in paths.items()}
-        text = splice_results(text, task_table(task, results, cfg), task)
+        text = splice_results(text, get_task(task).table(results, cfg), task)
     write_text(readme, text)
     print(f"updated {readme}")
     return 0

@@ -1,10 +1,10 @@
-"""The captioning families: Show and Tell (Vinyals et al. 2015, no attention) and Show, Attend and Tell (Xu et al. 2015,
-soft attention), over one small CNN written here (no torchvision).
+"""What both captioning families share (show_tell.py, show_attend_tell.py): one small CNN written here (no
+torchvision) and the Captioner base class.
 
-They keep the decoder-step contract of models/base.py with an image in place of a source sentence:
+They keep the decoder-step contract of core/seq2seq.py with an image in place of a source sentence:
 `encode(images (B, H, W)) -> (memory (B, L, D), state)` where memory is the CNN's feature grid as L = h·w annotation
 vectors, and `decode_step(prev (B,), state, memory, grid_mask (B, L)) -> (logits (B, V), state, attention (B, L))`;
-so decoding.py's greedy and beam search, and export's decoder-step graph, drive them as they drive translation.
+so core/decoding.py's greedy and beam search, and export's decoder-step graph, drive them as they drive translation.
 """
 
 from __future__ import annotations
