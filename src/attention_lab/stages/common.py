@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 from attention_lab.core.config import ConfigError, load_config
 from attention_lab.core.readers import DataError
+from attention_lab.core.task import NAMES
 
 
 def run_stage(name: str, main: Callable[[list[str]], object], argv: list[str], *errors: type[Exception]) -> None:
@@ -23,10 +24,10 @@ def run_stage(name: str, main: Callable[[list[str]], object], argv: list[str], *
 def stage_config(argv: list[str], need_family: bool = True, tuned: bool = True) -> DictConfig:
     """`python -m attention_lab.stages.X task=translate family=bahdanau train.lr=3e-4` -> that family's config.
 
-    `task` defaults to translate; `family` is required unless need_family is False.
+    `task` defaults to the first task (translate); `family` is required unless need_family is False.
     """
     named = {k: a.split("=", 1)[1] for a in argv for k in ("task", "family") if a.startswith(f"{k}=")}
     if need_family and "family" not in named:
         raise SystemExit("usage: python -m attention_lab.stages.<stage> [task=<task>] family=<name> [key=value ...]")
     rest = [a for a in argv if not a.startswith(("task=", "family="))]
-    return load_config(rest, family=named.get("family"), task=named.get("task", "translate"), tuned=tuned)
+    return load_config(rest, family=named.get("family"), task=named.get("task", NAMES[0]), tuned=tuned)
