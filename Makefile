@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: setup browser pipeline test test-fast lint clean
+.PHONY: setup browser pipeline test test-fast check-results lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,12 @@ test: $(STAMP) browser  ## run the whole test suite (end-to-end included)
 
 test-fast: $(STAMP) browser  ## unit tests only
 	$(BIN)/python -m pytest -m "not slow"
+
+# After a full re-run (not part of `make test` or CI, which check agreement only): fails while `dvc status` lists a
+# changed dependency kept in git, while the committed results disagree with dvc.lock, or while README.md is not what
+# `attention-lab readme` writes. See docs/pipeline.md, "Results and their provenance".
+check-results: $(STAMP)  ## are the committed results fresh, and do they agree with dvc.lock and the README?
+	$(BIN)/attention-lab readme --check
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests

@@ -24,3 +24,37 @@ def test_readme_names_the_two_commands_and_the_mlflow_ui():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make pipeline" in readme and "make test" in readme and "make test" in ci
     assert "mlflow ui --backend-store-uri sqlite:///mlflow.db" in readme
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a page's headings: lower case, punctuation dropped, spaces to hyphens."""
+    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.MULTILINE | re.DOTALL)  # a `# comment` in code is no heading
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.+)$", prose, re.MULTILINE)}
+
+
+def test_readme_and_docs_links_resolve():
+    """The README's short paragraphs send readers to docs/: every relative link (and #anchor) there must exist."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    readme_links = set(re.findall(r"\]\((docs/[^)#]+)", pages[0].read_text()))
+    for page in ("tasks", "pipeline", "tuning", "data", "mlflow", "serving", "benchmarks", "scaling", "design"):
+        assert f"docs/{page}.md" in readme_links, f"README.md does not link docs/{page}.md"
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if "://" in target:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            assert dest.exists(), f"{page.relative_to(ROOT)} links {target}: no such file"
+            if anchor and dest.suffix == ".md":
+                assert anchor in _anchors(dest.read_text()), f"{page.relative_to(ROOT)} links {target}: no such heading"
+
+
+def test_design_notes_name_each_family_class_as_conf_does():
+    """docs/design.md maps every family to its model class: the row must follow conf/model/<family>.yaml's _target_."""
+    import yaml
+
+    design = (ROOT / "docs" / "design.md").read_text()
+    for conf in sorted((ROOT / "conf" / "model").glob("*.yaml")):
+        target = yaml.safe_load(conf.read_text())["_target_"].removeprefix("attention_lab.")
+        assert f"| `{conf.stem}` | `{target}` |" in design, f"docs/design.md: no row `{conf.stem}` -> `{target}`"

@@ -90,7 +90,7 @@ def _check_texts(texts: list[str], what: str, max_chars: int | None = None) -> N
 
 
 def _translate(args: argparse.Namespace) -> int:
-    from attention_lab.serving import OnnxTranslator
+    from attention_lab.translate.serve import OnnxTranslator
 
     sentences = [s for s in args.sentences if s.strip()] or [line.strip() for line in sys.stdin if line.strip()]
     if not sentences:
@@ -220,7 +220,10 @@ def _tracking_uri() -> str:
 
 
 def _readme(args: argparse.Namespace) -> int:
-    """Copy each task's generated results table (from metrics/<task>/*.json) into README.md between its markers."""
+    """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json) between its markers,
+    and the provenance block (the commit that recorded dvc.lock, what `dvc status` says changed since). With --check,
+    write nothing: exit 1 unless the results are fresh, agree with dvc.lock, and README.md is what this writes."""
+    from attention_lab.core import provenance
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
     from attention_lab.core.report import splice_results
@@ -228,7 +231,7 @@ def _readme(args: argparse.Namespace) -> int:
 
     root = Path.cwd()
     params, readme = read_params(root), root / "README.md"
-    text = readme.read_text(encoding="utf-8")
+    text = current = readme.read_text(encoding="utf-8")
     for task in params.get("tasks", []):
         cfg = load_config(root=root, task=task)
         paths = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
@@ -236,8 +239,15 @@ def _readme(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
         results = {f: read_json(path) for f, path in paths.items()}
         text = splice_results(text, get_task(task).table(results, cfg), task)
+    fresh = provenance.freshness(root)
+    block = provenance.readme_block(fresh)
+    text = provenance.splice_block(text, block)
+    if args.check:
+        passed, lines = provenance.check_results(root, current, text, fresh)
+        print("\n".join(lines))
+        return 0 if passed else 1
     write_text(readme, text)
-    print(f"updated {readme}")
+    print(f"updated {readme}; its provenance block:\n{block}")
     return 0
 
 
@@ -321,7 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--model", required=True, help="a family folder (models/han) or its onnx folder")
     g.add_argument("--name", default=None, help="registered model name (default: the folder's name)")
     g.set_defaults(func=_register)
-    r = sub.add_parser("readme", help="copy the results table of the last `dvc repro` into README.md")
+    r = sub.add_parser("readme", help="write README.md's results tables (from metrics/) and their provenance (git, "
+                       "dvc.lock, `dvc status`)")
+    r.add_argument("--check", action="store_true", help="write nothing; fail (exit 1) while dvc.lock is stale, the "
+                   "committed results disagree with it, or README.md is not what `readme` writes (make check-results)")
     r.set_defaults(func=_readme)
     a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S <task>.family_params...` runs")
     a.set_defaults(func=_ablations)

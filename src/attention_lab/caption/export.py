@@ -22,9 +22,15 @@ from torch.export import Dim
 
 from attention_lab.caption.search import caption_batch
 from attention_lab.caption.serve import OnnxCaptioner
-from attention_lab.core.export import SPECIAL_IDS, ExportError, all_dynamic, check_dynamic, max_diff
+from attention_lab.core.export import (
+    SPECIAL_IDS,
+    DecoderStepGraph,
+    ExportError,
+    all_dynamic,
+    check_dynamic,
+    max_diff,
+)
 from attention_lab.serving.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE
-from attention_lab.translate.export import DecoderStepGraph
 
 PARITY_BATCHES = [1, 3, 5]  # unlike the export example's batch of 2
 PARITY_TOL = 1e-4

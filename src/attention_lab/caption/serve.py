@@ -19,10 +19,10 @@ from attention_lab.serving.runtime import (
     META_FILE,
     TOKENIZER_FILE,
     make_session,
+    ort_step,
     read_meta,
     read_tokenizer,
 )
-from attention_lab.translate.serve import ort_step
 
 META_KEYS = ("height", "width", "grid", "max_len", "beam", "len_penalty", "bos_id", "eos_id", "has_attention",
              "encoder_state_outputs", "state_inputs", "state_outputs")  # what captioning reads from meta.json

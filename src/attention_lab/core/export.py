@@ -172,3 +172,15 @@ def max_diff(a, b) -> float:
         x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
         worst = max(worst, float(np.max(np.abs(x - y), initial=0.0)) if x.shape == y.shape else float("inf"))
     return worst
+
+
+class DecoderStepGraph(nn.Module):
+    """One decode_step with log-softmax: (prev, state, memory, src_mask) -> (logits, log_probs, *state, attn)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, prev: Tensor, state: tuple[Tensor, ...], memory: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
+        logits, new_state, attn = self.model.decode_step(prev, state, memory, src_mask)  # (B, V), .., (B, S)
+        return (logits, torch.log_softmax(logits, -1), *new_state, attn)

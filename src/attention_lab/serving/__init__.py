@@ -1,5 +1,2 @@
-"""onnxruntime-only serving of exported models (never imports torch)."""
-
-from attention_lab.translate.serve import OnnxTranslator, Translation
-
-__all__ = ["OnnxTranslator", "Translation"]
+"""onnxruntime-only serving of exported models (never imports torch): the HTTP app, the model registry and the
+runtime helpers every task's serve.py shares."""

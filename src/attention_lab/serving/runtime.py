@@ -1,13 +1,17 @@
 """What every task's onnxruntime side shares: the exported folder's file names, a CPU session, meta.json and
-tokenizer.json read with named errors. Never imports torch."""
+tokenizer.json read with named errors, and the search's step over a decoder-step graph (translation and captioning).
+Never imports torch."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
+
+from attention_lab.core.decoding import Arrays, StepFn
 
 ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE = "encoder.onnx", "decoder_step.onnx", "meta.json", "tokenizer.json"
 
@@ -60,3 +64,16 @@ def read_tokenizer(path: str | Path) -> Tokenizer:
         return Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises a bare Exception for a missing, empty or malformed file
         raise ModelFileError(f"{path}: not a readable tokenizer ({str(err)[:200]}); re-run its export stage") from err
+
+
+def ort_step(decoder: ort.InferenceSession, meta: dict) -> StepFn:
+    """A decoding.py step function over the decoder-step graph (which returns log-probs itself)."""
+    state_in, state_out = meta["state_inputs"], meta["state_outputs"]
+    outputs = ["log_probs", *state_out, "attn"]
+
+    def step(prev: np.ndarray, state: Arrays, memory: Arrays) -> tuple[np.ndarray, Arrays, np.ndarray]:
+        feed = {"prev": prev.astype(np.int64), "memory": memory[0], "src_mask": memory[1], **dict(zip(state_in, state))}
+        log_probs, *new_state, attn = decoder.run(outputs, feed)
+        return log_probs, tuple(new_state), attn
+
+    return step

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from attention_lab.core.decoding import beam_search, greedy, max_decode_len, pad_batch
 from attention_lab.core.export import (
     SPECIAL_IDS,
+    DecoderStepGraph,
     ExportError,
     all_dynamic,
     check_dynamic,
@@ -29,8 +30,15 @@ from attention_lab.core.export import (
     onnx_friendly,
 )
 from attention_lab.core.search import torch_encode, torch_step
-from attention_lab.serving.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE, make_session
-from attention_lab.translate.serve import ort_encode, ort_step
+from attention_lab.serving.runtime import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    META_FILE,
+    TOKENIZER_FILE,
+    make_session,
+    ort_step,
+)
+from attention_lab.translate.serve import ort_encode
 
 EXAMPLE_LENGTHS = [7, 4, 2]   # export example: batch 3, source length 7, 4 decoded steps; all >= 2 and distinct
 EXAMPLE_STEPS = 4
@@ -48,18 +56,6 @@ class EncoderGraph(nn.Module):
     def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
         memory, state = self.model.encode(src, src_mask)  # (B, S', D), decoder state before bos
         return (memory, *state)
-
-
-class DecoderStepGraph(nn.Module):
-    """One decode_step with log-softmax: (prev, state, memory, src_mask) -> (logits, log_probs, *state, attn)."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, prev: Tensor, state: tuple[Tensor, ...], memory: Tensor, src_mask: Tensor) -> tuple[Tensor, ...]:
-        logits, new_state, attn = self.model.decode_step(prev, state, memory, src_mask)  # (B, V), .., (B, S)
-        return (logits, torch.log_softmax(logits, -1), *new_state, attn)
 
 
 def _random_src(lengths: list[int], vocab_size: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from attention_lab.core.decoding import Arrays, Hypothesis, StepFn, max_decode_len, pad_batch, search
+from attention_lab.core.decoding import Arrays, Hypothesis, max_decode_len, pad_batch, search
 from attention_lab.serving.runtime import (
     DECODER_FILE,
     ENCODER_FILE,
     META_FILE,
     TOKENIZER_FILE,
     make_session,
+    ort_step,
     read_meta,
     read_tokenizer,
 )
@@ -32,19 +33,6 @@ def ort_encode(encoder: ort.InferenceSession, meta: dict, src: np.ndarray, src_m
     outs = encoder.run(None, {"src": src.astype(np.int64), "src_mask": src_mask.astype(bool)})
     named = dict(zip([o.name for o in encoder.get_outputs()], outs))
     return tuple(named[n] for n in meta["encoder_state_outputs"]), (named["memory"], src_mask.astype(bool))
-
-
-def ort_step(decoder: ort.InferenceSession, meta: dict) -> StepFn:
-    """A decoding.py step function over the decoder-step graph (which returns log-probs itself)."""
-    state_in, state_out = meta["state_inputs"], meta["state_outputs"]
-    outputs = ["log_probs", *state_out, "attn"]
-
-    def step(prev: np.ndarray, state: Arrays, memory: Arrays) -> tuple[np.ndarray, Arrays, np.ndarray]:
-        feed = {"prev": prev.astype(np.int64), "memory": memory[0], "src_mask": memory[1], **dict(zip(state_in, state))}
-        log_probs, *new_state, attn = decoder.run(outputs, feed)
-        return log_probs, tuple(new_state), attn
-
-    return step
 
 
 @dataclass

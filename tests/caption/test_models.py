@@ -1,0 +1,74 @@
+"""models.captioner and tasks.captioning: shapes, the decoder-step contract, attention, the doubly stochastic term."""
+
+import numpy as np
+import pytest
+import torch
+
+from attention_lab.caption.models.captioner import DigitCNN
+from attention_lab.caption.models.show_tell import ShowTell
+from attention_lab.caption.module import doubly_stochastic_penalty
+from attention_lab.caption.search import caption_batch
+from tests.tiny_models import tiny_model
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def small(family: str):
+    return tiny_model(family, 14)
+
+
+def test_cnn_grid_and_coordinates():
+    cnn = DigitCNN([4, 8])
+    out = cnn(torch.zeros(2, 16, 64))
+    assert out.shape == (2, 4 * 16, 8)
+    assert not torch.allclose(out[0, 0], out[0, -1])  # a blank canvas still tells cells apart (CoordConv)
+
+
+@pytest.mark.parametrize("family", ["show_tell", "show_attend_tell"])
+def test_forward_equals_looped_decode_steps(family):
+    model = small(family)
+    images, tgt = torch.rand(3, 16, 64), torch.randint(4, 14, (3, 5))
+    logits, attn = model(images, tgt)
+    assert logits.shape == (3, 5, 14) and attn.shape == (3, 5, 64)
+    memory, state = model.encode(images)
+    for t in range(5):
+        step, state, a = model.decode_step(tgt[:, t], state, memory, model.grid_mask(memory))
+        assert torch.allclose(step, logits[:, t], atol=1e-6) and torch.allclose(a, attn[:, t])
+    if model.has_attention:
+        assert torch.allclose(attn.sum(-1), torch.ones(3, 5), atol=1e-5)
+    else:
+        assert attn.abs().sum() == 0
+
+
+def test_bad_canvas_size_names_the_divisor():
+    with pytest.raises(ValueError, match="divisible by 4"):
+        ShowTell(14, height=18, width=64, channels=[4, 8])
+
+
+def test_doubly_stochastic_penalty():
+    attn = torch.zeros(1, 3, 4)
+    attn[0, 0, 0] = attn[0, 1, 1] = attn[0, 2, 2] = 1.0  # three steps on three cells: only cell 3 is never attended
+    tgt_out = torch.tensor([[5, 2, 0]])  # the third step is padding: it does not count
+    assert doubly_stochastic_penalty(attn, tgt_out).tolist() == [2.0]  # cells 2 and 3 got nothing
+    assert doubly_stochastic_penalty(attn, torch.tensor([[5, 6, 2]])).tolist() == [1.0]
+
+
+def test_caption_batch_greedy_matches_argmax_loop():
+    model = small("show_attend_tell")
+    images = torch.rand(2, 16, 64)
+    hyps = caption_batch(model, images, max_len=4)
+    memory, state = model.encode(images)
+    prev = torch.ones(2, dtype=torch.long)
+    tokens = [[], []]
+    done = [False, False]
+    for _ in range(4):
+        logits, state, _ = model.decode_step(prev, state, memory, model.grid_mask(memory))
+        prev = logits.argmax(-1)
+        for b in range(2):
+            if not done[b]:
+                done[b] = int(prev[b]) == 2
+                if not done[b]:
+                    tokens[b].append(int(prev[b]))
+    assert [h.tokens for h in hyps] == tokens
+    assert all(h.attention.shape == (len(h.tokens), 64) for h in hyps)
+    assert np.isfinite([h.score for h in hyps]).all()

@@ -1,0 +1,178 @@
+"""Bring-your-own labelled documents: splitting real prose, JSONL/CSV readers and their errors, stratified splits."""
+
+import json
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from attention_lab.classify.data.labeled import (
+    check_labels,
+    document_row,
+    read_labeled,
+    split_sentences,
+    split_words,
+    stratified_split,
+)
+from attention_lab.core.readers import DataError
+from tests.conftest import SHARED_DATA
+
+BBC = SHARED_DATA / "bbc_news" / "bbc_news.jsonl"
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return path
+
+
+def jsonl(path: Path, *records) -> Path:
+    return write(path, "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+
+
+@pytest.mark.parametrize(("text", "sentences"), [
+    ("Mr. Smith paid $1.13bn to the U.S. firm. It rose 3.5% on Monday.",
+     ["Mr. Smith paid $1.13bn to the U.S. firm.", "It rose 3.5% on Monday."]),
+    ('Some firms, e.g. Google, grew. He said: "It\'s done." Then he left... Why? No!',
+     ["Some firms, e.g. Google, grew.", 'He said: "It\'s done."', "Then he left...", "Why?", "No!"]),
+    ("J. K. Rowling lives at No. 10 Downing St. in London. Acme Inc. said so. Acme Inc. The end.",
+     ["J. K. Rowling lives at No. 10 Downing St. in London.", "Acme Inc. said so.", "Acme Inc.", "The end."]),
+    ("Headline without a full stop\n\nFirst paragraph.\nSecond line. 2005 was better.",
+     ["Headline without a full stop", "First paragraph.", "Second line.", "2005 was better."]),
+])
+def test_split_sentences(text, sentences):
+    assert split_sentences(text) == sentences
+
+
+@pytest.mark.parametrize(("sentence", "words"), [
+    ("Profits at US media giant TimeWarner jumped 76% to $1.13bn (£600m).",
+     ["Profits", "at", "US", "media", "giant", "TimeWarner", "jumped", "76", "%", "to", "$", "1.13bn", "(",
+      "£", "600m", ")", "."]),
+    ("Mr. O'Brien's high-speed firm, AOL, lost 464,000 users; it doesn't say why.",
+     ["Mr.", "O'Brien", "'s", "high-speed", "firm", ",", "AOL", ",", "lost", "464,000", "users", ";", "it",
+      "does", "n't", "say", "why", "."]),
+    ("The U.S. deal, e.g. at 10:30 - wait... see www.bbc.co.uk/news or ask a@b.com.",
+     ["The", "U.S.", "deal", ",", "e.g.", "at", "10:30", "-", "wait", "...", "see", "www.bbc.co.uk/news", "or",
+      "ask", "a@b.com", "."]),
+    ("Acme Inc. said no.", ["Acme", "Inc", ".", "said", "no", "."]),
+])
+def test_split_words(sentence, words):
+    assert split_words(sentence) == words
+
+
+def test_document_row_follows_the_contract():
+    row = document_row("Shares fell.\n\nMr. Lee  sold them, he said.", "business")
+    assert row == {"label": "business", "rationale": None,
+                   "sentences": [["Shares", "fell", "."], ["Mr.", "Lee", "sold", "them", ",", "he", "said", "."]]}
+
+
+def test_jsonl_happy_path_with_titles(tmp_path):
+    f = jsonl(tmp_path / "d.jsonl",
+              {"text": "Ad sales boost profit\n\nProfits rose.", "label": "business", "title": "Ad sales boost profit"},
+              "   ",
+              {"text": "Profits fell.", "label": 3, "title": "Bad year", "id": "x"},
+              {"text": "No title here.", "label": "tech"})
+    rows = read_labeled(f, "jsonl", "text", "label", title_field="title")
+    assert [r["sentences"] for r in rows] == [[["Ad", "sales", "boost", "profit"], ["Profits", "rose", "."]],
+                                             [["Bad", "year"], ["Profits", "fell", "."]],
+                                             [["No", "title", "here", "."]]]
+    assert [r["label"] for r in rows] == ["business", "3", "tech"]
+    assert read_labeled(f, "jsonl", "text", "label")[1]["sentences"] == [["Profits", "fell", "."]]
+
+
+def test_csv_happy_path_with_bom_crlf_and_multiline_fields(tmp_path):
+    f = write(tmp_path / "d.csv", '\ufeffid,body,topic\r\n1,"First line.\r\n\r\nSecond, quoted ""line"".",sport\r\n'
+                                  "\r\n2,Just one sentence.,politics\r\n")
+    rows = read_labeled(f, "csv", "body", "topic")
+    assert [r["label"] for r in rows] == ["sport", "politics"]
+    assert rows[0]["sentences"] == [["First", "line", "."], ["Second", ",", "quoted", '"', "line", '"', "."]]
+
+
+@pytest.mark.parametrize(("name", "data", "message"), [
+    ("e.jsonl", "\n  \n", r"e.jsonl: file is empty"),
+    ("u.jsonl", b'{"text": "a", "label": "b"}\n{"text": "\xff"}\n', r"u.jsonl:2: cannot decode bytes as utf-8 .*byte 10"),
+    ("j.jsonl", '{"text": "a", "label": "b"}\n{"text": "a",\n', r"j.jsonl:2: not valid JSON"),
+    ("a.jsonl", '["a", "b"]\n', r"a.jsonl:1: expected a JSON object, found list"),
+    ("t.jsonl", '{"body": "a", "label": "b"}\n', r"t.jsonl:1: no field 'text' \(fields present: body, label\)"),
+    ("l.jsonl", '{"text": "a"}\n', r"l.jsonl:1: no field 'label' \(fields present: text\)"),
+    ("n.jsonl", '{"text": 5, "label": "b"}\n', r"n.jsonl:1: field 'text' is int, expected a string"),
+    ("w.jsonl", '{"text": "a", "label": "b"}\n{"text": " \\n\\n ", "label": "b"}\n',
+     r"w.jsonl:2: empty document: field 'text' has no words"),
+    ("b.jsonl", '{"text": "a", "label": "  "}\n', r"b.jsonl:1: empty label in field 'label'"),
+    ("c.csv", "body,label\nhello,x\n", r"c.csv:1: no field 'text' \(fields present: body, label\)"),
+    ("f.csv", "text,label\nhello,x\nhello,x,extra\n", r"f.csv:3: 3 fields, but the header has 2"),
+    ("h.csv", "text,label\n", r"h.csv: no documents after the header row"),
+    ("g.csv", "text,label\na,b\n,c\n", r"g.csv:3: empty document"),
+])
+def test_bad_files_name_file_line_and_field(tmp_path, name, data, message):
+    f = write(tmp_path / name, data)
+    with pytest.raises(DataError, match=rf"{tmp_path}/{message}"):
+        read_labeled(f, name.split(".")[1], "text", "label")
+
+
+def test_split_field(tmp_path):
+    f = jsonl(tmp_path / "s.jsonl", {"text": "A.", "label": "x", "part": "test"}, {"text": "B.", "label": "y", "part": "train"})
+    assert [r["split"] for r in read_labeled(f, "jsonl", "text", "label", split_field="part")] == ["test", "train"]
+    assert "split" not in read_labeled(f, "jsonl", "text", "label")[0]
+    jsonl(f, {"text": "A.", "label": "x", "part": "dev"})
+    with pytest.raises(DataError, match=r"s.jsonl:1: field 'part' is 'dev', expected one of train, valid, test"):
+        read_labeled(f, "jsonl", "text", "label", split_field="part")
+
+
+def test_missing_file_and_unknown_format(tmp_path):
+    with pytest.raises(DataError, match=rf"{tmp_path / 'nope.jsonl'}: file not found"):
+        read_labeled(tmp_path / "nope.jsonl", "jsonl", "text", "label")
+    with pytest.raises(DataError, match="unknown format 'tsv'"):
+        read_labeled(tmp_path / "nope.tsv", "tsv", "text", "label")
+
+
+def rows_with(counts: dict[str, int]) -> list[dict]:
+    return [{"label": label, "sentences": [[label, str(i)]], "rationale": None}
+            for label, n in counts.items() for i in range(n)]
+
+
+def test_stratified_split_keeps_proportions_and_is_reproducible():
+    rows = rows_with({"a": 100, "b": 40, "c": 10})
+    train, valid, test = stratified_split(rows, 0.1, 0.2, seed=1)
+    assert [Counter(r["label"] for r in s) for s in (train, valid, test)] == [
+        {"a": 70, "b": 28, "c": 7}, {"a": 10, "b": 4, "c": 1}, {"a": 20, "b": 8, "c": 2}]
+    assert sorted(map(str, train + valid + test)) == sorted(map(str, rows))
+    assert stratified_split(rows, 0.1, 0.2, seed=1) == (train, valid, test)
+    assert stratified_split(rows, 0.1, 0.2, seed=2)[0] != train
+    assert stratified_split(rows, 0.0, 0.2, seed=1)[1] == []
+
+
+def test_stratified_split_errors():
+    with pytest.raises(DataError, match=r"label 'rare' has 2 document\(s\): too few .* at least 3"):
+        stratified_split(rows_with({"common": 50, "rare": 2}), 0.1, 0.1, seed=0)
+    with pytest.raises(DataError, match="fraction"):
+        stratified_split(rows_with({"a": 10}), 0.6, 0.5, seed=0)
+
+
+def test_check_labels():
+    splits = {"train": rows_with({"b": 2, "a": 1}), "valid": rows_with({"a": 1}), "test": rows_with({"b": 1})}
+    assert check_labels(splits) == ["a", "b"]
+    splits["test"] = rows_with({"b": 2, "z": 1})
+    with pytest.raises(DataError, match=r"test document 2: label 'z' does not occur in train \(train labels: a, b\)"):
+        check_labels(splits)
+    with pytest.raises(DataError, match="train split is missing or empty"):
+        check_labels({"train": [], "valid": []})
+
+
+def test_real_bbc_corpus():
+    if not BBC.is_file():
+        pytest.fail(f"{BBC} is missing: this test needs ../shared/data/bbc_news beside the repository")
+    start = time.perf_counter()
+    rows = read_labeled(BBC, "jsonl", "text", "label", title_field="title")
+    seconds = time.perf_counter() - start
+    assert seconds < 5, seconds  # about 1 s
+    assert len(rows) == 2225
+    assert sorted(Counter(r["label"] for r in rows)) == ["business", "entertainment", "politics", "sport", "tech"]
+    first = rows[0]["sentences"]  # the text starts with the title: not prepended twice
+    assert first[0] == ["Ad", "sales", "boost", "Time", "Warner", "profit"] and first[1][:2] == ["Quarterly", "profits"]
+    assert 10 <= statistics.median(len(r["sentences"]) for r in rows) <= 40
+    assert 10 <= statistics.mean(len(s) for r in rows for s in r["sentences"]) <= 40  # words per sentence
+    train, valid, test = stratified_split(rows, 0.1, 0.1, seed=0)
+    assert len(train) + len(valid) + len(test) == 2225 and 215 <= len(valid) <= 230 and 215 <= len(test) <= 230
+    assert check_labels({"train": train, "valid": valid, "test": test}) == sorted({r["label"] for r in rows})

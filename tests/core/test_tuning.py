@@ -1,0 +1,72 @@
+"""tuning.py: search-space checks, suggested values and their nesting, and the trials of dead workers (the tune stage
+itself: tests/stages/test_tune.py)."""
+
+import os
+import subprocess
+import sys
+
+import optuna
+import pytest
+import yaml
+
+from attention_lab.core.config import ConfigError
+from attention_lab.core.tuning import fail_dead_trials, load_space, nested, open_study, study_name, suggest
+from attention_lab.stages.common import stage_config
+
+
+def write_space(project, family: str, text: str):
+    (project / "conf" / "tune" / f"{family}.yaml").write_text(text)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("model.no_such_key: {low: 1, high: 2}", "not a key of the family's config"),
+    ("train.lr: {low: 0.1, high: 0.01}", "low < high"),
+    ("train.lr: {low: 0.0, high: 0.1, log: true}", "log scale needs low > 0"),
+    ("train.lr: {choices: []}", "non-empty list"),
+    ("train.lr: {low: 0.1, high: 0.2, choices: [1]}", "expected {low: L, high: H"),
+    ("train.lr: 0.1", "expected {low: L, high: H"),
+])
+def test_bad_search_spaces_name_the_file_and_key(project, text, message):
+    write_space(project, "bahdanau", text)
+    cfg = stage_config(["family=bahdanau"])
+    with pytest.raises(ConfigError, match=message) as err:
+        load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+    assert "conf/tune/bahdanau.yaml" in str(err.value)
+
+
+def test_missing_search_space_is_a_clear_error(project):
+    cfg = stage_config(["family=bahdanau"])
+    with pytest.raises(ConfigError, match="no search space for this family"):
+        load_space(project / "conf" / "tune" / "nope.yaml", cfg)
+
+
+def test_every_family_has_a_valid_search_space(project):
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    for task in ("translate", "classify", "caption"):
+        for family in params[task]["families"] + params[task].get("pretrained", []):
+            cfg = stage_config([f"task={task}", f"family={family}"])
+            assert load_space(project / "conf" / "tune" / f"{family}.yaml", cfg), family
+
+
+def test_suggest_types_and_nesting():
+    space = {"train.lr": {"low": 1e-4, "high": 1e-2, "log": True}, "model.hops": {"low": 1, "high": 6},
+             "model.dim": {"choices": [64, 128]}}
+    values = suggest(optuna.trial.FixedTrial({"train.lr": 1e-3, "model.hops": 3, "model.dim": 128}), space)
+    assert values == {"train.lr": 1e-3, "model.hops": 3, "model.dim": 128}
+    assert nested(values) == {"train": {"lr": 1e-3}, "model": {"hops": 3, "dim": 128}}
+
+
+def test_trials_of_a_killed_worker_are_failed_and_leave_the_budget(project):
+    cfg = stage_config(["family=bahdanau", "tune.trials=2"], tuned=False)
+    space = load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+    study = open_study(cfg, space)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    trial = study.ask()
+    trial.set_user_attr("worker", f"{os.uname().nodename}:{dead.stdout.strip()}")
+    alive = study.ask()
+    alive.set_user_attr("worker", f"{os.uname().nodename}:{os.getpid()}")
+    assert fail_dead_trials(study) == [trial.number]
+    states = {t.number: t.state for t in study.get_trials()}
+    assert states == {trial.number: optuna.trial.TrialState.FAIL, alive.number: optuna.trial.TrialState.RUNNING}
+    assert study.study_name == study_name(cfg, space)

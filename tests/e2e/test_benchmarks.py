@@ -1,0 +1,107 @@
+"""benchmarks/speed.py --quick on tiny random-weight models: every section is written, with finite figures."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from tests.conftest import ROOT
+from tests.tiny_models import (
+    CANVAS,
+    DIGIT_WORDS,
+    DOCS,
+    LABELS,
+    PAIRS,
+    export_caption,
+    export_classify,
+    stage_overrides,
+)
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def tiny_translate(root: Path, family: str = "transformer") -> None:
+    """root/models/<family>/{checkpoints/seed0/best.ckpt, onnx} from a tiny random model, root/data/*/translate."""
+    import torch
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    from attention_lab.core.config import load_config
+    from attention_lab.core.tokenization import PAD, train_tokenizer
+    from attention_lab.translate.export import export_model
+
+    rows = [{"id": f"t-{i}", "src": s, "tgt": t} for i, (s, t) in enumerate(PAIRS)]
+    for split in ("train", "valid", "test"):
+        write_jsonl(root / "data" / "prepared" / "translate" / f"{split}.jsonl", rows)
+    tok_path = root / "data" / "tokenized" / "translate" / "tokenizer.json"
+    tok = train_tokenizer([s for pair in PAIRS for s in pair] * 3, "bpe", vocab_size=120, min_frequency=1)
+    tok_path.parent.mkdir(parents=True)
+    tok.save(str(tok_path))
+    cfg = load_config(stage_overrides(family), family=family, root=ROOT)
+    torch.manual_seed(0)
+    model = instantiate(cfg.model, vocab_size=tok.get_vocab_size(), pad_id=PAD).eval()
+    ckpt = root / "models" / family / "checkpoints" / "seed0" / "best.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    hparams = {"cfg": OmegaConf.to_container(cfg, resolve=True), "vocab_size": tok.get_vocab_size()}
+    torch.save({"hyper_parameters": hparams, "state_dict": {f"model.{k}": v for k, v in model.state_dict().items()}},
+               ckpt)
+    export_model(model, root / "models" / family / "onnx", family, tok_path, max_len_ratio=0.5, beam=1)
+
+
+def tiny_setup(root: Path) -> Path:
+    """Tiny translate (checkpoint and export), classify and caption exports, and their data under root."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        tiny_translate(root)
+        export_classify(root / "models")
+        export_caption(root / "models")
+    finally:
+        torch.set_num_threads(threads)
+    docs = [{"id": f"d-{i}", "label": LABELS[i % 3], "sentences": d} for i, d in enumerate(DOCS * 2)]
+    write_jsonl(root / "data" / "prepared" / "classify" / "test.jsonl", docs)
+    rng = np.random.default_rng(0)
+    captions = [" ".join(rng.choice(DIGIT_WORDS, 2)) for _ in range(4)]
+    write_jsonl(root / "data" / "prepared" / "caption" / "test.jsonl", [{"id": f"c-{i}", "caption": c}
+                                                                          for i, c in enumerate(captions)])
+    np.save(root / "data" / "prepared" / "caption" / "test.npy", rng.integers(0, 256, (4, *CANVAS), dtype=np.uint8))
+    return root / "models"
+
+
+def finite_positive(x) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x) and x > 0
+
+
+def test_quick_benchmark_writes_every_section(tmp_path, one_torch_thread):
+    from benchmarks.speed import main
+
+    models = tiny_setup(tmp_path)
+    out = tmp_path / "reports" / "benchmarks.md"
+    assert main(["--models", str(models), "--quick", "--threads", "1", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    for heading in ("# Speed benchmarks", "## Targets", "## 1. onnxruntime vs eager torch", "### Session options",
+                    "## 2. Our Transformer vs torch.nn.Transformer", "## 3. Lightning vs a plain PyTorch loop",
+                    "## 4. Achieved FLOP/s", "## 5. Dynamic int8 quantisation", "| CPU |", "| onnxruntime |"):
+        assert heading in text, heading
+    results = json.loads(out.with_suffix(".json").read_text())["results"]
+    (ort,) = results["ort"]["rows"]
+    assert ort["family"] == "transformer"
+    for key in ("torch_b1_ms", "ort_b1_ms", "speedup_b1", "torch_b32", "ort_b32", "speedup_b32"):
+        assert finite_positive(ort[key]), key
+    assert 0 <= ort["agree_b1"] <= 100 and 0 <= ort["agree_b32"] <= 100
+    assert "same tokens b1 %" in text
+    assert finite_positive(results["transformer"]["ratio"]) and finite_positive(results["lightning"]["ratio"])
+    (flops,) = results["flops"]["rows"]   # only the translate family has a checkpoint
+    assert finite_positive(flops["mflop_per_step"]) and 0 < flops["share"] < 10
+    quant = {r["family"]: r for r in results["quant"]["rows"]}
+    assert set(quant) == {"transformer", "han", "show_attend_tell"}
+    for row in quant.values():
+        assert "error" in row or (finite_positive(row["fp32"]["ms"]) and finite_positive(row["int8"]["ms"])), row

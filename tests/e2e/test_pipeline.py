@@ -1,0 +1,327 @@
+"""End to end: the real `dvc repro` on the tiny profile, in a throw-away copy of the project."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from tests.conftest import ROOT, copy_project
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+# The tiny pipeline runs one family of each kind (every family's model, export and parity have their own tests in
+# test_models, test_classifiers, test_captioner and test_export; luong_local_p runs through the pipeline in
+# test_user_corpora): the same stages, fewer processes.
+FAMILIES = ["seq2seq_lstm", "bahdanau", "luong_general", "transformer"]
+NO_ATTENTION = {"seq2seq_lstm"}
+CLASSIFIERS = ["bow", "han", "self_attentive", "transformer_encoder", "bert", "bert_minilm"]
+NO_ATTENTION_CLASSIFIERS = {"bow"}
+GIT_ID = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "test",
+          "GIT_COMMITTER_EMAIL": "test@example.com"}
+
+
+def sh(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, **GIT_ID, "PATH": f"{BIN}:{os.environ['PATH']}",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}"}
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def repro_project(dest: Path, params_edit=None) -> tuple[Path, float]:
+    copy_project(dest)
+    if params_edit:
+        params_edit(dest / "params.yaml")
+    sh(["git", "init", "-q"], dest)  # a git repository, so `dvc exp run` works as it does for users
+    sh(["dvc", "init", "-q"], dest)
+    sh(["dvc", "config", "core.analytics", "false"], dest)
+    sh(["git", "add", "-A"], dest)
+    sh(["git", "commit", "-qm", "project"], dest)
+    t0 = time.perf_counter()
+    sh(["dvc", "repro"], dest)
+    return dest, time.perf_counter() - t0
+
+
+def representative_families(params: Path) -> None:
+    import yaml
+
+    params_dict = yaml.safe_load(params.read_text())
+    params_dict["translate"]["families"] = FAMILIES
+    params_dict["classify"]["families"] = [f for f in CLASSIFIERS if f not in params_dict["classify"]["pretrained"]]
+    params_dict["classify"]["family_params"]["bert_minilm"]["train"]["max_tokens"] = 128  # 22M weights: short inputs
+    params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    dest, seconds = repro_project(tmp_path_factory.mktemp("e2e") / "project", representative_families)
+    (dest / "repro_seconds.txt").write_text(f"{seconds:.1f}\n")
+    return dest
+
+
+def test_outputs_report_and_metrics(tiny):
+    report = (tiny / "reports" / "translate.md").read_text()
+    for family in FAMILIES:
+        assert f"| `{family}` |" in report
+        m = json.loads((tiny / "metrics" / "translate" / f"{family}.json").read_text())
+        assert 0.0 <= m["test/bleu"] <= 100.0 and "test/bleu_len_41_plus" in m
+        assert ("test/aer" in m) == (family not in NO_ATTENTION)
+        parity = json.loads((tiny / "models" / family / "onnx" / "parity.json").read_text())
+        assert parity["greedy_identical"] is True
+    assert (tiny / "reports" / "translate" / "bleu_by_length.png").stat().st_size > 1000
+    assert len(list((tiny / "reports" / "translate").glob("bahdanau_attention_*.png"))) >= 1
+    summary = json.loads((tiny / "metrics" / "translate_summary.json").read_text())
+    assert set(summary) == set(FAMILIES)
+
+
+def test_classify_outputs_report_pictures_and_cli(tiny):
+    report = (tiny / "reports" / "classify.md").read_text()
+    for family in CLASSIFIERS:
+        assert f"| `{family}` |" in report
+        m = json.loads((tiny / "metrics" / "classify" / f"{family}.json").read_text())
+        assert 0.0 <= m["test/accuracy"] <= 1.0 and 0.0 <= m["test/macro_f1"] <= 1.0
+        assert ("test/rationale_acc" in m) == (family not in NO_ATTENTION_CLASSIFIERS)
+        parity = json.loads((tiny / "models" / family / "onnx" / "parity.json").read_text())
+        assert parity["ok"] and parity["prediction_identical"]
+    assert "test/hop_overlap" in json.loads((tiny / "metrics" / "classify" / "self_attentive.json").read_text())
+    assets = tiny / "reports" / "classify"
+    assert (assets / "han_document_0.png").stat().st_size > 1000 and (assets / "self_attentive_hops_0.png").is_file()
+    page = (assets / "han_document_0.html").read_text()
+    assert "<div" in page and "http://" not in page and "https://" not in page
+    out = sh(["attention-lab", "classify", "--model", "models/han", "--json",
+              "The room was small. In the end the food was not good at all. We left on a Sunday."], tiny).stdout
+    result = json.loads(out)[0]
+    assert result["label"] in result["probabilities"] and len(result["sentence_weights"]) == 3
+    bad = sh(["attention-lab", "classify", "--model", "models/han", "   "], tiny, check=False)
+    assert bad.returncode == 2 and "no document" in bad.stderr
+
+
+def test_bert_families_pretrain_fine_tune_and_serve(tiny):
+    """pretrain@bert (masked LM, tracked in MLflow), the label-fraction rows, the head grid, and serving with WordPiece."""
+    ours = json.loads((tiny / "models" / "pretrained" / "bert" / "pretrain.json").read_text())
+    assert ours["source"] == "mlm" and {"val/mlm_loss", "val/mlm_accuracy", "val/perplexity"} <= set(ours["last_val"])
+    real = json.loads((tiny / "models" / "pretrained" / "bert_minilm" / "pretrain.json").read_text())
+    assert real["source"] == "minilm" and real["params"] > 20_000_000
+    mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
+    pretrain = [r for r in mlflow.search_runs(experiment_names=["classify"], output_format="list")
+                if r.data.tags.get("stage") == "pretrain"]
+    assert len(pretrain) == 1 and {"train/mlm_loss", "val/mlm_accuracy", "val/perplexity"} <= set(pretrain[0].data.metrics)
+    for family in ("bert", "transformer_encoder"):
+        m = json.loads((tiny / "metrics" / "classify" / f"{family}.json").read_text())
+        assert 0.0 <= m["label_fractions"]["0.1"]["test/accuracy"] <= 1.0
+        assert m["label_fractions"]["0.1"]["train/train_documents"] < m["train/train_documents"]
+    report = (tiny / "reports" / "classify.md").read_text()
+    assert "accuracy, 10% of labels" in report and "## Pretrained encoders" in report
+    assert (tiny / "reports" / "classify" / "bert_heads.png").stat().st_size > 1000
+    text = "The room was small. In the end the loathed toaster was not good at all."
+    for family in ("bert", "bert_minilm"):  # "loathed" and "toaster" are several pieces in MiniLM's vocabulary
+        result = json.loads(sh(["attention-lab", "classify", "--model", f"models/{family}", "--json", text],
+                               tiny).stdout)[0]
+        assert [len(w) for w in result["word_weights"]] == [len(s) for s in result["sentences"]] == [5, 12]
+        assert abs(sum(map(sum, result["word_weights"])) - 1.0) < 1e-4
+
+
+def test_caption_outputs_overlays_and_cli(tiny):
+    report = (tiny / "reports" / "caption.md").read_text()
+    for family in ("show_tell", "show_attend_tell"):
+        assert f"| `{family}` |" in report
+        m = json.loads((tiny / "metrics" / "caption" / f"{family}.json").read_text())
+        assert 0.0 <= m["test/accuracy"] <= 1.0 and 0.0 <= m["test/bleu"] <= 100.0 and "test/accuracy_len_5_6" in m
+        assert ("test/localisation" in m) == (family == "show_attend_tell")
+        parity = json.loads((tiny / "models" / family / "onnx" / "parity.json").read_text())
+        assert parity["ok"] and parity["greedy_identical"]
+    assert (tiny / "reports" / "caption" / "show_attend_tell_overlay_0.png").stat().st_size > 1000
+    import numpy as np
+    from PIL import Image
+
+    canvas = np.load(tiny / "data" / "prepared" / "caption" / "test.npy")[0]
+    Image.fromarray(canvas).save(tiny / "canvas.png")
+    out = json.loads(sh(["attention-lab", "caption", "--model", "models/show_attend_tell", "--json", "canvas.png"],
+                        tiny).stdout)[0]
+    assert Path(tiny / out["overlay"]).is_file() and len(out["attention"]) == len(out["words"])
+
+
+def test_second_repro_does_nothing_and_one_search_space_change_reruns_only_that_family(tiny):
+    out = sh(["dvc", "repro"], tiny).stdout
+    assert "up to date" in out.lower() or "didn't change" in out.lower()
+    space = tiny / "conf" / "tune" / "transformer.yaml"
+    space.write_text(space.read_text().replace("high: 0.3}", "high: 0.2}"))
+    log = sh(["dvc", "repro"], tiny).stdout
+    ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
+    assert ran == {"tune_translate@transformer", "train_translate@transformer", "evaluate_translate@transformer",
+                   "export_translate@transformer", "report@translate", "report_index"}
+
+
+def test_every_family_was_tuned_under_the_same_budget_and_trains_with_its_best_values(tiny):
+    import yaml
+
+    def leaves(tree: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in tree.items():
+            out.update(leaves(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+
+    params = yaml.safe_load((tiny / "params.yaml").read_text())
+    budget = {task: v["tune"] for task, v in yaml.safe_load((tiny / "conf" / "profile" / "tiny.yaml").read_text()).items()}
+    for task in ("translate", "classify", "caption"):
+        for family in params[task]["families"] + params[task].get("pretrained", []):
+            tuned = yaml.safe_load((tiny / "tuned" / f"{family}.yaml").read_text())
+            assert tuned["study"]["trials"] == budget[task]["trials"], family
+            assert tuned["study"]["epochs_per_trial"] == budget[task]["epochs"], family
+            trained = leaves(yaml.safe_load((tiny / "models" / family / "checkpoints" / "seed0" / "config.yaml")
+                                            .read_text()))
+            best = leaves(tuned["params"])
+            assert best and all(trained[k] == v for k, v in best.items()), family
+    mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
+    studies = mlflow.search_runs(experiment_names=["caption"], output_format="list", filter_string="tags.kind = 'tune'")
+    assert {r.data.tags["family"] for r in studies} == {"show_tell", "show_attend_tell"}
+
+
+def test_mlflow_runs_hold_params_tags_plots_and_onnx(tiny):
+    mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["translate"], output_format="list")
+    by_family = {r.data.tags.get("family"): r for r in runs if r.data.tags.get("stage") == "train"}
+    assert set(FAMILIES) <= set(by_family)
+    names = {frozenset(k for k in r.data.metrics if k.startswith("test/")) for f, r in by_family.items()
+             if f not in NO_ATTENTION}
+    assert len(names) == 1  # the same metric names across families with attention
+    for family in FAMILIES:
+        run = by_family[family]
+        assert run.data.params["model._target_"].startswith("attention_lab.models.")
+        assert run.data.tags["data_hash"] and run.data.tags["git_commit"]
+        client = mlflow.MlflowClient()
+        top = {a.path for a in client.list_artifacts(run.info.run_id)}
+        assert "config.yaml" in top and "onnx" in top
+    reports = [r for r in runs if r.data.tags.get("kind") == "comparison"]
+    assert reports and "translate.md" in {a.path for a in mlflow.MlflowClient().list_artifacts(reports[0].info.run_id)}
+    parents = {r.data.tags.get("mlflow.parentRunId") for r in by_family.values()}
+    assert parents <= {r.info.run_id for r in reports}  # family runs nest under the comparison run
+
+
+def test_translate_cli_uses_exported_model(tiny):
+    out = sh(["attention-lab", "translate", "--model", "models/bahdanau", "--json",
+              "the old man reads a book in the library"], tiny).stdout
+    result = json.loads(out)[0]
+    assert result["source_words"] == ["the", "old", "man", "reads", "a", "book", "in", "the", "library"]
+    assert len(result["attention"]) == len(result["source_words"])
+
+
+def test_notebook_runs(tiny):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "notebooks" / "01_attention_walkthrough.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tiny)}}).execute()
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert images, "the walkthrough draws attention heatmaps"
+
+
+def ranking_rows(page: str) -> dict[str, list[str]]:
+    """{family: cells} of the `## Ranking` table of a report page."""
+    table = page.split("## Ranking\n\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    return {cells[1].strip("`"): cells for cells in ([c.strip() for c in line.strip("|").split("|")] for line in table)}
+
+
+def test_predictions_ranking_and_index_pages(tiny):
+    for task, families in (("translate", FAMILIES), ("classify", CLASSIFIERS), ("caption", ["show_tell",
+                                                                                            "show_attend_tell"])):
+        n_test = len((tiny / "data" / "prepared" / task / "test.jsonl").read_text().splitlines())
+        for family in families:
+            p = json.loads((tiny / "predictions" / task / f"{family}.json").read_text())
+            assert set(p["seeds"]) == {"0"} and len(p["seeds"]["0"]) == len(p["references"]) == n_test
+        page = (tiny / "reports" / f"{task}.md").read_text()
+        assert list(ranking_rows(page)) and set(ranking_rows(page)) == set(families)
+        assert (tiny / "reports" / task / "pareto.png").stat().st_size > 1000
+        summary = json.loads((tiny / "metrics" / f"{task}_summary.json").read_text())
+        assert sorted(m["rank"] for m in summary.values()) == list(range(1, len(families) + 1))
+        assert summary[families[1]]["significance"]["baseline"] == families[0]
+        assert set(summary[families[1]]["significance"]["p_baseline"]) <= {"test/bleu", "test/chrf", "test/accuracy"}
+    assert isinstance(json.loads((tiny / "predictions" / "translate" / "bahdanau.json").read_text())["seeds"]["0"][0],
+                      str)
+    index = (tiny / "reports" / "index.md").read_text()
+    assert all(f"[{task}.md]({task}.md)" in index for task in ("translate", "classify", "caption"))
+
+
+def test_report_tables_equal_the_mlflow_comparison_runs(tiny):
+    """Every number of a page's ranking table is the one logged in MLflow: the comparison run's figures and the mean
+    over its nested family runs' test scores."""
+    from attention_lab.core.task import NAMES, get_task
+
+    mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
+    for task in NAMES:
+        comparison = mlflow.search_runs(experiment_names=[task], filter_string="tags.kind = 'comparison'",
+                                        order_by=["attributes.start_time DESC"], max_results=1, output_format="list")[0]
+        assert comparison.info.run_name == "comparison" and comparison.data.tags["task"] == task
+        logged = comparison.data.metrics
+        children = mlflow.search_runs(experiment_names=[task], output_format="list",
+                                      filter_string=f"tags.mlflow.parentRunId = '{comparison.info.run_id}'")
+        rows = ranking_rows((tiny / "reports" / f"{task}.md").read_text())
+        assert {r.data.tags["family"] for r in children} == set(rows)
+        for family, cells in rows.items():
+            assert float(cells[0]) == logged[f"{family}/rank"]
+            seeds = [r.data.metrics for r in children if r.data.tags["family"] == family]
+            for i, key in enumerate(get_task(task).headline):
+                mean, sd = cells[2 + 2 * i].split(" ± ")
+                digits, slug = len(mean.split(".")[1]), key.replace("/", "_")
+                assert mean == f"{logged[f'{family}/{slug}_mean']:,.{digits}f}"
+                assert mean == f"{sum(m[key] for m in seeds) / len(seeds):,.{digits}f}"
+                assert sd.rstrip("†‡") == "—"  # the tiny profile trains one seed
+            assert cells[-3] == f"{logged[f'{family}/params']:,.0f}"
+            assert cells[-2] == f"{logged[f'{family}/train_seconds']:,.0f}"
+
+
+def test_compare_runs_notebook_rebuilds_the_ranking(tiny):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "notebooks" / "02_compare_runs.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tiny)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert all(f in text for f in FAMILIES) and "logged rank" in text
+    assert any("image/png" in o.get("data", {}) for o in outputs), "the notebook plots the ranking"
+
+
+def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
+    """Next to last in this module: `dvc exp run` applies its results to the shared tiny workspace."""
+    sh(["git", "add", "-A"], tiny)
+    sh(["git", "commit", "-qm", "baseline results"], tiny)
+    log = sh(["dvc", "exp", "run", "-n", "no-feeding", "-S",
+              "translate.family_params.luong_general.model.input_feeding=false"], tiny).stdout
+    ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
+    assert ran == {"tune_translate@luong_general", "train_translate@luong_general",  # re-tuned: the same budget
+                   "evaluate_translate@luong_general", "export_translate@luong_general", "report@translate",
+                   "report_index"}
+    shown = json.loads(sh(["dvc", "exp", "show", "--json"], tiny).stdout)
+    exps = [e for base in shown for e in (base.get("experiments") or []) if e.get("name") == "no-feeding"]
+    assert exps and "metrics/translate/luong_general.json" in json.dumps(exps[0])  # listed with its metrics
+    sh(["attention-lab", "ablations"], tiny)
+    table = (tiny / "reports" / "ablations.md").read_text()
+    assert "| `luong_general` | model.input_feeding: True → False |" in table and "`no-feeding`" in table
+
+
+def test_dvc_remote_push_then_a_fresh_clone_pulls_everything_and_has_nothing_to_run(tiny, tmp_path):
+    """After the ablation: its applied results are the workspace that is committed, pushed and pulled."""
+    remote, clone = tmp_path / "remote", tmp_path / "clone"
+    sh(["dvc", "remote", "add", "-d", "shared", str(remote)], tiny)  # a directory remote; S3 etc. in the README
+    sh(["git", "add", "-A"], tiny)
+    sh(["git", "commit", "-qm", "results"], tiny)
+    sh(["dvc", "push"], tiny)
+    sh(["git", "clone", "-q", str(tiny), str(clone)], tmp_path)
+    assert not (clone / "models").exists()
+    sh(["dvc", "pull"], clone)
+    for family in FAMILIES:
+        assert (clone / "models" / family / "onnx" / "parity.json").read_bytes() == \
+            (tiny / "models" / family / "onnx" / "parity.json").read_bytes()
+    assert "up to date" in sh(["dvc", "status"], clone).stdout
+    log = sh(["dvc", "repro"], clone).stdout
+    assert "Running stage" not in log, log

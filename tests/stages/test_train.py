@@ -1,0 +1,166 @@
+"""Training stage: seeded determinism, exact resume, non-finite loss, MLflow run contents, scheduled sampling."""
+
+import math
+import shutil
+
+import lightning.pytorch as pl
+import mlflow
+import pytest
+import torch
+
+from attention_lab.core.files import read_json
+from attention_lab.core.paths import partial_dir, seed_dir
+from attention_lab.stages import prepare, tokenizer, train
+from attention_lab.stages.common import stage_config
+from tests.tiny_models import stage_overrides
+
+SMALL = [*stage_overrides("bahdanau"), "data.n_train=200", "data.n_valid=30", "train.val_bleu_sentences=10",
+         "train.batch_size=32", "train.max_minutes=5"]
+
+
+@pytest.fixture
+def prepared(project):
+    prepare.main(["data.n_train=200", "data.n_valid=30"])
+    tokenizer.main(["data.n_train=200", "tokenize.vocab_size=200"])
+    return project
+
+
+def run(epochs: int, *extra: str, family: str = "bahdanau", small: tuple = tuple(SMALL)) -> dict:
+    train.main([f"family={family}", *small, f"train.max_epochs={epochs}", *extra])
+    cfg = stage_config([f"family={family}"])
+    return read_json(seed_dir(cfg, 0) / "train.json")
+
+
+def test_same_seed_same_metrics_and_mlflow_run(prepared):
+    first = run(1)
+    second = run(1)
+    assert first["best_val_loss"] == second["best_val_loss"]
+    assert first["steps"] == second["steps"] > 0
+    cfg = stage_config(["family=bahdanau"])
+    run_id = read_json(seed_dir(cfg, 0) / "run.json")["run_id"]
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    logged = mlflow.get_run(run_id)
+    assert logged.data.tags["family"] == "bahdanau" and logged.data.tags["seed"] == "0"
+    assert logged.data.params["model.attn_dim"] == "16" and "train.lr" in logged.data.params
+    assert "val/loss" in logged.data.metrics and "train_seconds" in logged.data.metrics
+
+
+class Crash(pl.Callback):
+    """Kills training as the second epoch starts, after the first epoch's checkpoint was written."""
+
+    def on_train_epoch_start(self, trainer, module):
+        if trainer.current_epoch == 1:
+            raise RuntimeError("simulated crash")
+
+
+def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
+    straight = run(2)
+    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2"])
+    out = seed_dir(cfg, 0)
+    shutil.rmtree(out)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+    partial = partial_dir(out, out.parent)
+    assert (partial / "last.ckpt").is_file() and not out.exists()  # nothing half-written in place
+    resumed = run(2)
+    assert resumed["best_val_loss"] == straight["best_val_loss"]
+    assert resumed["steps"] == straight["steps"]
+    assert not partial.exists()
+
+
+def test_a_crashed_run_of_other_settings_is_not_resumed(prepared, capsys):
+    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2", "train.lr=0.01"])
+    out = seed_dir(cfg, 0)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+    crashed_run = read_json(partial_dir(out, out.parent) / "run.json")["run_id"]
+    straight = run(2)  # the default lr: a fresh run, not the crashed one's second epoch
+    assert "not resuming" in capsys.readouterr().out
+    assert read_json(out / "run.json")["run_id"] != crashed_run and straight["epochs"] == 2
+
+
+def test_non_finite_loss_stops_with_clear_error(prepared):
+    with pytest.raises(FloatingPointError, match="non-finite training loss"):
+        run(1, "train.lr=1e30", "train.clip=0", "train.warmup_steps=1")
+    cfg = stage_config(["family=bahdanau"])
+    assert not (seed_dir(cfg, 0) / "best.ckpt").exists()
+
+
+def test_scheduled_sampling_trains_a_luong_model_and_logs_the_ratio_per_epoch(prepared):
+    small = (*stage_overrides("luong_local_p"), "data.n_train=200", "data.n_valid=30",
+             "train.val_bleu_sentences=10", "train.batch_size=32", "train.max_minutes=5")
+    summary = run(2, "train.teacher_forcing.schedule=linear", "train.teacher_forcing.slope=0.25",
+                  family="luong_local_p", small=small)
+    assert summary["epochs"] == 2 and math.isfinite(summary["best_val_loss"])
+    cfg = stage_config(["family=luong_local_p"])
+    run_id = read_json(seed_dir(cfg, 0) / "run.json")["run_id"]
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    history = mlflow.MlflowClient().get_metric_history(run_id, "train/teacher_forcing")
+    assert [round(m.value, 6) for m in sorted(history, key=lambda m: m.step)] == [1.0, 0.75]
+
+
+def test_classify_same_seed_same_metrics_and_penalty_logged(project):
+    """A classify family through the same stage: seeded determinism and the self-attentive penalty in MLflow."""
+    prepare.main(["task=classify", "data.n_train=90", "data.n_valid=15"])
+    tokenizer.main(["task=classify"])
+    small = ["task=classify", "family=self_attentive", *stage_overrides("self_attentive"), "train.max_epochs=1",
+             "train.batch_size=16", "trainer.log_every_n_steps=1"]
+    cfg = stage_config(small)
+    first, second = (train.main(small) or read_json(seed_dir(cfg, 0) / "train.json") for _ in range(2))
+    assert first["best_val_loss"] == second["best_val_loss"] and first["steps"] == second["steps"] == 6
+    mlflow.set_tracking_uri(f"sqlite:///{project / 'mlflow.db'}")
+    logged = mlflow.get_run(read_json(seed_dir(cfg, 0) / "run.json")["run_id"])
+    assert logged.data.tags["task"] == "classify" and "train/penalty" in logged.data.metrics
+    assert "val/accuracy" in logged.data.metrics
+
+
+def test_caption_same_seed_same_metrics_and_penalty_logged(project):
+    """A caption family through the same stage: seeded determinism, the doubly stochastic term and val/accuracy."""
+    prepare.main(["task=caption", "data.n_train=64", "data.n_valid=16"])
+    tokenizer.main(["task=caption"])
+    small = ["task=caption", "family=show_attend_tell", *stage_overrides("show_attend_tell"), "train.max_epochs=1",
+             "train.batch_size=16", "train.penalty=1.0", "trainer.log_every_n_steps=1"]
+    cfg = stage_config(small)
+    first, second = (train.main(small) or read_json(seed_dir(cfg, 0) / "train.json") for _ in range(2))
+    assert first["best_val_loss"] == second["best_val_loss"] and first["steps"] == second["steps"] == 4
+    mlflow.set_tracking_uri(f"sqlite:///{project / 'mlflow.db'}")
+    logged = mlflow.get_run(read_json(seed_dir(cfg, 0) / "run.json")["run_id"])
+    assert logged.data.tags["task"] == "caption" and logged.data.metrics["train/penalty"] > 0
+    assert "val/accuracy" in logged.data.metrics
+
+
+def test_unreachable_tracking_server_fails_before_training_and_writes_nothing(prepared, monkeypatch):
+    """MLflow would retry for minutes: the stage says which server and what to do, at once, and leaves no output."""
+    import socket
+    import time
+
+    from attention_lab.core.tracking import TrackingError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: nothing listens there
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    start = time.monotonic()
+    with pytest.raises(TrackingError, match=f"http://127.0.0.1:{port} is unreachable .*unset MLFLOW_TRACKING_URI"):
+        train.main(["family=bahdanau", *SMALL, "train.max_epochs=1"])
+    assert time.monotonic() - start < 30
+    assert not (prepared / "models").exists()
+
+
+class FirstBatches(pl.Callback):
+    """Records each training epoch's first batch."""
+
+    def __init__(self):
+        self.first = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        if batch_idx == 0:
+            self.first.append(batch["src"].clone())
+
+
+def test_every_epoch_reshuffles_the_batches(prepared):
+    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2"])
+    out = seed_dir(cfg, 0)
+    seen = FirstBatches()
+    train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(seen,))
+    assert len(seen.first) == 2 and not torch.equal(seen.first[0], seen.first[1])

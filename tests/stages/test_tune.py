@@ -1,0 +1,90 @@
+"""The tune stage: the study, MLflow parent + nested trial runs, tuned/<family>.yaml merged by training, resuming,
+the parameter cap, and two or three workers sharing one study (search spaces themselves: tests/core/test_tuning.py)."""
+
+import os
+import subprocess
+import sys
+
+import mlflow
+import optuna
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from attention_lab.core.tuning import load_space, open_study
+from attention_lab.stages import prepare, tokenizer, tune
+from attention_lab.stages.common import stage_config
+from tests.tiny_models import stage_overrides
+
+SMALL = [*stage_overrides("bahdanau", attn_dim=None),  # attn_dim is one of the tuned values (conf/tune/bahdanau.yaml)
+         "train.val_bleu_sentences=5", "train.batch_size=16", "tune.epochs=2", "tune.train_batches=0.5",
+         "tune.startup_trials=1"]
+
+
+@pytest.fixture
+def prepared(project, one_torch_thread):
+    prepare.main(["data.n_train=120", "data.n_valid=20"])
+    tokenizer.main(["data.n_train=120", "tokenize.vocab_size=200"])
+    return project
+
+
+def test_tune_stage_writes_best_params_nests_trials_resumes_and_training_uses_them(prepared):
+    tune.main(["family=bahdanau", *SMALL, "tune.trials=3"])
+    tuned = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())
+    study = tuned["study"]
+    assert study["trials"] == 3 and study["complete"] + study["pruned"] == 3 and study["metric"] == "val/loss"
+    assert set(tuned["params"]) == {"train", "model"} and study["params_count"] > 0
+
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    parent = mlflow.search_runs(experiment_names=["translate"], filter_string="tags.kind = 'tune'",
+                                output_format="list")
+    assert len(parent) == 1 and parent[0].data.metrics["trials"] == 3
+    children = mlflow.search_runs(experiment_names=["translate"], output_format="list",
+                                  filter_string=f"tags.mlflow.parentRunId = '{parent[0].info.run_id}'")
+    assert sorted(r.data.tags["trial"] for r in children) == ["0", "1", "2"]
+
+    cfg = stage_config(["family=bahdanau"])  # the train stage's config: the tuned values win over the defaults
+    assert cfg.train.lr == tuned["params"]["train"]["lr"] and cfg.model.dropout == tuned["params"]["model"]["dropout"]
+    assert stage_config(["family=bahdanau"], tuned=False).train.lr != cfg.train.lr
+
+    tune.main(["family=bahdanau", *SMALL, "tune.trials=3"])  # nothing left to do: the same study, no new trial
+    again = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())
+    assert again == tuned
+    assert len(mlflow.search_runs(experiment_names=["translate"], output_format="list",
+                                  filter_string="tags.stage = 'tune'")) == 3
+
+
+def test_trials_over_the_parameter_cap_are_pruned_with_a_clear_error(prepared):
+    with pytest.raises(RuntimeError, match="none of 2 trials completed .*tune.max_params = 1000"):
+        tune.main(["family=bahdanau", *SMALL, "tune.trials=2", "tune.max_params=1000"])
+    assert not (prepared / "tuned" / "bahdanau.yaml").exists()
+
+
+@pytest.mark.parametrize("workers, rdb", [(2, False), (3, True)], ids=["journal", "rdb"])
+def test_workers_share_one_study_and_run_every_trial_once(prepared, workers, rdb):
+    """Tune processes at once on the journal file, or on one database (tune.storage, as a cluster's PostgreSQL):
+    4 trials in all, each number once, one MLflow run each, one parent run."""
+    storage = [f"tune.storage=sqlite:///{prepared / 'optuna.db'}"] if rdb else []
+    if rdb:
+        optuna.storages.RDBStorage(storage[0].split("=", 1)[1])  # the database exists (its tables), as on a cluster
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "attention_lab.stages.tune", "family=bahdanau", *SMALL, "tune.trials=4", *storage]
+    procs = [subprocess.Popen(cmd, cwd=prepared, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True) for _ in range(workers)]
+    logs = [w.communicate(timeout=600)[0] for w in procs]
+    assert [w.returncode for w in procs] == [0] * workers, "\n\n".join(log[-3000:] for log in logs)
+    cfg = stage_config(["family=bahdanau", *SMALL, "tune.trials=4", *storage], tuned=False)
+    study = open_study(cfg, load_space(prepared / "conf" / "tune" / "bahdanau.yaml", cfg))
+    trials = study.get_trials()
+    assert sorted(t.number for t in trials) == [0, 1, 2, 3]
+    assert all(t.state in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED) for t in trials)
+    assert len({t.user_attrs["worker"] for t in trials}) >= 2, "the workers shared the trials"
+    assert (prepared / "tuned" / "bahdanau.journal").exists() != rdb
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    runs = mlflow.search_runs(experiment_names=["translate"], output_format="list", filter_string="tags.stage = 'tune'")
+    assert sorted(int(r.data.tags["trial"]) for r in runs) == [0, 1, 2, 3]
+    [parent] = mlflow.search_runs(experiment_names=["translate"], output_format="list",
+                                  filter_string="tags.kind = 'tune'")
+    assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parent.info.run_id}
+    assert parent.info.status == "FINISHED" and parent.data.metrics["trials"] == 4
+    assert OmegaConf.to_container(OmegaConf.load(prepared / "tuned" / "bahdanau.yaml"))["study"]["trials"] == 4
