@@ -2,7 +2,7 @@
 
 Two different questions, kept apart so that a code change never has to wait for a ~3-hour pipeline run:
 
-- **agreement** (CI, tests/test_dvc_lock.py): every `cache: false` output that is committed in git (metrics, reports,
+- **agreement** (CI, tests/test_results.py): every `cache: false` output that is committed in git (metrics, reports,
   tuned values) has the hash dvc.lock records for it; every stage's recorded hash of a committed output it reads (a
   report's metrics, a training run's tuned values) is that output's current hash; and the README's provenance block
   names this dvc.lock. Hand edits and half-committed re-runs fail it; code changes do not.
@@ -29,7 +29,7 @@ LOCK = "dvc.lock"
 BEGIN = "<!-- provenance:begin"
 END = "<!-- provenance:end -->"
 HEADER = (f"{BEGIN} (written by `attention-lab readme` from git, dvc.lock and `dvc status`; "
-          "tests/test_dvc_lock.py checks it) -->")
+          "tests/test_results.py checks it) -->")
 COUNT = "\0"    # where summarise puts a file count (or range) into a line
 MD5_CHARS = 12  # the dvc.lock digest the block shows: enough to tell two locks apart
 
