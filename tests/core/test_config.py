@@ -1,4 +1,8 @@
+import re
+
 import pytest
+import yaml
+from omegaconf import OmegaConf
 
 from attention_lab.core.config import ConfigError, families, load_config
 from tests.conftest import ROOT
@@ -97,3 +101,47 @@ def test_caption_model_takes_the_canvas_size_from_the_data(project):
     cfg = load_config(root=project, task="caption", family="show_attend_tell")
     assert (cfg.model.height, cfg.model.width) == (cfg.data.height, cfg.data.width) == (32, 128)
     assert cfg.data.n_train == 300 and cfg.tokenize.min_frequency == 1  # tiny profile; task default
+
+
+def test_an_explicit_setting_beats_the_tuned_value(project):
+    """tuned/<family>.yaml < params.yaml family_params < command line; the explicit keys are listed for the tune stage."""
+    (project / "tuned").mkdir(exist_ok=True)
+    (project / "tuned" / "luong_local_m.yaml").write_text(
+        "params:\n  model: {window: 4, dropout: 0.25}\n  train: {lr: 0.003}\n")
+    cfg = load_config(root=project, family="luong_local_m")
+    assert cfg.model.window == 10  # params.yaml translate.family_params.luong_local_m.model.window
+    assert cfg.model.dropout == 0.25 and cfg.train.lr == 0.003  # tuned, set nowhere explicitly
+    assert "model.window" in cfg.explicit and "train.lr" not in cfg.explicit
+    cfg = load_config(["model.window=5", "train.lr=0.001"], root=project, family="luong_local_m")
+    assert cfg.model.window == 5 and cfg.train.lr == 0.001
+    assert {"model.window", "train.lr"} <= set(cfg.explicit)
+    assert load_config(root=project, family="luong_local_m", tuned=False).model.dropout != 0.25
+
+
+ABLATIONS = re.findall(r"dvc exp run .*-S (\w+)\.family_params\.(\w+)\.([\w.]+)=(\S+)",
+                       (ROOT / "docs" / "tuning.md").read_text())
+
+
+@pytest.mark.parametrize("task, family, key, value", ABLATIONS, ids=[f"{f}.{k}={v}" for _, f, k, v in ABLATIONS])
+def test_each_documented_ablation_changes_what_trains(project, task, family, key, value):
+    """`dvc exp run -S <task>.family_params.<family>.<key>=<value>` (docs/tuning.md) edits params.yaml; the family's
+    train stage then trains with that value, even where its tuned/<family>.yaml holds another one."""
+    want = yaml.safe_load(value)
+    (project / "tuned").mkdir(exist_ok=True)
+    decoy = {"window": 7, "penalty": 0.5, "input_feeding": True, "reverse_source": True, "schedule": "linear"}
+    tuned = {}
+    node = tuned.setdefault("params", {})
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = decoy[leaf]
+    (project / "tuned" / f"{family}.yaml").write_text(yaml.safe_dump(tuned))
+    before = OmegaConf.select(load_config(root=project, task=task, family=family), key)
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    node = params[task]["family_params"].setdefault(family, {})
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = want
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    cfg = load_config(root=project, task=task, family=family)
+    assert OmegaConf.select(cfg, key) == want != before and key in cfg.explicit

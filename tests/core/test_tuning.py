@@ -70,3 +70,22 @@ def test_trials_of_a_killed_worker_are_failed_and_leave_the_budget(project):
     states = {t.number: t.state for t in study.get_trials()}
     assert states == {trial.number: optuna.trial.TrialState.FAIL, alive.number: optuna.trial.TrialState.RUNNING}
     assert study.study_name == study_name(cfg, space)
+
+
+def test_each_family_study_has_its_own_sampler_seed():
+    from attention_lab.core.tuning import sampler_seed
+
+    seeds = {family: sampler_seed(0, family) for family in ("bahdanau", "luong_dot", "transformer", "han")}
+    assert len(set(seeds.values())) == len(seeds) and seeds["bahdanau"] == sampler_seed(0, "bahdanau")
+    assert sampler_seed(1, "bahdanau") != seeds["bahdanau"]
+
+
+def test_a_key_set_explicitly_is_not_searched(project, capsys):
+    """luong_local_m's space searches model.window, but params.yaml sets it: the study searches only the rest; and a
+    space left empty runs no study at all."""
+    from attention_lab.core.tuning import tune
+
+    cfg = stage_config(["task=translate", "family=luong_local_m", "train.lr=0.001", "model.dropout=0.1"], tuned=False)
+    write_space(project, "luong_local_m", "model.window: {low: 3, high: 12}\ntrain.lr: {low: 1.0e-4, high: 1.0e-2}\n")
+    assert tune(cfg) == {"params": {}, "study": {"trials": 0}}
+    assert "not searching model.window, train.lr (set explicitly)" in capsys.readouterr().out

@@ -5,10 +5,11 @@ import re
 
 import mlflow
 import pytest
+from omegaconf import OmegaConf
 
 from attention_lab.core import tracking
 from attention_lab.core.config import load_config
-from attention_lab.core.files import read_json, write_json
+from attention_lab.core.files import read_json, write_json, write_text
 from attention_lab.core.paths import predictions_path, seed_dir
 from attention_lab.stages import report as report_stage
 from attention_lab.stages.evaluate import summarize
@@ -42,6 +43,7 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
             write_json(seed_dir(cfg, s) / "run.json", {"run_id": run.info.run_id})
             write_json(seed_dir(cfg, s) / "train.json", {"params": 1000 * right, "train_seconds": 10.0 * right,
                                                           "train_tokens_per_s": 100.0, "epochs": 1})
+            write_text(seed_dir(cfg, s) / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # as train_one does
         write_json(predictions_path(cfg), {"ids": [f"test-{i}" for i in range(10)], "references": CAPTIONS,
                                            "seeds": outputs})
         write_json(project / "metrics" / "caption" / f"{f}.json", {"family": f, **summarize(cfg, per_seed, 1.0)})
@@ -56,6 +58,9 @@ def test_report_stage_ranks_tests_and_logs_the_comparison(project, seeds):
     page = (project / "reports" / "caption.md").read_text()
     summary = read_json(project / "metrics" / "caption_summary.json")
     table = page.split("## Ranking")[1].split("\n\n")[1]
+    trained = page.split("## Configuration that trained")[1]  # the runs' own config.yaml, not the task's defaults
+    row = next(line for line in trained.splitlines() if line.startswith("| `show_tell` |"))
+    assert all(s in row for s in ("train.lr=0.001", "train.batch_size=32", "model.emb_dim=", "train.penalty=0.0"))
     by = rows(table)
     assert list(by) == ["show_attend_tell", "show_tell"]
     assert summary["show_attend_tell"]["rank"] == 1 and summary["show_tell"]["significance"]["baseline"] == "show_tell"

@@ -8,7 +8,7 @@ from omegaconf import DictConfig
 
 from attention_lab.core import plots
 from attention_lab.core.metrics import bucket_key, bucket_label
-from attention_lab.core.report import BANDS, bucket_series, budget_line, copy_pictures, fmt
+from attention_lab.core.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt
 
 
 def caption_table(results: dict[str, dict], buckets) -> str:
@@ -53,7 +53,7 @@ def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[
     d = cfg.data
     lines = [f"Profile `{cfg.profile}`, data `{d.source}` ({d.n_train} training canvases of {d.height}×{d.width} "
              f"pixels from scikit-learn's handwritten digit scans), seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}. "
-             + budget_line(cfg) + f" Doubly stochastic regulariser λ = {cfg.train.penalty} (show_attend_tell)."]
+             + PROTOCOL + " The doubly stochastic regulariser λ of show_attend_tell is its `train.penalty` there."]
     return render_caption(results, cfg.task.buckets, overlays, lines, section)
 
 

@@ -8,7 +8,7 @@ from omegaconf import DictConfig
 
 from attention_lab.core import plots
 from attention_lab.core.metrics import bucket_key, bucket_label
-from attention_lab.core.report import BANDS, bucket_series, budget_line, copy_pictures, fmt
+from attention_lab.core.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt
 
 
 def classify_table(results: dict[str, dict], buckets, top_k: int) -> str:
@@ -95,8 +95,8 @@ def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[
     pictures = copy_pictures(cfg, list(results), assets, ("document_*.png", "document_*.html", "hops_*.png",
                                                           "heads.png"))
     pretrained = {f: m["pretrain"] for f, m in results.items() if "pretrain" in m}
-    lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}. " + budget_line(cfg) +
-             f" Attention penalty coefficient {cfg.train.penalty} (self-attentive); its ablation is in "
+    lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}. " + PROTOCOL +
+             " The self-attentive penalty coefficient is its `train.penalty` there; its ablation is in "
              "[ablations.md](ablations.md)."]
     return render_classify(results, cfg.task.buckets, cfg.evaluate.top_k_words, pictures, lines, pretrained, section)
 

@@ -19,7 +19,8 @@ REPLACED = ("data.length_mix",)
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
 SET_ELSEWHERE = {"task": "the stage argument task=<task>", "family": "the stage argument family=<family>",
                  "profile": "params.yaml `profile:`", "seeds": "params.yaml `seeds:`", "root": "the working directory",
-                 "pretrained": "params.yaml `<task>.pretrained:`"}
+                 "pretrained": "params.yaml `<task>.pretrained:`",
+                 "explicit": "params.yaml `<task>.family_params` and the command line"}
 
 
 def read_params(root: Path) -> dict:
@@ -87,6 +88,14 @@ def tuned_params(root: Path, family: str | None) -> dict:
     return tuned.get("params") or {}
 
 
+def dotted_keys(tree: dict, prefix: str = "") -> list[str]:
+    """{'model': {'window': 10}} -> ['model.window']: the leaf keys of a nested mapping."""
+    keys = []
+    for key, value in tree.items():
+        keys += dotted_keys(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [f"{prefix}{key}"]
+    return keys
+
+
 def _check_choice(root: Path, group: str, name: str, what: str) -> None:
     """A ConfigError listing the valid names unless conf/<group>/<name>.yaml exists."""
     folder = root / CONF_DIR / group
@@ -121,8 +130,10 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
     """Compose conf/config.yaml for one task, pick its data source and model family, merge params.yaml and the profile.
 
     Precedence (later wins): conf/ defaults (config.yaml < task/<task>.yaml) < params.yaml `<task>:` <
-    `<task>.family_params.<family>` < tuned/<family>.yaml (unless tuned=False: the tune stage searches from the
-    untuned config) < conf/profile/<profile>.yaml `<task>:` < command-line overrides.
+    tuned/<family>.yaml (unless tuned=False: the tune stage searches from the untuned config) <
+    `<task>.family_params.<family>` < conf/profile/<profile>.yaml `<task>:` < command-line overrides. An explicit
+    setting (family_params or an override) always beats a tuned value; `cfg.explicit` lists those keys, and the tune
+    stage does not search them.
     """
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
@@ -166,7 +177,7 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
             OmegaConf.select(knobs, parent).pop(leaf, None)
     try:
         best = tuned_params(root, family) if tuned else {}
-        cfg = OmegaConf.merge(cfg, knobs, own, best, overlay)
+        cfg = OmegaConf.merge(cfg, knobs, best, own, overlay)
         for key, value in replaced.items():
             if value is not None:
                 OmegaConf.update(cfg, key, value, merge=False)
@@ -188,6 +199,7 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
     cfg.family, cfg.profile, cfg.root = family, profile, str(root)
     cfg.pretrained = family in pretrained_families(params, task)
     cfg.seeds = params.get("seeds", [0])
+    cfg.explicit = sorted({*dotted_keys(own), *(item.partition("=")[0].strip() for item in cli)})
     OmegaConf.set_struct(cfg, True)
     check_config(cfg, f"config of {task}{'/' + family if family else ''} ({root / PARAMS_FILE}, conf/, "
                       f"{TUNED_DIR}/, the profile or an override)")

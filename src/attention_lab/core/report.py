@@ -151,10 +151,35 @@ def render_index(summaries: dict[str, dict[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-def budget_line(cfg: DictConfig) -> str:
-    t = cfg.train
-    return (f"Every family trains for {t.max_epochs} epochs (batch {t.batch_size}, Adam lr {t.lr}, "
-            f"{t.warmup_steps} warm-up steps then cosine decay); families are listed in timeline order.")
+PROTOCOL = ("Every family trains with Adam, linear warm-up then cosine decay, keeping the checkpoint of best validation "
+            "loss; its learning rate, batch, epochs and sizes are the ones it trained with, listed under "
+            "\"Configuration that trained\" (tuned values included); families are listed in timeline order.")
+
+
+TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "max_epochs", "weight_decay", "label_smoothing", "penalty", "clip")
+
+
+def trained_settings(config: dict) -> dict[str, object]:
+    """A run's resolved config (its config.yaml) -> the settings a reader compares: train.{TRAIN_KEYS}, the teacher
+    forcing schedule and every model.* key (dotted)."""
+    train, model = config.get("train", {}), config.get("model", {})
+    out = {f"train.{k}": train[k] for k in TRAIN_KEYS if k in train}
+    if "teacher_forcing" in train:
+        out["train.teacher_forcing"] = train["teacher_forcing"].get("schedule")
+    out.update({f"model.{k}": v for k, v in model.items() if k != "_target_"})
+    return out
+
+
+def config_section(results: dict[str, dict]) -> list[str]:
+    """The page's "Configuration that trained": per family, the settings of its first seed's run (metrics
+    `trained_config`, from the run's resolved config.yaml), tuned and explicit values included."""
+    lines = ["## Configuration that trained", "", "| family | settings |", "|---|---|"]
+    for family, m in results.items():
+        settings = m.get("trained_config") or {}
+        lines.append(f"| `{family}` | " + ", ".join(f"{k}={v}" for k, v in settings.items()) + " |")
+    return [*lines, "", ("From each family's run (`models/<family>/checkpoints/seed<k>/config.yaml`, the config it "
+                         "trained with): conf/ defaults < params.yaml < tuned/<family>.yaml < family_params < "
+                         "profile < command line."), ""]
 
 
 def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tuple[str, ...]) -> dict[str, list[str]]:

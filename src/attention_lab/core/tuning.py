@@ -106,11 +106,17 @@ def storage(cfg: DictConfig):
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
 
 
+def sampler_seed(seed: int, family: str) -> int:
+    """tune.seed mixed with the family's name: each family's study draws its own trial points (with one seed for all,
+    every family's first trials would be the same points), reproducibly."""
+    return int(hashlib.sha256(f"{seed}:{family}".encode()).hexdigest()[:8], 16)
+
+
 def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
-    """The family's study (created or resumed), with the task's seeded TPE sampler and median pruner; the worker that
+    """The family's study (created or resumed), with a TPE sampler seeded per family and the median pruner; the worker that
     creates it is recorded (user attribute `creator`): it alone creates the study's MLflow run (study_run)."""
     t = cfg.tune
-    sampler = optuna.samplers.TPESampler(seed=t.seed, n_startup_trials=t.startup_trials)
+    sampler = optuna.samplers.TPESampler(seed=sampler_seed(t.seed, cfg.family), n_startup_trials=t.startup_trials)
     pruner = optuna.pruners.MedianPruner(n_startup_trials=t.startup_trials)
     direction = "minimize" if t.direction == "minimize" else "maximize"
     opened = {"study_name": study_name(cfg, space), "storage": storage(cfg), "sampler": sampler, "pruner": pruner}
@@ -274,6 +280,11 @@ def tune(cfg: DictConfig) -> dict:
     if cfg.tune.trials <= 0:
         return {"params": {}, "study": {"trials": 0}}
     space = load_space(space_path(cfg), cfg)
+    if fixed := [key for key in space if key in cfg.explicit]:  # set in family_params or on the command line
+        print(f"tune@{cfg.family}: not searching {', '.join(fixed)} (set explicitly)")
+        space = {key: spec for key, spec in space.items() if key not in fixed}
+    if not space:
+        return {"params": {}, "study": {"trials": 0}}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = open_study(cfg, space)
     workdir = Path(cfg.root) / TUNED_DIR / ".trials" / str(cfg.family)

@@ -15,6 +15,7 @@ from attention_lab.core import tracking
 from attention_lab.core.checkpoints import CheckpointError
 from attention_lab.core.files import atomic_path, read_json, write_json
 from attention_lab.core.paths import predictions_path, pretrained_dir, seed_dir
+from attention_lab.core.report import trained_settings
 from attention_lab.core.significance import seed_interval
 from attention_lab.core.task import get_task
 from attention_lab.stages.common import run_stage, stage_config
@@ -36,6 +37,8 @@ def summarize(cfg: DictConfig, per_seed: dict[str, dict], fraction: float) -> di
         if key in trained[0]:
             summary[f"train/{key}"] = statistics.fmean(t[key] for t in trained)
     summary.update({k: v for k, v in first.items() if isinstance(v, str)}, seeds=list(cfg.seeds), per_seed=per_seed)
+    trained_config = OmegaConf.to_container(OmegaConf.load(seed_dir(cfg, cfg.seeds[0], fraction=fraction) / "config.yaml"))
+    summary["trained_config"] = trained_settings(trained_config)
     return summary
 
 

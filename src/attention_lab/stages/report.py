@@ -15,6 +15,7 @@ from attention_lab.core.config import families, load_config, read_params
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
 from attention_lab.core.paths import predictions_path, seed_dir
 from attention_lab.core.report import (
+    config_section,
     headline,
     pareto_front,
     ranked,
@@ -69,7 +70,8 @@ def ranking(cfg: DictConfig, results: dict[str, dict], tests: dict[str, dict], m
     front = pareto_front({f: (c, q) for f, (c, q, _) in points.items()})
     plots.pareto(points, front, assets / "pareto.png", ylabel=get_task(task).headline[key])
     some = next(iter(tests.values()))
-    return ranking_section(task, results, tests, methods, some["baseline"], some["best"], front)
+    return [*ranking_section(task, results, tests, methods, some["baseline"], some["best"], front),
+            *config_section(results)]
 
 
 def comparison_metrics(task: str, results: dict[str, dict], tests: dict[str, dict]) -> dict[str, float]:

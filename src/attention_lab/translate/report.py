@@ -8,7 +8,7 @@ from omegaconf import DictConfig
 
 from attention_lab.core import plots
 from attention_lab.core.metrics import bucket_key, bucket_label
-from attention_lab.core.report import BANDS, bucket_series, budget_line, copy_pictures, fmt
+from attention_lab.core.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt
 
 
 def length_drop(m: dict, buckets) -> float | None:
@@ -54,7 +54,7 @@ def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[
     plots.by_length(bucket_series(results, cfg.task.buckets), assets / "bleu_by_length.png")
     heatmaps = copy_pictures(cfg, list(results), assets, ("attention_*.png",))
     lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}, "
-             f"length penalty {cfg.evaluate.len_penalty}. " + budget_line(cfg) +
+             f"length penalty {cfg.evaluate.len_penalty}. " + PROTOCOL +
              " Ablations of one family's switches: `attention-lab ablations` writes [ablations.md](ablations.md) "
              "from `dvc exp run` experiments."]
     return render_translate("translate", results, cfg.task.buckets, heatmaps, lines, section)
