@@ -7,6 +7,7 @@ TASK = Task(
     name="caption",
     headline={"test/accuracy": "exact accuracy", "test/bleu": "BLEU-4"},
     speed_column="train words/s",
+    ablation_columns=(("exact accuracy", "test/accuracy", 3), ("BLEU-4", "test/bleu", 1), ("localisation", "test/localisation", 3)),
     splits=lazy("attention_lab.caption.prepare:splits"),
     stats=lazy("attention_lab.caption.prepare:stats"),
     tokenizer=lazy("attention_lab.caption.prepare:tokenizer"),

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from attention_lab.core.report import fmt
-
-COLUMNS = {  # per task: (column, metric, digits)
-    "translate": (("BLEU", "test/bleu", 1), ("BLEU 41+", "test/bleu_len_41_plus", 1), ("AER", "test/aer", 3)),
-    "classify": (("accuracy", "test/accuracy", 3), ("rationale acc", "test/rationale_acc", 3),
-                 ("hop overlap", "test/hop_overlap", 3)),
-}
+from attention_lab.core.task import get_task
 
 
 def _metric(row: dict, task: str, family: str, name: str, own: set[str]) -> float | None:
@@ -40,20 +35,20 @@ def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
         for family in families:
             changes = _changes(row, baseline, task, family)
             own = own_metrics.get(family, set())
-            if changes and _metric(row, task, family, COLUMNS[task][0][1], own) is not None:
+            if changes and _metric(row, task, family, get_task(task).ablation_columns[0][1], own) is not None:
                 rows.append({"experiment": row.get("Experiment") or row.get("rev"), "family": family,
                              "changes": changes,
                              **{name: (_metric(baseline, task, family, key, own), _metric(row, task, family, key, own))
-                                for name, key, _ in COLUMNS[task]}})
+                                for name, key, _ in get_task(task).ablation_columns}})
     return rows
 
 
 def ablation_table(rows: list[dict], task: str) -> str:
     """Markdown: family, what changed, and each metric as baseline → experiment."""
-    head = ["family", "change", *[f"{name} (baseline → ablation)" for name, _, _ in COLUMNS[task]], "experiment"]
+    head = ["family", "change", *[f"{name} (baseline → ablation)" for name, _, _ in get_task(task).ablation_columns], "experiment"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [f"{fmt(r[name][0], digits)} → {fmt(r[name][1], digits)}" for name, _, digits in COLUMNS[task]]
+        cells = [f"{fmt(r[name][0], digits)} → {fmt(r[name][1], digits)}" for name, _, digits in get_task(task).ablation_columns]
         lines.append("| " + " | ".join([f"`{r['family']}`", "; ".join(r["changes"]), *cells, f"`{r['experiment']}`"])
                      + " |")
     return "\n".join(lines)

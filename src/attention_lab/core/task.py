@@ -31,6 +31,7 @@ class Task:
     export: Callable          # export: (cfg, model, trained cfg, out dir, tokenizer path) -> parity dict
     page: Callable            # report: (cfg, results, assets dir, ranking section lines) -> Markdown page
     table: Callable           # README and report: (results, cfg) -> Markdown results table
+    ablation_columns: tuple = ()  # reports/ablations.md: (column, test metric, digits), the first one decides a row
     images: bool = False      # prepare also writes <split>.npy (row i of the JSONL = image i)
 
 

@@ -57,7 +57,7 @@ def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[
              f"length penalty {cfg.evaluate.len_penalty}. " + PROTOCOL +
              " Ablations of one family's switches: `attention-lab ablations` writes [ablations.md](ablations.md) "
              "from `dvc exp run` experiments."]
-    return render_translate("translate", results, cfg.task.buckets, heatmaps, lines, section)
+    return render_translate(cfg.task.name, results, cfg.task.buckets, heatmaps, lines, section)
 
 
 def table(results: dict[str, dict], cfg: DictConfig) -> str:

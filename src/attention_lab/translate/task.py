@@ -6,6 +6,7 @@ TASK = Task(
     name="translate",
     headline={"test/bleu": "BLEU", "test/chrf": "chrF"},
     speed_column="train tok/s",
+    ablation_columns=(("BLEU", "test/bleu", 1), ("BLEU 41+", "test/bleu_len_41_plus", 1), ("AER", "test/aer", 3)),
     splits=lazy("attention_lab.translate.prepare:splits"),
     stats=lazy("attention_lab.translate.prepare:stats"),
     tokenizer=lazy("attention_lab.translate.prepare:tokenizer"),
