@@ -42,7 +42,8 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
             run_ids.setdefault(f, []).append(run.info.run_id)
             write_json(seed_dir(cfg, s) / "run.json", {"run_id": run.info.run_id})
             write_json(seed_dir(cfg, s) / "train.json", {"params": 1000 * right, "train_seconds": 10.0 * right,
-                                                          "train_tokens_per_s": 100.0, "epochs": 1})
+                                                          "train_tokens_per_s": 100.0, "epochs": 1, "steps": 40,
+                                                          "stopped_by": "early stopping"})
             write_text(seed_dir(cfg, s) / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # as train_one does
         write_json(predictions_path(cfg), {"ids": [f"test-{i}" for i in range(10)], "references": CAPTIONS,
                                            "seeds": outputs})
@@ -60,6 +61,7 @@ def test_report_stage_ranks_tests_and_logs_the_comparison(project, seeds):
     table = page.split("## Ranking")[1].split("\n\n")[1]
     trained = page.split("## Configuration that trained")[1]  # the runs' own config.yaml, not the task's defaults
     row = next(line for line in trained.splitlines() if line.startswith("| `show_tell` |"))
+    assert row.startswith("| `show_tell` | 40 | 1 | early stopping |")
     assert all(s in row for s in ("train.lr=0.001", "train.batch_size=32", "model.emb_dim=", "train.penalty=0.0"))
     by = rows(table)
     assert list(by) == ["show_attend_tell", "show_tell"]

@@ -164,3 +164,11 @@ def test_every_epoch_reshuffles_the_batches(prepared):
     seen = FirstBatches()
     train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(seen,))
     assert len(seen.first) == 2 and not torch.equal(seen.first[0], seen.first[1])
+
+
+def test_the_summary_says_what_stopped_training(prepared):
+    """train.json's stopped_by: the epoch cap when every epoch ran; early stopping when val/loss stopped improving for
+    train.patience validations (a zero learning rate after warm-up never improves on the first validation)."""
+    assert run(2)["stopped_by"] == "epoch cap"
+    stopped = run(6, "train.patience=1", "train.lr=1e-9", "train.warmup_steps=1")
+    assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] < 6

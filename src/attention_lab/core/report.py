@@ -171,15 +171,21 @@ def trained_settings(config: dict) -> dict[str, object]:
 
 
 def config_section(results: dict[str, dict]) -> list[str]:
-    """The page's "Configuration that trained": per family, the settings of its first seed's run (metrics
-    `trained_config`, from the run's resolved config.yaml), tuned and explicit values included."""
-    lines = ["## Configuration that trained", "", "| family | settings |", "|---|---|"]
+    """The page's "Configuration that trained": per family, the updates and epochs it trained (mean over seeds), what
+    stopped it (early stopping, the epoch cap or the time limit, over the seeds) and the settings of its first seed's
+    run (metrics `trained_config`, from the run's resolved config.yaml), tuned and explicit values included."""
+    lines = ["## Configuration that trained", "", "| family | updates | epochs | stopped by | settings |",
+             "|---|---|---|---|---|"]
     for family, m in results.items():
         settings = m.get("trained_config") or {}
-        lines.append(f"| `{family}` | " + ", ".join(f"{k}={v}" for k, v in settings.items()) + " |")
-    return [*lines, "", ("From each family's run (`models/<family>/checkpoints/seed<k>/config.yaml`, the config it "
-                         "trained with): conf/ defaults < params.yaml < tuned/<family>.yaml < family_params < "
-                         "profile < command line."), ""]
+        lines.append(f"| `{family}` | {fmt(m.get('train/steps'), 0)} | {fmt(m.get('train/epochs'), 0)} | "
+                     f"{', '.join(m.get('train/stopped_by') or ['—'])} | "
+                     + ", ".join(f"{k}={v}" for k, v in settings.items()) + " |")
+    return [*lines, "", ("A run that converged ends by early stopping on val/loss (train.patience validations without "
+                         "improvement); the epoch cap or the time limit means it may still have been improving. "
+                         "Settings from each family's run (`models/<family>/checkpoints/seed<k>/config.yaml`, the "
+                         "config it trained with): conf/ defaults < params.yaml < tuned/<family>.yaml < "
+                         "family_params < profile < command line."), ""]
 
 
 def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tuple[str, ...]) -> dict[str, list[str]]:

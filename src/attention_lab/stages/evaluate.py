@@ -33,9 +33,10 @@ def summarize(cfg: DictConfig, per_seed: dict[str, dict], fraction: float) -> di
             summary.update({f"{key}_sd": spread["sd"], f"{key}_ci95_low": spread["low"],
                             f"{key}_ci95_high": spread["high"]})
     trained = [read_json(seed_dir(cfg, s, fraction=fraction) / "train.json") for s in cfg.seeds]
-    for key in ("params", "train_seconds", "train_tokens_per_s", "epochs", "train_documents"):
+    for key in ("params", "train_seconds", "train_tokens_per_s", "epochs", "steps", "train_documents"):
         if key in trained[0]:
             summary[f"train/{key}"] = statistics.fmean(t[key] for t in trained)
+    summary["train/stopped_by"] = sorted({t.get("stopped_by", "unknown") for t in trained})  # over the seeds
     summary.update({k: v for k, v in first.items() if isinstance(v, str)}, seeds=list(cfg.seeds), per_seed=per_seed)
     trained_config = OmegaConf.to_container(OmegaConf.load(seed_dir(cfg, cfg.seeds[0], fraction=fraction) / "config.yaml"))
     summary["trained_config"] = trained_settings(trained_config)

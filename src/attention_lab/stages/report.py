@@ -122,7 +122,7 @@ def main(argv: list[str]) -> None:
     write_text(reports / f"{task}.md", page)
     order = ranked(results, next(iter(get_task(task).headline)))
     write_json(root / cfg.paths.metrics / f"{task}_summary.json",
-               {f: {**{k: v for k, v in m.items() if k.startswith(("test/", "train/")) and not isinstance(v, str)},
+               {f: {**{k: v for k, v in m.items() if k.startswith(("test/", "train/")) and not isinstance(v, (str, list))},
                     "rank": order.index(f) + 1, "significance": {**tests[f], "methods": methods}}
                 for f, m in results.items()})
     mlflow.set_tracking_uri(tracking.tracking_uri(cfg))

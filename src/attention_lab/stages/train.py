@@ -20,7 +20,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProgressBar
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProgressBar, Timer
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core import tracking
@@ -39,6 +39,17 @@ def trainer_arguments(cfg: DictConfig) -> dict:
     if isinstance(options.get("strategy"), dict):
         options["strategy"] = instantiate(options["strategy"])
     return options
+
+
+def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
+    """What ended a finished fit: `early stopping` (val/loss did not improve for train.patience validations), `time
+    limit` (train.max_minutes) or `epoch cap` (train.max_epochs)."""
+    if early.stopped_epoch > 0:
+        return "early stopping"
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    if timer is not None and timer.time_remaining() is not None and timer.time_remaining() <= 0:
+        return "time limit"
+    return "epoch cap"
 
 
 def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
@@ -73,7 +84,7 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
                          max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
                          logger=logger, default_root_dir=partial,
                          use_distributed_sampler=False,  # the datamodules shard each global batch themselves
-                         callbacks=[ckpt, EarlyStopping("val/loss", patience=cfg.train.patience), RichProgressBar(),
+                         callbacks=[ckpt, early := EarlyStopping("val/loss", patience=cfg.train.patience), RichProgressBar(),
                                     *callbacks], **trainer_options)
     if stage == "tune" and trainer.world_size > 1:
         raise ConfigError("tuning runs one process per trial (Optuna's pruning callback and study loop are not "
@@ -106,7 +117,7 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
         return None
 
     summary = {"family": cfg.family, "seed": seed, "params": count_parameters(module.model),
-               "epochs": trainer.current_epoch, "steps": trainer.global_step,
+               "epochs": trainer.current_epoch, "steps": trainer.global_step, "stopped_by": stopped_by(trainer, early),
                "train_seconds": round(module.train_seconds, 2),
                "train_tokens_per_s": round(tokens / max(module.train_seconds, 1e-9), 1),
                "best_val_loss": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None}
