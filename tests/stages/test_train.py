@@ -172,3 +172,11 @@ def test_the_summary_says_what_stopped_training(prepared):
     assert run(2)["stopped_by"] == "epoch cap"
     stopped = run(6, "train.patience=1", "train.lr=1e-9", "train.warmup_steps=1")
     assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] < 6
+
+
+def test_a_run_into_a_log_prints_one_line_per_epoch(prepared, capsys):
+    """stdout is not a terminal under pytest, as in a log file or CI: one line per validated epoch, no progress bar."""
+    run(2)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train bahdanau seed 0: epoch")]
+    assert [line.split(": epoch ")[1].split()[0] for line in lines] == ["1/2", "2/2"]
+    assert "val/loss" in lines[0] and lines[-1].endswith("at most 0 s left")

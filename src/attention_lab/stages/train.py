@@ -20,7 +20,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, RichProgressBar, Timer
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, Timer
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core import tracking
@@ -28,6 +28,7 @@ from attention_lab.core.checkpoints import CheckpointError, count_parameters, re
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import read_json, write_json, write_text
 from attention_lab.core.paths import partial_dir, seed_dir
+from attention_lab.core.progress import progress_callback
 from attention_lab.core.task import get_task
 from attention_lab.stages.common import run_stage, stage_config
 
@@ -82,9 +83,10 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
                            save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
     trainer = pl.Trainer(**trainer_arguments(cfg), max_epochs=cfg.train.max_epochs,
                          max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
-                         logger=logger, default_root_dir=partial,
+                         logger=logger, default_root_dir=partial, enable_progress_bar=sys.stdout.isatty(),
                          use_distributed_sampler=False,  # the datamodules shard each global batch themselves
-                         callbacks=[ckpt, early := EarlyStopping("val/loss", patience=cfg.train.patience), RichProgressBar(),
+                         callbacks=[ckpt, early := EarlyStopping("val/loss", patience=cfg.train.patience),
+                                    progress_callback(stage, cfg.family, seed),
                                     *callbacks], **trainer_options)
     if stage == "tune" and trainer.world_size > 1:
         raise ConfigError("tuning runs one process per trial (Optuna's pruning callback and study loop are not "

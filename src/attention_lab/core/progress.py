@@ -1,0 +1,36 @@
+"""Where a long run is, when nobody watches a terminal: one line per validated epoch in a log file or CI."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import RichProgressBar
+
+
+class EpochLine(pl.Callback):
+    """`<stage> <family> seed <k>: epoch e/E val/loss x, <elapsed> s, at most <left> s left` after every validation
+    (rank 0 only); the estimate assumes the remaining epochs take as long as the finished ones did (early stopping
+    may end sooner)."""
+
+    def __init__(self, stage: str, family: str, seed: int):
+        self.what, self._t0 = f"{stage} {family} seed {seed}", None
+
+    def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        self._t0 = time.perf_counter()
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or not trainer.is_global_zero or self._t0 is None:
+            return
+        done, total = trainer.current_epoch + 1, trainer.max_epochs
+        elapsed = time.perf_counter() - self._t0
+        loss = trainer.callback_metrics.get("val/loss")
+        shown = f"val/loss {float(loss):.4f}" if loss is not None else "val/loss —"
+        print(f"{self.what}: epoch {done}/{total} {shown}, {elapsed:.0f} s, at most "
+              f"{elapsed / done * max(total - done, 0):.0f} s left", flush=True)
+
+
+def progress_callback(stage: str, family: str, seed: int) -> pl.Callback:
+    """Rich's progress bar on a terminal, else one EpochLine per validation (a bar writes nothing useful to a log)."""
+    return RichProgressBar() if sys.stdout.isatty() else EpochLine(stage, family, seed)
