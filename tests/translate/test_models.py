@@ -7,6 +7,7 @@ import onnx
 import pytest
 import torch
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from attention_lab.core.config import load_config
 from attention_lab.core.decoding import pad_batch
@@ -240,3 +241,14 @@ def test_lstm_families_learn_to_copy_through_the_encoder(cls):
         loss.backward()
         opt.step()
     assert loss.item() < 0.5  # a decoder that ignores the source cannot beat log(19) ≈ 2.9 on random tokens
+
+
+def test_sutskever_initialisation_and_clipping():
+    """seq2seq_lstm as Sutskever et al. §3.4 train it: every parameter uniform in [-0.08, 0.08] at start (padding rows
+    zero) and gradients clipped at norm 5 (params.yaml family_params; an explicit setting, never tuned)."""
+    model = instantiate(OmegaConf.load(ROOT / "conf" / "model" / "seq2seq_lstm.yaml"), vocab_size=50, pad_id=0)
+    weights = torch.cat([p.flatten() for p in model.parameters()])
+    assert weights.abs().max() <= 0.08 and weights.abs().max() > 0.07
+    assert not model.embed.weight[0].any() and not model.encoder.embed.weight[0].any()
+    cfg = load_config(root=ROOT, family="seq2seq_lstm")
+    assert cfg.train.clip == 5.0 and "train.clip" in cfg.explicit
