@@ -78,7 +78,6 @@ def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> t
     """Per-seed test/* scores and captions of a captioner; per-word attention overlays (gold boxes in green) of the
     first seed on cfg.evaluate.overlays test canvases spread over the digit-count buckets."""
     from attention_lab.caption.data.batches import load_canvases
-    from attention_lab.caption.evaluate import evaluate
     from attention_lab.caption.serve import overlay
 
     root = Path(cfg.root)

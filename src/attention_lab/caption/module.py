@@ -56,7 +56,6 @@ class CaptioningModule(TaskModule):
 def build(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
     """Digit canvases and a Captioner family (the canvas size comes from cfg.data into the model's config)."""
     from attention_lab.caption.data.datamodule import CanvasDataModule
-    from attention_lab.caption.module import CaptioningModule
 
     root = Path(cfg.root)
     dm = CanvasDataModule(root / cfg.paths.prepared, tokenizer_path(cfg), cfg.train.batch_size, seed)

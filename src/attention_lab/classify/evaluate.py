@@ -91,7 +91,6 @@ def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> t
     """Per-seed test/* scores and predicted label ids of a classify family trained on `fraction` of the labels;
     document pictures (PNG + HTML) and hop heatmaps of the first seed (pictures=None: none)."""
     from attention_lab.classify.data.batches import load_documents
-    from attention_lab.classify.evaluate import evaluate
     from attention_lab.classify.highlights import write_document_html
 
     root = Path(cfg.root)

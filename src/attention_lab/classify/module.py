@@ -54,7 +54,6 @@ def build(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningD
     from safetensors.torch import load_file
 
     from attention_lab.classify.data.datamodule import DocumentDataModule
-    from attention_lab.classify.module import ClassificationModule
 
     root, t = Path(cfg.root), cfg.train
     dm = DocumentDataModule(root / cfg.paths.prepared, tokenizer_path(cfg), t.batch_size, seed, t.max_sentences,

@@ -70,7 +70,6 @@ def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> t
     """Per-seed test/* scores and hypotheses of a translation family (trained on every pair: fraction is 1);
     attention heatmaps (gold alignment overlaid) of the first seed."""
     from attention_lab.translate.data.batches import load_split
-    from attention_lab.translate.evaluate import evaluate
 
     root = Path(cfg.root)
     tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")

@@ -84,7 +84,6 @@ def build(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningD
     """Sentence pairs and a Seq2Seq family; greedy val/bleu on the first train.val_bleu_sentences valid pairs."""
     from attention_lab.core.tokenization import decode
     from attention_lab.translate.data.datamodule import TranslationDataModule
-    from attention_lab.translate.module import TranslationModule
 
     root = Path(cfg.root)
     dm = TranslationDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json",
