@@ -36,3 +36,23 @@ def test_unknown_model_is_a_clear_error():
 
     with pytest.raises(ValueError, match="tokenize.model"):
         train_tokenizer(TEXTS, model="wordpiece-ish")
+
+
+def test_wordpiece_training_is_the_same_in_every_process():
+    """HF's WordPieceTrainer alone gives another vocabulary per process (hash-map order, tokenizers#1794); ours is
+    byte-identical across processes, and its ##pieces are ordinary (not special) tokens."""
+    import subprocess
+    import sys
+
+    code = ("from attention_lab.core.tokenization import train_wordpiece; "
+            "texts = ['the food was not good at all', 'we loved the lovely room and the kind staff', "
+            "'the kettle was unpleasant', 'the soup was disappointing but the bread was fantastic'] * 5; "
+            "print(train_wordpiece(texts, vocab_size=80, min_frequency=2).to_str())")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(3)}
+    assert len(runs) == 1
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str(runs.pop())
+    assert [a.content for a in tok.get_added_tokens_decoder().values()] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert tok.decode(tok.encode("the kettle was disappointing").ids) == "the kettle was disappointing"

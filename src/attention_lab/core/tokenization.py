@@ -3,6 +3,7 @@ and a BERT WordPiece model (classify's pretrained families)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -56,9 +57,19 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
+    texts = list(texts)
+    # HF's trainer creates the word-continuing pieces (##c) in hash-map order, and merge ties compare their ids, so
+    # the same text gives another vocabulary in every process (huggingface/tokenizers#1794). Creating every ##c up
+    # front, in sorted order, makes it deterministic; they are then made ordinary vocabulary entries again.
+    chars = {c for text in texts for word, _ in tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(text))
+             for c in word}
+    pieces = [f"##{c}" for c in sorted(chars)]
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=BERT_SPECIALS, show_progress=False)
+                                        special_tokens=BERT_SPECIALS + pieces, show_progress=False)
     tok.train_from_iterator(texts, trainer)
+    spec = json.loads(tok.to_str())
+    spec["added_tokens"] = [a for a in spec["added_tokens"] if a["content"] in BERT_SPECIALS]
+    tok = Tokenizer.from_str(json.dumps(spec))
     if [tok.token_to_id(s) for s in BERT_SPECIALS] != list(range(len(BERT_SPECIALS))):
         raise RuntimeError(f"special tokens must take ids 0..4, got {[tok.token_to_id(s) for s in BERT_SPECIALS]}")
     tok.post_processor = processors.TemplateProcessing(
