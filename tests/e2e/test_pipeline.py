@@ -195,7 +195,7 @@ def test_mlflow_runs_hold_params_tags_plots_and_onnx(tiny):
     assert len(names) == 1  # the same metric names across families with attention
     for family in FAMILIES:
         run = by_family[family]
-        assert run.data.params["model._target_"].startswith("attention_lab.models.")
+        assert run.data.params["model._target_"].startswith("attention_lab.translate.models.")
         assert run.data.tags["data_hash"] and run.data.tags["git_commit"]
         client = mlflow.MlflowClient()
         top = {a.path for a in client.list_artifacts(run.info.run_id)}
