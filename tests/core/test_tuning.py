@@ -1,6 +1,7 @@
 """tuning.py: search-space checks, suggested values and their nesting, and the trials of dead workers (the tune stage
 itself: tests/stages/test_tune.py)."""
 
+import itertools
 import os
 import subprocess
 import sys
@@ -89,3 +90,22 @@ def test_a_key_set_explicitly_is_not_searched(project, capsys):
     write_space(project, "luong_local_m", "model.window: {low: 3, high: 12}\ntrain.lr: {low: 1.0e-4, high: 1.0e-2}\n")
     assert tune(cfg) == {"params": {}, "study": {"trials": 0}}
     assert "not searching model.window, train.lr (set explicitly)" in capsys.readouterr().out
+
+
+def test_expected_best_follows_dodge_et_al():
+    """One trial expects the mean; all N expect nearly the best; the curve only improves (Dodge et al. 2019, eq. 1)."""
+    from attention_lab.core.tuning import expected_best
+
+    losses = [4.0, 2.0, 3.0, 1.0]
+    curve = expected_best(losses, "minimize")
+    assert curve[0] == pytest.approx(2.5) and all(a >= b for a, b in itertools.pairwise(curve))
+    assert curve[-1] == pytest.approx(sum(v * ((i / 4) ** 4 - ((i - 1) / 4) ** 4) for i, v in enumerate([4, 3, 2, 1], 1)))
+    assert expected_best([0.5, 0.9], "maximize") == pytest.approx([0.7, 0.5 * 0.25 + 0.9 * 0.75])
+
+
+def test_the_family_s_own_value_must_lie_in_its_space(project):
+    """Trial 0 trains the untuned default, so a space that excludes it is refused, naming the key and value."""
+    cfg = stage_config(["family=bahdanau", "train.lr=0.01"], tuned=False)
+    path = write_space(project, "bahdanau", "train.lr: {low: 1.0e-4, high: 1.0e-3}\n")
+    with pytest.raises(ConfigError, match=r"`train.lr`: the family's own value 0.01 is outside the space"):
+        load_space(path, cfg)

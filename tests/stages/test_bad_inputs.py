@@ -99,7 +99,7 @@ def test_unknown_attention_in_the_library_lists_the_valid_ones():
     ("classify", "bert", "pretrain.objective=mlm", r"pretrain.objective = 'mlm': expected one of sop, nsp, none"),
     ("classify", "han", "train.max_words=0", r"train.max_words = 0: expected an integer in \[1, inf\)"),
     ("translate", "bahdanau", "tune.trials=-1", r"tune.trials = -1: expected an integer in \[0, inf\)"),
-    ("translate", "bahdanau", "tune.train_batches=0", r"tune.train_batches = 0: expected a number in \(0, 1\]"),
+    ("translate", "bahdanau", "tune.reduction_factor=1", r"tune.reduction_factor = 1: expected an integer in \[2, inf\)"),
     ("translate", "bahdanau", "tune.direction=up", r"tune.direction = 'up': expected one of minimize, maximize"),
     ("translate", "bahdanau", "tokenize.vocab_size=0", r"tokenize.vocab_size = 0: expected an integer in \[1, 10000000\]"),
     ("translate", "bahdanau", "tokenize.model=wordpiece", r"tokenize.model = 'wordpiece': expected one of bpe, unigram"),

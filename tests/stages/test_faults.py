@@ -39,7 +39,7 @@ TRAIN = ["family=bahdanau", *stage_overrides("bahdanau"), "data.n_train=200", "d
          "train.val_bleu_sentences=10", "train.batch_size=16", "train.max_minutes=5",
          "trainer.log_every_n_steps=1"]  # every step's train/loss reaches MLflow: how the tests see an epoch under way
 TUNE = ["family=bahdanau", *stage_overrides("bahdanau", attn_dim=None),  # attn_dim is tuned (conf/tune/bahdanau.yaml)
-        "train.val_bleu_sentences=5", "train.batch_size=16", "tune.epochs=2", "tune.train_batches=0.5",
+        "train.val_bleu_sentences=5", "train.batch_size=16", "train.max_epochs=2",
         "tune.startup_trials=1", "tune.trials=3"]
 State = optuna.trial.TrialState
 

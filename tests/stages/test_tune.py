@@ -17,7 +17,7 @@ from attention_lab.stages.common import stage_config
 from tests.tiny_models import stage_overrides
 
 SMALL = [*stage_overrides("bahdanau", attn_dim=None),  # attn_dim is one of the tuned values (conf/tune/bahdanau.yaml)
-         "train.val_bleu_sentences=5", "train.batch_size=16", "tune.epochs=2", "tune.train_batches=0.5",
+         "train.val_bleu_sentences=5", "train.batch_size=16", "train.max_epochs=2",
          "tune.startup_trials=1"]
 
 
@@ -58,6 +58,29 @@ def test_trials_over_the_parameter_cap_are_pruned_with_a_clear_error(prepared):
     with pytest.raises(RuntimeError, match="none of 2 trials completed .*tune.max_params = 1000"):
         tune.main(["family=bahdanau", *SMALL, "tune.trials=2", "tune.max_params=1000"])
     assert not (prepared / "tuned" / "bahdanau.yaml").exists()
+
+
+def test_a_study_spends_its_update_budget_starting_from_the_untuned_default(prepared, capsys):
+    """tune.updates caps the updates every trial of the study trains together; trial 0 is the family's own settings
+    trained in full (the gain tuning bought is measured against it); trials are the full schedule, cut by successive
+    halving; one line per trial says where the study is."""
+    args = ["family=bahdanau", *SMALL, "train.max_epochs=4", "train.patience=4", "tune.min_resource=1",
+            "tune.reduction_factor=2", "tune.updates=160", "tune.trials=30"]
+    tune.main(args)
+    tuned = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())
+    study, rows = tuned["study"], tuned["trials"]
+    epoch = 8  # 120 pairs at batch 16
+    assert study["updates"] == sum(r["updates"] for r in rows) and 160 - epoch < study["updates"] <= 160
+    assert rows[0]["trial"] == 0 and rows[0]["state"] == "complete" and rows[0]["updates"] == 4 * epoch
+    assert study["default_value"] == rows[0]["value"]
+    assert any(r["stopped_by"] == "rung" for r in rows), rows  # successive halving stopped a trial early
+    assert all(r["updates"] % epoch == 0 for r in rows)  # cut at epoch ends, never inside one
+    cfg = stage_config(["family=bahdanau", *SMALL], tuned=False)
+    space = load_space(prepared / "conf" / "tune" / "bahdanau.yaml", cfg)
+    trial0 = open_study(stage_config(args, tuned=False), space).trials[0]
+    assert trial0.params == {key: OmegaConf.select(cfg, key) for key in space} and trial0.user_attrs["default"]
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("tune bahdanau: trial")]
+    assert len(lines) == len(rows) and " of 160 spent" in lines[-1]
 
 
 @pytest.mark.parametrize("workers, rdb", [(2, False), (3, True)], ids=["journal", "rdb"])

@@ -1,6 +1,9 @@
 """Optuna tuning under one budget for every family of a task: a search space per family (conf/tune/<family>.yaml),
-one study per family in a journal file (or an RDB URL shared by many workers), trials trained by the train stage's
-`train_one` on a share of the training batches and pruned by optuna-integration's Lightning callback."""
+one study per family in a journal file (or an RDB URL shared by many workers). Every trial is the full training run
+(the train stage's `train_one`, same schedule and early stopping), cut short by successive halving (Li et al. 2018,
+ASHA: Optuna's SuccessiveHalvingPruner via optuna-integration's Lightning callback), so the last rung is the full
+schedule and the pick is judged where it is used. The budget is counted in training updates (tune.updates, the same
+for every family of a task); trial 0 is the family's untuned default, so the study also measures what tuning bought."""
 
 from __future__ import annotations
 
@@ -58,7 +61,22 @@ def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:
         for value in spec.get("choices") or (spec["low"], spec["high"]):  # the key's own range (config.RULES)
             if problem := check_value(key, value, cfg.task.name):
                 raise ConfigError(f"{where}: {problem}")
+        if not contains(spec, own := OmegaConf.select(cfg, key)):
+            raise ConfigError(f"{where}: the family's own value {own!r} is outside the space (trial 0 trains the "
+                              "untuned default); widen the range or add it to the choices")
     return space
+
+
+def contains(spec: dict, value: object) -> bool:
+    """Is `value` one of spec's choices, or within its [low, high]?"""
+    if "choices" in spec:
+        return value in spec["choices"]
+    return isinstance(value, (int, float)) and spec["low"] <= value <= spec["high"]
+
+
+def defaults(cfg: DictConfig, space: dict) -> dict[str, object]:
+    """The family's own (untuned) value of every searched key: trial 0 of its study."""
+    return {key: OmegaConf.select(cfg, key) for key in space}
 
 
 def suggest(trial: optuna.Trial, space: dict[str, dict]) -> dict[str, object]:
@@ -113,17 +131,19 @@ def sampler_seed(seed: int, family: str) -> int:
 
 
 def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
-    """The family's study (created or resumed), with a TPE sampler seeded per family and the median pruner; the worker that
-    creates it is recorded (user attribute `creator`): it alone creates the study's MLflow run (study_run)."""
+    """The family's study (created or resumed), with a TPE sampler seeded per family and successive halving (rungs at
+    validation min_resource·reduction_factor^k, counted from 0); the worker that creates it enqueues the untuned
+    default as trial 0 and is recorded (user attribute `creator`): it alone creates the study's MLflow run."""
     t = cfg.tune
     sampler = optuna.samplers.TPESampler(seed=sampler_seed(t.seed, cfg.family), n_startup_trials=t.startup_trials)
-    pruner = optuna.pruners.MedianPruner(n_startup_trials=t.startup_trials)
+    pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=t.min_resource, reduction_factor=t.reduction_factor)
     direction = "minimize" if t.direction == "minimize" else "maximize"
     opened = {"study_name": study_name(cfg, space), "storage": storage(cfg), "sampler": sampler, "pruner": pruner}
     try:  # the storage's unique study name decides which of several workers starting at once creates it
         study = optuna.create_study(**opened, direction=direction)
     except optuna.exceptions.DuplicatedStudyError:
         return optuna.load_study(**opened)
+    study.enqueue_trial(defaults(cfg, space), user_attrs={"default": True})
     study.set_user_attr("creator", worker_id())
     return study
 
@@ -163,12 +183,36 @@ class ParamCap(pl.Callback):
         n = count_parameters(module.model)
         self.trial.set_user_attr("params", n)
         if self.cap and n > self.cap:
+            self.trial.set_user_attr("stopped_by", "parameter cap")
             raise optuna.TrialPruned(f"{n:,} parameters > the task's cap tune.max_params = {self.cap:,}")
 
 
-def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path):
-    """Train one trial (cfg + sampled values, tune.epochs epochs on tune.train_batches of the batches); its best
-    validation value of tune.metric."""
+class Budget(pl.Callback):
+    """Reserve what a trial may spend (user attribute `reserved`: its full schedule, at most `cap`, what was left of
+    tune.updates when it began), record its updates after each validation (`updates`, `epoch_updates`) and stop it
+    before an epoch that would take it past `cap`."""
+
+    def __init__(self, trial: optuna.Trial, cap: int | None):
+        self.trial, self.cap, self.cut = trial, cap, False
+
+    def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        full = int(trainer.max_epochs * trainer.num_training_batches)
+        self.trial.set_user_attr("reserved", full if self.cap is None else min(full, self.cap))
+
+    def on_validation_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        per_epoch = int(trainer.num_training_batches)
+        self.trial.set_user_attr("updates", int(trainer.global_step))
+        self.trial.set_user_attr("epoch_updates", per_epoch)
+        last = trainer.current_epoch + 1 >= trainer.max_epochs
+        if self.cap is not None and trainer.global_step + per_epoch > self.cap and not (trainer.should_stop or last):
+            self.cut = trainer.should_stop = True
+
+
+def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, cap: int | None = None):
+    """Train one trial: the full training run with the sampled values (at most `cap` updates); its best validation
+    value of tune.metric. Pruned at a rung, or cut by the budget, it ends PRUNED."""
     from optuna_integration import PyTorchLightningPruningCallback
 
     from attention_lab.stages.train import train_one
@@ -180,20 +224,22 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path):
         OmegaConf.set_struct(run_cfg, False)
         for key, value in values.items():
             OmegaConf.update(run_cfg, key, value)
-        run_cfg.train.max_epochs = cfg.tune.epochs
-        share = cfg.tune.epochs * cfg.tune.train_batches / cfg.train.max_epochs  # a miniature of the full schedule
-        run_cfg.train.warmup_steps = max(1, round(cfg.train.warmup_steps * share))
         if "label_fractions" in run_cfg.train:  # classify: tuning sees every label
             run_cfg.train.label_fraction = 1.0
         out, partial = trial_dirs(workdir, trial.number)
         name = f"{cfg.family}-trial{trial.number}"
         tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}
+        budget = Budget(trial, cap)
         try:
-            train_one(run_cfg, cfg.seeds[0], out, partial, stage="tune", tags=tags, name=name,
-                      callbacks=(ParamCap(trial, cfg.tune.max_params),
-                                 PyTorchLightningPruningCallback(trial, monitor=cfg.tune.metric)),
-                      limit_train_batches=cfg.tune.train_batches)
+            result = train_one(run_cfg, cfg.seeds[0], out, partial, stage="tune", tags=tags, name=name,
+                               callbacks=(ParamCap(trial, cfg.tune.max_params), budget,
+                                          PyTorchLightningPruningCallback(trial, monitor=cfg.tune.metric)))
+            trial.set_user_attr("stopped_by", "budget" if budget.cut else result["stopped_by"])
+            if budget.cut:
+                raise optuna.TrialPruned(f"tune.updates spent after {result['steps']} updates")
         except optuna.TrialPruned:  # its MLflow run says so (Lightning closed it as FAILED)
+            if "stopped_by" not in trial.user_attrs:
+                trial.set_user_attr("stopped_by", "rung")
             if (partial / "run.json").is_file():
                 mark_pruned(cfg, read_json(partial / "run.json")["run_id"])
             raise
@@ -256,25 +302,60 @@ def study_run(cfg: DictConfig, study: optuna.Study, wait_s: float = 120.0) -> st
     return run_id
 
 
+def spent(study: optuna.Study) -> int:
+    """Updates the study has used: every finished trial's, plus what each running trial reserved (Budget). Exact for
+    one worker; with several, a trial that has not yet reserved is not counted, so each extra worker may overshoot
+    tune.updates by at most one full schedule."""
+    used = 0
+    for t in study.get_trials(deepcopy=False, states=COUNTED):
+        running = t.state == optuna.trial.TrialState.RUNNING
+        used += t.user_attrs.get("reserved", 0) if running else t.user_attrs.get("updates", 0)
+    return used
+
+
+def epoch_updates(study: optuna.Study) -> int:
+    """Updates in one epoch, as the finished trials saw it (1 before any has validated)."""
+    return max((t.user_attrs.get("epoch_updates", 1) for t in study.get_trials(deepcopy=False)), default=1)
+
+
+def expected_best(values: list[float], direction: str) -> list[float]:
+    """Expected best validation score of n trials drawn from these, n = 1..len(values) (Dodge et al. 2019, "Show Your
+    Work", eq. 1: E[max_n] = sum_i v_(i) [(i/N)^n - ((i-1)/N)^n], v sorted worst to best)."""
+    ordered = sorted(values, reverse=direction == "minimize")  # worst first
+    total = len(ordered)
+    return [sum(v * ((i / total) ** n - ((i - 1) / total) ** n) for i, v in enumerate(ordered, 1))
+            for n in range(1, total + 1)]
+
+
 def summary(cfg: DictConfig, study: optuna.Study) -> dict:
-    """What tuned/<family>.yaml records: the best trial's values (nested) and the study's figures."""
+    """What tuned/<family>.yaml records: the best trial's values (nested), the study's figures, the untuned default's
+    full-run value (trial 0) and every finished trial (its best value at the rung it reached, updates, how it ended)."""
     trials = study.get_trials(deepcopy=False, states=FINISHED)
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
         raise RuntimeError(f"tune@{cfg.family}: none of {len(trials)} trials completed (pruned by the parameter cap "
                            f"tune.max_params = {cfg.tune.max_params}? see {space_path(cfg)})")
     best = study.best_trial
+    better = min if cfg.tune.direction == "minimize" else max
+    rows = [{"trial": t.number, "state": t.state.name.lower(), "stopped_by": t.user_attrs.get("stopped_by", "rung"),
+             "updates": t.user_attrs.get("updates", 0),
+             "value": round(float(better(t.intermediate_values.values())), 6) if t.intermediate_values else None}
+            for t in trials]
+    default = next((t for t in complete if t.user_attrs.get("default")), None)
     return {"params": nested(best.params),
             "study": {"name": study.study_name, "metric": cfg.tune.metric, "direction": cfg.tune.direction,
                       "trials": len(trials), "complete": len(complete), "pruned": len(trials) - len(complete),
                       "best_trial": best.number, "best_value": round(float(best.value), 6),
-                      "params_count": best.user_attrs.get("params"), "max_params": cfg.tune.max_params,
-                      "epochs_per_trial": cfg.tune.epochs, "train_batches": cfg.tune.train_batches}}
+                      "default_value": round(float(default.value), 6) if default else None,
+                      "updates": sum(r["updates"] for r in rows), "budget_updates": cfg.tune.updates,
+                      "params_count": best.user_attrs.get("params"), "max_params": cfg.tune.max_params},
+            "trials": rows}
 
 
 def tune(cfg: DictConfig) -> dict:
-    """Run this worker's share of the family's study until tune.trials trials are finished or under way; returns
-    summary() (trials: 0 -> no study, empty params: train with the family's own settings)."""
+    """Run this worker's share of the family's study until tune.trials trials are finished or under way, or the
+    budget of tune.updates is spent; returns summary() (trials: 0 -> no study, empty params: train with the family's
+    own settings)."""
     import mlflow
 
     if cfg.tune.trials <= 0:
@@ -292,12 +373,13 @@ def tune(cfg: DictConfig) -> dict:
         print(f"tune@{cfg.family}: trials {dead} were left running by a killed worker; marked failed")
         discard_dead_trials(cfg, dead, workdir)
     parent = study_run(cfg, study)
-    counted = len(study.get_trials(deepcopy=False, states=COUNTED))
-    if counted < cfg.tune.trials:
-        print(f"tune@{cfg.family}: study {study.study_name}, {counted} of {cfg.tune.trials} trials done or running")
-        study.optimize(objective(cfg, space, parent, workdir), n_trials=cfg.tune.trials - counted,
-                       callbacks=[optuna.study.MaxTrialsCallback(cfg.tune.trials, states=COUNTED)],
-                       gc_after_trial=True)
+    started = time.perf_counter()
+    while (counted := len(study.get_trials(deepcopy=False, states=COUNTED))) < cfg.tune.trials:
+        left = None if cfg.tune.updates is None else cfg.tune.updates - spent(study)
+        if left is not None and left < epoch_updates(study):
+            break
+        study.optimize(objective(cfg, space, parent, workdir, cap=left), n_trials=1, gc_after_trial=True)
+        print(trial_line(cfg, study, counted, time.perf_counter() - started), flush=True)
     result = summary(cfg, study)
     client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
     with tracking.store_lock(tracking.tracking_uri(cfg)):  # every worker finishing the study writes the same figures
@@ -308,3 +390,15 @@ def tune(cfg: DictConfig) -> dict:
             client.set_tag(parent, f"best.{key}", value)
         client.set_terminated(parent, "FINISHED")
     return result
+
+
+def trial_line(cfg: DictConfig, study: optuna.Study, counted: int, elapsed: float) -> str:
+    """`tune <family>: trial k <state> (<how>) <metric> v, u updates; spent of budget, elapsed` after each trial."""
+    last = max((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("worker") == worker_id()),
+               key=lambda t: t.number)
+    values = list(last.intermediate_values.values())
+    shown = f"{cfg.tune.metric} {values[-1]:.4f}" if values else f"{cfg.tune.metric} —"
+    budget = f" of {cfg.tune.updates:,}" if cfg.tune.updates is not None else ""
+    return (f"tune {cfg.family}: trial {last.number} {last.state.name.lower()} "
+            f"({last.user_attrs.get('stopped_by', 'rung')}) {shown}, {last.user_attrs.get('updates', 0):,} updates; "
+            f"{spent(study):,}{budget} spent, {counted + 1} of {cfg.tune.trials} trials, {elapsed:.0f} s")
