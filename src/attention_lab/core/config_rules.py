@@ -50,7 +50,7 @@ SHARE = Range(0, 1, open_high=True)  # dropout, label smoothing, held-out shares
 # What every numeric or named knob allows, checked by load_config after every layer is merged. A key takes the first
 # pattern it matches (fnmatch, `*` spans dots); list values (train.label_fractions, model.channels) are checked item
 # by item. Keys without a pattern are not checked.
-RULES: dict[str, Range | tuple[str, ...]] = {
+RULES: dict[str, Range | tuple] = {
     "*dropout": SHARE,
     "model.attention": ("dot", "general", "concat", "local_m", "local_p"),  # attention.ATTENTIONS that LuongNMT takes
     "model.local_score": ("dot", "general", "concat"),  # attention.GLOBAL_SCORES
@@ -114,7 +114,12 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "trainer.accelerator": ("auto", "cpu", "cuda", "gpu", "mps"),
     "trainer.log_every_n_steps": POSITIVE,
 }
-TASK_RULES: dict[str, dict[str, tuple[str, ...]]] = {"translate": {"tokenize.model": ("bpe", "unigram")}}
+FLAG = (False, True)  # a yes/no knob: YAML true or false, not 1 or 0
+TASK_RULES: dict[str, dict[str, tuple]] = {"translate": {
+    "tokenize.model": ("bpe", "unigram"),
+    "tokenize.normalization": ("nfkc", "nfc", "none"),  # tokenization.NORMALIZATIONS
+    "tokenize.lowercase": FLAG,
+}}
 
 
 def _leaves(node, key: str = ""):
@@ -136,7 +141,9 @@ def check_value(key: str, value, task: str | None = None) -> str | None:
     if rule is None:
         return None
     if isinstance(rule, tuple):
-        return None if value in rule else f"{key} = {value!r}: expected one of {', '.join(rule)}"
+        if any(value == r and type(value) is type(r) for r in rule):
+            return None
+        return f"{key} = {value!r}: expected one of {', '.join(str(r).lower() if r in FLAG else r for r in rule)}"
     return None if rule.allows(value) else f"{key} = {value!r}: expected {rule}"
 
 

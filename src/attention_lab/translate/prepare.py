@@ -45,8 +45,9 @@ def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
 
 def tokenizer(cfg: DictConfig, train: list[dict]) -> tuple[Tokenizer, dict]:
     """A joint subword model over source and target sentences; token counts per side."""
-    tok = train_tokenizer([r["src"] for r in train] + [r["tgt"] for r in train], cfg.tokenize.model,
-                          cfg.tokenize.vocab_size, cfg.tokenize.min_frequency)
+    t = cfg.tokenize
+    tok = train_tokenizer([r["src"] for r in train] + [r["tgt"] for r in train], t.model, t.vocab_size,
+                          t.min_frequency, t.normalization, t.lowercase)
     lengths = {side: [len(ids) for ids in encode(tok, [r[side] for r in train])] for side in ("src", "tgt")}
     return tok, {**{f"{side}_tokens_mean": sum(v) / len(v) for side, v in lengths.items()},
                  **{f"{side}_tokens_max": max(v) for side, v in lengths.items()}}
