@@ -147,6 +147,21 @@ def check_value(key: str, value, task: str | None = None) -> str | None:
     return None if rule.allows(value) else f"{key} = {value!r}: expected {rule}"
 
 
+def split_file_problems(d: dict) -> list[str]:
+    """A split's source file without its target file (or the reverse), or split files beside a split_field."""
+    problems = []
+    for split in ("valid", "test"):
+        pair = {f"data.{split}_{side}_path": d.get(f"{split}_{side}_path") for side in ("src", "tgt")}
+        if f"{split}_src_path" in d and [v is None for v in pair.values()].count(True) == 1:
+            given, missing = sorted(pair, key=lambda k: pair[k] is None)
+            problems.append(f"{given} = {pair[given]!r} but {missing} is null: give both files of the {split} "
+                            f"split, or neither (then it is carved from the train files by data.{split}_fraction)")
+    if d.get("split_field") and (named := [f"data.{k}" for k in ("valid_path", "test_path") if d.get(k)]):
+        problems.append(f"data.split_field = {d['split_field']!r} and {' and '.join(named)} both say where the "
+                        "splits are: use one (split_field: null with per-split files)")
+    return problems
+
+
 def check_config(cfg: DictConfig, where: str) -> None:
     """Every knob in its range (RULES) and the cross-key constraints; a ConfigError naming key, value and range."""
     try:
@@ -159,6 +174,7 @@ def check_config(cfg: DictConfig, where: str) -> None:
         if d.get("valid_fraction", 0) + d.get("test_fraction", 0) >= 1:
             problems.append(f"data.valid_fraction + data.test_fraction = {d['valid_fraction']} + "
                             f"{d['test_fraction']}: expected a sum below 1 (the rest is training data)")
+        problems += split_file_problems(d)
         width = next((k for k in ("d_model", "hidden") if k in m), None)
         if width and "heads" in m and m[width] % m["heads"]:
             problems.append(f"model.{width} = {m[width]} is not divisible by model.heads = {m['heads']}")

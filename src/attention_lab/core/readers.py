@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import codecs
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+
+SPLITS = ("train", "valid", "test")
 
 
 class DataError(ValueError):
@@ -37,3 +41,25 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
                 from err
     lines[0] = lines[0].removeprefix("\ufeff")
     return lines
+
+
+def split_files(data: Mapping, keys: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """{split: {config key: path}}: train under `keys` (e.g. src_path), valid and test under `valid_<key>` and
+    `test_<key>` where those are set; a split left out is carved from train."""
+    files = {"train": {key: data[key] for key in keys}}
+    for split in SPLITS[1:]:
+        named = {f"{split}_{key}": data.get(f"{split}_{key}") for key in keys}
+        if any(named.values()):
+            files[split] = named
+    return files
+
+
+@contextmanager
+def naming_split(split: str, keys: Mapping[str, str], named: bool = True) -> Iterator[None]:
+    """A DataError raised inside names the split and the config keys its files come from (when `named`)."""
+    try:
+        yield
+    except DataError as err:
+        if not named:
+            raise
+        raise DataError(f"{split} split ({', '.join(f'data.{k}' for k in keys)}): {err}") from err

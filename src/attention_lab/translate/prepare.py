@@ -9,29 +9,46 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from attention_lab.core.config import ConfigError
+from attention_lab.core.readers import SPLITS, naming_split, split_files
 from attention_lab.core.tokenization import encode, train_tokenizer
 from attention_lab.translate.data.readers import read_parallel_files, read_tsv, split_pairs
 
-SPLITS = ("train", "valid", "test")
+FILE_KEYS = {"tsv": ("path",), "parallel_files": ("src_path", "tgt_path")}  # train's; valid_<key>, test_<key> too
 
 
 def splits(cfg: DictConfig) -> dict[str, list[dict]]:
     """Sentence pairs {"src", "tgt"(, "align")} for `cfg.data.source`."""
     from attention_lab.translate.data.generator import generated_splits
 
-    d, root = cfg.data, Path(cfg.root)
+    d = cfg.data
     if d.source == "generated":
         return generated_splits(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, dict(d.length_mix),
                                 [tuple(b) for b in cfg.task.buckets])
-    if d.source == "tsv":
-        pairs = read_tsv(root / d.path, d.src_column, d.tgt_column, d.encoding)
-    elif d.source == "parallel_files":
-        pairs = read_parallel_files(root / d.src_path, root / d.tgt_path, d.encoding)
-    else:
+    if d.source not in FILE_KEYS:
         raise ConfigError(f"data.source={d.source!r}: expected generated, tsv or parallel_files")
+    files = split_files(d, FILE_KEYS[d.source])
+    given = {}
+    for split, keys in files.items():
+        with naming_split(split, keys, named=len(files) > 1):
+            given[split] = read_pairs(cfg, keys.values())
+    train = given.pop("train")
     if d.max_pairs is not None:
-        pairs = pairs[: d.max_pairs]
-    return dict(zip(SPLITS, split_pairs(pairs, d.valid_fraction, d.test_fraction, d.seed), strict=True))
+        train = train[: d.max_pairs]
+    fractions = {split: 0 if split in given else d[f"{split}_fraction"] for split in SPLITS[1:]}
+    carved = dict(zip(SPLITS, split_pairs(train, *fractions.values(), d.seed), strict=True))
+    for split in [s for s in SPLITS[1:] if given and s not in given]:  # split files, but not for this split
+        print(f"prepare@translate: {split}: carved from the train files ({fractions[split]:.0%} of the pairs, "
+              f"seed {d.seed}): no data.{split}_* files")
+    return {**carved, **given}
+
+
+def read_pairs(cfg: DictConfig, paths) -> list[dict]:
+    """The pairs of one split's file(s): a TSV file or a source and a target file."""
+    d, root = cfg.data, Path(cfg.root)
+    paths = [root / p for p in paths]
+    if d.source == "tsv":
+        return read_tsv(*paths, d.src_column, d.tgt_column, d.encoding)
+    return read_parallel_files(*paths, d.encoding)
 
 
 def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
