@@ -137,8 +137,8 @@ def test_tsv_test_file_and_valid_carved_from_train(repo, capsys):
     rows = {s: read_jsonl(OUT / f"{s}.jsonl") for s in ("train", "valid", "test")}
     assert [len(rows[s]) for s in rows] == [27, 3, 7]  # max_pairs caps the train file only
     assert {r["src"].split()[0] for r in rows["train"] + rows["valid"]} == {"sentence"}
-    assert "prepare@translate: valid: carved from the train files (10% of the pairs, seed 1234)" in \
-        capsys.readouterr().out
+    assert ("prepare@translate: valid: carved from the train files (10% of the pairs, seed 1234): no valid split "
+            "given") in capsys.readouterr().out
 
 
 def test_labeled_files_with_a_file_per_split(repo, capsys):

@@ -17,7 +17,7 @@ from attention_lab.classify.data.labeled import (
     stratified_split,
 )
 from attention_lab.core.config import ConfigError
-from attention_lab.core.readers import SPLITS, DataError, naming_split, split_files
+from attention_lab.core.readers import SPLITS, DataError, carved_fractions, read_splits
 from attention_lab.core.tokenization import encode_words, train_word_tokenizer
 
 
@@ -61,12 +61,8 @@ def split_field_splits(cfg: DictConfig) -> dict[str, list[dict]]:
 def file_splits(cfg: DictConfig) -> dict[str, list[dict]]:
     """One file split at random (stratified), or a file per split (valid_path, test_path); a split without a file
     is carved from train."""
-    d, files = cfg.data, split_files(cfg.data, ("path",))
-    given = {}
-    for split, keys in files.items():
-        with naming_split(split, keys, named=len(files) > 1):
-            given[split] = read_file(cfg, *keys.values())
-    return carve(cfg, given.pop("train")[: d.max_documents], given, "the train file")
+    given = read_splits(cfg.data, ("path",), lambda paths: read_file(cfg, paths[0]))
+    return carve(cfg, given.pop("train")[: cfg.data.max_documents], given, "the train file")
 
 
 def folder_splits(cfg: DictConfig) -> dict[str, list[dict]]:
@@ -86,13 +82,8 @@ def folder_splits(cfg: DictConfig) -> dict[str, list[dict]]:
 
 def carve(cfg: DictConfig, train: list[dict], given: dict[str, list[dict]], source: str) -> dict[str, list[dict]]:
     """{train, valid, test}: the splits given, the others carved from train by their fraction (stratified, seeded)."""
-    d = cfg.data
-    fractions = {split: 0 if split in given else d[f"{split}_fraction"] for split in SPLITS[1:]}
-    carved = dict(zip(SPLITS, stratified_split(train, *fractions.values(), d.seed), strict=True))
-    for split in [s for s in SPLITS[1:] if given and s not in given]:
-        print(f"prepare@classify: {split}: carved from {source} ({fractions[split]:.0%} of each label, seed "
-              f"{d.seed}): no {split} file or folder given")
-    return {**carved, **given}
+    fractions = carved_fractions(cfg.data, given, "classify", source, "of each label")
+    return {**dict(zip(SPLITS, stratified_split(train, *fractions, cfg.data.seed), strict=True)), **given}
 
 
 def shuffled(rows: list[dict], seed: int) -> list[dict]:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import codecs
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 SPLITS = ("train", "valid", "test")
@@ -43,23 +42,31 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     return lines
 
 
-def split_files(data: Mapping, keys: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """{split: {config key: path}}: train under `keys` (e.g. src_path), valid and test under `valid_<key>` and
-    `test_<key>` where those are set; a split left out is carved from train."""
+def read_splits(data: Mapping, keys: tuple[str, ...], read: Callable[[list[str]], list]) -> dict[str, list]:
+    """{split: read(its paths)} for train (the paths under `keys`, e.g. src_path) and for valid and test where their
+    `valid_<key>`/`test_<key>` are set; with split files, a DataError names the split and its config keys."""
     files = {"train": {key: data[key] for key in keys}}
     for split in SPLITS[1:]:
         named = {f"{split}_{key}": data.get(f"{split}_{key}") for key in keys}
         if any(named.values()):
             files[split] = named
-    return files
+    rows = {}
+    for split, named in files.items():
+        try:
+            rows[split] = read(list(named.values()))
+        except DataError as err:
+            if len(files) == 1:
+                raise
+            raise DataError(f"{split} split ({', '.join(f'data.{k}' for k in named)}): {err}") from err
+    return rows
 
 
-@contextmanager
-def naming_split(split: str, keys: Mapping[str, str], named: bool = True) -> Iterator[None]:
-    """A DataError raised inside names the split and the config keys its files come from (when `named`)."""
-    try:
-        yield
-    except DataError as err:
-        if not named:
-            raise
-        raise DataError(f"{split} split ({', '.join(f'data.{k}' for k in keys)}): {err}") from err
+def carved_fractions(data: Mapping, given: Mapping, task: str, source: str, share: str) -> tuple[float, float]:
+    """(valid, test) shares of train to carve out: data.<split>_fraction, or 0 for a split given as files; prepare
+    says which splits are carved when others were given."""
+    fractions = {split: 0 if split in given else data[f"{split}_fraction"] for split in SPLITS[1:]}
+    for split in SPLITS[1:]:
+        if given and split not in given:
+            print(f"prepare@{task}: {split}: carved from {source} ({fractions[split]:.0%} {share}, seed "
+                  f"{data['seed']}): no {split} split given")
+    return fractions["valid"], fractions["test"]

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from attention_lab.core.config import ConfigError
-from attention_lab.core.readers import SPLITS, naming_split, split_files
+from attention_lab.core.readers import SPLITS, carved_fractions, read_splits
 from attention_lab.core.tokenization import encode, train_tokenizer
 from attention_lab.translate.data.readers import read_parallel_files, read_tsv, split_pairs
 
@@ -26,29 +26,18 @@ def splits(cfg: DictConfig) -> dict[str, list[dict]]:
                                 [tuple(b) for b in cfg.task.buckets])
     if d.source not in FILE_KEYS:
         raise ConfigError(f"data.source={d.source!r}: expected generated, tsv or parallel_files")
-    files = split_files(d, FILE_KEYS[d.source])
-    given = {}
-    for split, keys in files.items():
-        with naming_split(split, keys, named=len(files) > 1):
-            given[split] = read_pairs(cfg, keys.values())
-    train = given.pop("train")
-    if d.max_pairs is not None:
-        train = train[: d.max_pairs]
-    fractions = {split: 0 if split in given else d[f"{split}_fraction"] for split in SPLITS[1:]}
-    carved = dict(zip(SPLITS, split_pairs(train, *fractions.values(), d.seed), strict=True))
-    for split in [s for s in SPLITS[1:] if given and s not in given]:  # split files, but not for this split
-        print(f"prepare@translate: {split}: carved from the train files ({fractions[split]:.0%} of the pairs, "
-              f"seed {d.seed}): no data.{split}_* files")
-    return {**carved, **given}
+    given = read_splits(d, FILE_KEYS[d.source], lambda paths: read_pairs(cfg, paths))
+    train = given.pop("train")[: d.max_pairs]
+    fractions = carved_fractions(d, given, "translate", "the train files", "of the pairs")
+    return {**dict(zip(SPLITS, split_pairs(train, *fractions, d.seed), strict=True)), **given}
 
 
-def read_pairs(cfg: DictConfig, paths) -> list[dict]:
-    """The pairs of one split's file(s): a TSV file or a source and a target file."""
+def read_pairs(cfg: DictConfig, paths: list[str]) -> list[dict]:
+    """The pairs of one split's file(s): a TSV file, or a source and a target file."""
     d, root = cfg.data, Path(cfg.root)
-    paths = [root / p for p in paths]
     if d.source == "tsv":
-        return read_tsv(*paths, d.src_column, d.tgt_column, d.encoding)
-    return read_parallel_files(*paths, d.encoding)
+        return read_tsv(root / paths[0], d.src_column, d.tgt_column, d.encoding)
+    return read_parallel_files(root / paths[0], root / paths[1], d.encoding)
 
 
 def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
