@@ -11,6 +11,7 @@ import pytest
 from attention_lab.classify.data.labeled import (
     check_labels,
     document_row,
+    read_label_folders,
     read_labeled,
     split_sentences,
     split_words,
@@ -125,6 +126,48 @@ def test_missing_file_and_unknown_format(tmp_path):
         read_labeled(tmp_path / "nope.jsonl", "jsonl", "text", "label")
     with pytest.raises(DataError, match="unknown format 'tsv'"):
         read_labeled(tmp_path / "nope.tsv", "tsv", "text", "label")
+
+
+def folders(base: Path, files: dict[str, str | bytes]) -> Path:
+    """base/<relative path> for each file; a path ending in / is an empty folder."""
+    for name, data in files.items():
+        (base / name).parent.mkdir(parents=True, exist_ok=True)
+        if name.endswith("/"):
+            (base / name).mkdir(exist_ok=True)
+        else:
+            write(base / name, data)
+    return base
+
+
+def test_read_label_folders(tmp_path):
+    base = folders(tmp_path / "imdb", {"train/pos/1_9.txt": "Great film.<br />Loved it.", "train/pos/0_8.txt": "Fine.",
+                                       "train/neg/0_2.txt": "Dull.\n\nToo long.", "train/unsup/0_0.txt": "Eh.",
+                                       "train/urls_pos.txt": "not a label"})
+    rows = read_label_folders(base, "train", ["neg", "pos"])
+    assert [(r["label"], r["sentences"][0][0]) for r in rows] == [("neg", "Dull"), ("pos", "Fine"), ("pos", "Great")]
+    assert rows[0]["sentences"] == [["Dull", "."], ["Too", "long", "."]]
+    assert {r["label"] for r in read_label_folders(base, "train")} == {"neg", "pos", "unsup"}
+
+
+@pytest.mark.parametrize(("files", "split", "labels", "strict", "message"), [
+    ({"test/pos/0.txt": "A."}, "train", None, False,
+     r"imdb/train: folder not found; expected .*imdb/train/<label>/\*.txt, one folder per label \(train/ and test/"),
+    ({}, "train", None, False, r"nope/train: folder not found \(nor .*nope, data.path\)"),
+    ({"train/": ""}, "train", None, False, r"imdb/train: no label folders"),
+    ({"train/pos/0.txt": "A.", "train/neg/": ""}, "train", None, False,
+     r"imdb/train/neg: empty label folder, no .txt files; expected one document per .txt file"),
+    ({"train/pos/0.txt": b"caf\xe9."}, "train", None, False, r"imdb/train/pos/0.txt:1: cannot decode bytes as utf-8"),
+    ({"train/pos/0.txt": " \n"}, "train", None, False, r"imdb/train/pos/0.txt: file is empty"),
+    ({"train/pos/0.txt": "\u3000"}, "train", None, False, r"imdb/train/pos/0.txt: empty document: no words"),
+    ({"test/pos/0.txt": "A.", "test/zzz/0.txt": "B."}, "test", ["pos"], True,
+     r"imdb/test/zzz: label 'zzz' does not occur in train \(train labels: pos\)"),
+    ({"test/pos/0.txt": "A."}, "test", ["neg", "pos"], False,
+     r"imdb/test/neg: folder not found; every split folder needs one folder per label"),
+])
+def test_bad_label_folders_name_the_folder_or_file(tmp_path, files, split, labels, strict, message):
+    base = folders(tmp_path / ("nope" if not files else "imdb"), files) if files else tmp_path / "nope"
+    with pytest.raises(DataError, match=message):
+        read_label_folders(base, split, labels, strict=strict)
 
 
 def rows_with(counts: dict[str, int]) -> list[dict]:

@@ -6,6 +6,7 @@ from attention_lab.core.tokenization import (
     decode,
     encode,
     load_tokenizer,
+    text_normalizer,
     train_tokenizer,
     word_ids,
 )
@@ -29,6 +30,24 @@ def test_word_ids_follow_whitespace_words():
     text = "노인이 도서관에서 책을 읽는다"
     wids = word_ids(tok, text)
     assert wids[0] == 0 and wids[-1] == 3 and sorted(set(wids)) == [0, 1, 2, 3] and wids == sorted(wids)
+
+
+def test_normalisation_and_lowercasing_options():
+    """The defaults are NFKC alone, as before the options existed (the committed tokenizer.json stays the same)."""
+    import json
+
+    default = json.loads(train_tokenizer(TEXTS, vocab_size=80, min_frequency=1).to_str())
+    assert default["normalizer"] == {"type": "NFKC"}
+    assert json.loads(train_tokenizer(TEXTS, vocab_size=80, min_frequency=1, normalization="nfkc",
+                                      lowercase=False).to_str()) == default
+    text = "The Ｆull-width ﬁle Café"
+    assert text_normalizer("nfkc", lowercase=True).normalize_str(text) == "the full-width file café"
+    assert text_normalizer("nfc").normalize_str(text) == "The Ｆull-width ﬁle Café"
+    assert text_normalizer("none") is None
+    cased = train_tokenizer(TEXTS + ["The Old Man"], vocab_size=80, min_frequency=1, normalization="none")
+    assert cased.normalizer is None and decode(cased, encode(cased, ["The Old Man"])) == ["The Old Man"]
+    lower = train_tokenizer(TEXTS, vocab_size=80, min_frequency=1, lowercase=True)
+    assert decode(lower, encode(lower, ["The OLD man"])) == ["the old man"]
 
 
 def test_unknown_model_is_a_clear_error():

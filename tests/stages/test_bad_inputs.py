@@ -103,6 +103,10 @@ def test_unknown_attention_in_the_library_lists_the_valid_ones():
     ("translate", "bahdanau", "tune.direction=up", r"tune.direction = 'up': expected one of minimize, maximize"),
     ("translate", "bahdanau", "tokenize.vocab_size=0", r"tokenize.vocab_size = 0: expected an integer in \[1, 10000000\]"),
     ("translate", "bahdanau", "tokenize.model=wordpiece", r"tokenize.model = 'wordpiece': expected one of bpe, unigram"),
+    ("translate", "bahdanau", "tokenize.normalization=NFD",
+     r"tokenize.normalization = 'NFD': expected one of nfkc, nfc, none"),
+    ("translate", "bahdanau", "tokenize.lowercase=maybe", r"tokenize.lowercase = 'maybe': expected one of false, true"),
+    ("translate", "bahdanau", "tokenize.lowercase=1", r"tokenize.lowercase = 1: expected one of false, true"),
     ("translate", "bahdanau", "evaluate.beam=0", r"evaluate.beam = 0: expected an integer in \[1, 64\]"),
     ("translate", "bahdanau", "evaluate.len_penalty=-1", r"evaluate.len_penalty = -1: expected a number in \[0, 5\]"),
     ("translate", "bahdanau", "data.n_train=0", r"data.n_train = 0: expected an integer in \[1, 10000000\]"),
@@ -304,6 +308,68 @@ def test_prepare_refuses_a_label_only_in_test(project):
     prepare_project(project, {"path": "d.jsonl", "split_field": "part"})
     with pytest.raises(DataError, match=r"test document 0: label 'zzz' does not occur in train \(train labels: a\)"):
         main(["task=classify"])
+    assert not (project / "data").exists()
+
+
+def split_files_project(project: Path, task: str, data: dict, files: dict[str, str | bytes]) -> None:
+    """`files` written into the project and `data` as the task's params.yaml data section."""
+    for name, text in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        write(project / name, text)
+    set_params(project, lambda p: p[task].update(data=data))
+
+
+PARALLEL = {"source": "parallel_files", "src_path": "m/train.de", "tgt_path": "m/train.en",
+            "valid_src_path": "m/val.de", "valid_tgt_path": "m/val.en",
+            "test_src_path": "m/test_2016_flickr.de", "test_tgt_path": "m/test_2016_flickr.en"}
+LINES = "".join(f"line {i}\n" for i in range(10))
+
+
+@pytest.mark.parametrize(("task", "data", "files", "message"), [
+    ("translate", PARALLEL, {"m/train.de": LINES, "m/train.en": LINES, "m/val.de": LINES, "m/val.en": LINES},
+     r"test split \(data.test_src_path, data.test_tgt_path\): .*m/test_2016_flickr.de: file not found"),
+    ("translate", PARALLEL, {"m/train.de": LINES, "m/train.en": LINES, "m/val.de": "a\nb\nc\n", "m/val.en": "a\nb\n",
+                             "m/test_2016_flickr.de": LINES, "m/test_2016_flickr.en": LINES},
+     (r"valid split \(data.valid_src_path, data.valid_tgt_path\): .*m/val.de has 3 lines but .*m/val.en has 2: "
+     r"expected one translation per line in both")),
+    ("translate", {"source": "tsv", "path": "t.tsv", "test_path": "u.tsv"},
+     {"t.tsv": "a\tb\n" * 10, "u.tsv": b"\xff\tb\n"},
+     r"test split \(data.test_path\): .*u.tsv:1: cannot decode bytes as utf-8"),
+    ("classify", {"source": "labeled_files", "path": "train.jsonl", "test_path": "test.jsonl"},
+     {"train.jsonl": '{"text": "A.", "label": "a"}\n' * 10, "test.jsonl": '{"text": "B.", "label": "zzz"}\n'},
+     r"test document 0: label 'zzz' does not occur in train \(train labels: a\)"),
+    ("classify", {"source": "label_folders", "path": "imdb"}, {"imdb/test/pos/0.txt": "A."},
+     r"imdb/train: folder not found; expected .*imdb/train/<label>/\*.txt"),
+    ("classify", {"source": "label_folders", "path": "imdb"},
+     {**{f"imdb/train/pos/{i}.txt": "A." for i in range(3)}, "imdb/test/pos/0.txt": "A.", "imdb/test/neg/0.txt": "B."},
+     (r"imdb/test/neg: label 'neg' does not occur in train \(train labels: pos\); expected the same label folders in "
+     r"every split, or data.labels naming the ones to read")),
+], ids=["missing-test-file", "valid-line-counts", "test-not-utf8", "label-only-in-test-file", "no-train-folder",
+        "label-folder-only-in-test"])
+def test_prepare_names_the_bad_split_and_writes_nothing(project, task, data, files, message):
+    from attention_lab.stages.prepare import main
+
+    split_files_project(project, task, data, files)
+    with pytest.raises(DataError, match=message):
+        main([f"task={task}"])
+    assert not (project / "data").exists()
+
+
+@pytest.mark.parametrize(("task", "data", "message"), [
+    ("translate", {**PARALLEL, "valid_tgt_path": None},
+     (r"data.valid_src_path = 'm/val.de' but data.valid_tgt_path is null: give both files of the valid split, or "
+     r"neither \(then it is carved from the train files by data.valid_fraction\)")),
+    ("classify", {"source": "labeled_files", "path": "d.jsonl", "test_path": "t.jsonl", "split_field": "part"},
+     r"data.split_field = 'part' and data.test_path both say where the splits are: use one"),
+    ("classify", {"source": "label_folders", "path": "imdb", "labels": "pos"},
+     r"data.labels = 'pos': expected a list of label folder names \(e.g. \[neg, pos\]\) or null"),
+], ids=["half-a-pair-of-files", "split-field-and-files", "labels-not-a-list"])
+def test_split_file_settings_that_contradict_each_other(project, task, data, message):
+    from attention_lab.stages.prepare import main
+
+    set_params(project, lambda p: p[task].update(data=data))
+    with pytest.raises(ConfigError, match=message):
+        main([f"task={task}"])
     assert not (project / "data").exists()
 
 

@@ -1,5 +1,6 @@
 """The prepare stage on a copy of the repository config: generated and bring-your-own sources."""
 
+import json
 import shutil
 from pathlib import Path
 
@@ -25,10 +26,40 @@ def repo(tmp_path, monkeypatch) -> Path:
     return tmp_path
 
 
-def set_data(root: Path, data: dict) -> None:
+def set_data(root: Path, data: dict, task: str = "translate") -> None:
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["translate"]["data"] = data
+    params[task]["data"] = data
     (root / "params.yaml").write_text(yaml.safe_dump(params))
+
+
+def write_lines(path: Path, lines) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def write_label_folders(base: Path, counts: dict[str, dict[str, int]]) -> Path:
+    """base/<split>/<label>/<i>_<label>.txt with a two-sentence review each."""
+    for split, labels in counts.items():
+        for label, n in labels.items():
+            for i in range(n):
+                write_lines(base / split / label / f"{i}_{label}.txt", [f"Review {i} of {split}.", f"It is {label}."])
+    return base
+
+
+def write_corpus(root: Path, data: dict, n: int = 20) -> None:
+    """Tiny files at every path a data section names (an example config), in its source's format."""
+    paths = {k: root / v for k, v in data.items() if k.endswith("path") and v}
+    for key, path in paths.items():
+        if data["source"] == "parallel_files":
+            write_lines(path, (f"{'src' if 'src' in key else 'tgt'} {key} sentence {i}" for i in range(n)))
+        elif data["source"] == "tsv":
+            write_lines(path, (f"{key} sentence {i}\t{key} 문장 {i}" for i in range(n)))
+        elif data["source"] == "labeled_files":
+            write_lines(path, (json.dumps({"text": f"{key} document {i}.", "label": "ab"[i % 2]}) for i in range(n)))
+        else:
+            labels = {label: n // 2 for label in data.get("labels") or ["neg", "pos"]}
+            write_label_folders(path, {"train": {**labels, "unsup": 3}, "test": labels})
 
 
 def test_generated(repo, capsys):
@@ -73,3 +104,87 @@ def test_unknown_data_key_is_refused(repo):
     set_data(repo, {"source": "tsv", "path": "x.tsv", "n_train": 10})
     with pytest.raises(ConfigError, match="n_train"):
         main([])
+
+
+def test_parallel_files_with_their_own_splits(repo):
+    """Multi30k's layout: train, val and test files read whole, no random split; the tokenizer's options apply."""
+    from attention_lab.stages import tokenizer
+
+    names = {"train": "train", "valid": "val", "test": "test_2016_flickr"}
+    for split, n in (("train", 30), ("valid", 6), ("test", 5)):
+        write_lines(repo / "m30k" / f"{names[split]}.de", (f"Ein Satz {split} {i}" for i in range(n)))
+        write_lines(repo / "m30k" / f"{names[split]}.en", (f"A sentence {split} {i}" for i in range(n)))
+    files = {f"{p}{side}_path": f"m30k/{names[split]}.{lang}" for split, p in
+             (("train", ""), ("valid", "valid_"), ("test", "test_")) for side, lang in (("src", "de"), ("tgt", "en"))}
+    set_data(repo, {"source": "parallel_files", **files})
+    main([])
+    rows = {s: read_jsonl(OUT / f"{s}.jsonl") for s in ("train", "valid", "test")}
+    assert [len(rows[s]) for s in rows] == [30, 6, 5]
+    assert [r["src"] for r in rows["test"]] == [f"Ein Satz test {i}" for i in range(5)]  # in file order
+    assert {r["tgt"].split()[2] for r in rows["train"]} == {"train"}
+    tokenizer.main(["tokenize.vocab_size=60", "tokenize.min_frequency=1", "tokenize.lowercase=true",
+                    "tokenize.normalization=nfc"])
+    spec = json.loads((repo / "data" / "tokenized" / "translate" / "tokenizer.json").read_text())
+    assert spec["normalizer"] == {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}]}
+
+
+def test_tsv_test_file_and_valid_carved_from_train(repo, capsys):
+    write_lines(repo / "train.tsv", (f"sentence {i}\t문장 {i}" for i in range(40)))
+    write_lines(repo / "test.tsv", (f"test {i}\t시험 {i}" for i in range(7)))
+    set_data(repo, {"source": "tsv", "path": "train.tsv", "test_path": "test.tsv", "valid_fraction": 0.1,
+                    "max_pairs": 30})
+    main([])
+    rows = {s: read_jsonl(OUT / f"{s}.jsonl") for s in ("train", "valid", "test")}
+    assert [len(rows[s]) for s in rows] == [27, 3, 7]  # max_pairs caps the train file only
+    assert {r["src"].split()[0] for r in rows["train"] + rows["valid"]} == {"sentence"}
+    assert ("prepare@translate: valid: carved from the train files (10% of the pairs, seed 1234): no valid split "
+            "given") in capsys.readouterr().out
+
+
+def test_labeled_files_with_a_file_per_split(repo, capsys):
+    for split, n in (("train", 20), ("test", 6)):
+        write_lines(repo / f"{split}.jsonl", (json.dumps({"text": f"{split} document {i}.", "label": "ab"[i % 2]})
+                                              for i in range(n)))
+    set_data(repo, {"source": "labeled_files", "path": "train.jsonl", "test_path": "test.jsonl",
+                    "valid_fraction": 0.2}, task="classify")
+    main(["task=classify"])
+    stats = read_json(Path("data/prepared/classify/stats.json"))
+    assert [stats[s]["labels"] for s in ("train", "valid", "test")] == [{"a": 8, "b": 8}, {"a": 2, "b": 2},
+                                                                        {"a": 3, "b": 3}]
+    assert "valid: carved from the train file (20% of each label, seed 1234)" in capsys.readouterr().out
+
+
+def test_label_folders_like_imdb(repo, capsys):
+    """train/{neg,pos,unsup} and test/{neg,pos}: unsup skipped by `labels`, valid carved from train, stratified."""
+    write_label_folders(repo / "aclImdb", {"train": {"neg": 10, "pos": 10, "unsup": 4}, "test": {"neg": 5, "pos": 5}})
+    set_data(repo, {"source": "label_folders", "path": "aclImdb", "labels": ["neg", "pos"]}, task="classify")
+    main(["task=classify"])
+    rows = {s: read_jsonl(Path(f"data/prepared/classify/{s}.jsonl")) for s in ("train", "valid", "test")}
+    assert [len(rows[s]) for s in rows] == [18, 2, 10]
+    assert sorted(r["label"] for r in rows["valid"]) == ["neg", "pos"]
+    assert all(r["sentences"][1] == ["It", "is", r["label"], "."] for s in rows for r in rows[s])  # one file each
+    assert [r["label"] for r in rows["test"]] != sorted(r["label"] for r in rows["test"])  # shuffled, seeded
+    assert "valid: carved from " in capsys.readouterr().out
+    shutil.rmtree("data")
+    main(["task=classify"])
+    assert read_jsonl(Path("data/prepared/classify/test.jsonl")) == rows["test"]
+
+
+EXAMPLES = sorted((REPO / "conf" / "data").glob("*/examples/*.yaml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
+def test_every_example_config_prepares(repo, example):
+    """Each conf/data/<task>/examples/*.yaml, pasted into params.yaml, prepares tiny files written at its paths."""
+    task = example.parent.parent.name
+    data = yaml.safe_load(example.read_text())
+    write_corpus(repo, data)
+    set_data(repo, data, task)
+    main([f"task={task}"])
+    stats = read_json(Path("data/prepared") / task / "stats.json")
+    assert all(stats[s]["pairs" if task == "translate" else "documents"] > 0 for s in ("train", "valid", "test"))
+
+
+def test_there_is_an_example_per_layout():
+    assert {f"{p.parent.parent.name}/{yaml.safe_load(p.read_text())['source']}" for p in EXAMPLES} == {
+        "translate/parallel_files", "translate/tsv", "classify/labeled_files", "classify/label_folders"}

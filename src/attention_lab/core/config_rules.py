@@ -50,7 +50,7 @@ SHARE = Range(0, 1, open_high=True)  # dropout, label smoothing, held-out shares
 # What every numeric or named knob allows, checked by load_config after every layer is merged. A key takes the first
 # pattern it matches (fnmatch, `*` spans dots); list values (train.label_fractions, model.channels) are checked item
 # by item. Keys without a pattern are not checked.
-RULES: dict[str, Range | tuple[str, ...]] = {
+RULES: dict[str, Range | tuple] = {
     "*dropout": SHARE,
     "model.attention": ("dot", "general", "concat", "local_m", "local_p"),  # attention.ATTENTIONS that LuongNMT takes
     "model.local_score": ("dot", "general", "concat"),  # attention.GLOBAL_SCORES
@@ -115,7 +115,12 @@ RULES: dict[str, Range | tuple[str, ...]] = {
     "trainer.accelerator": ("auto", "cpu", "cuda", "gpu", "mps"),
     "trainer.log_every_n_steps": POSITIVE,
 }
-TASK_RULES: dict[str, dict[str, tuple[str, ...]]] = {"translate": {"tokenize.model": ("bpe", "unigram")}}
+FLAG = (False, True)  # a yes/no knob: YAML true or false, not 1 or 0
+TASK_RULES: dict[str, dict[str, tuple]] = {"translate": {
+    "tokenize.model": ("bpe", "unigram"),
+    "tokenize.normalization": ("nfkc", "nfc", "none"),  # tokenization.NORMALIZATIONS
+    "tokenize.lowercase": FLAG,
+}}
 
 
 def _leaves(node, key: str = ""):
@@ -137,8 +142,25 @@ def check_value(key: str, value, task: str | None = None) -> str | None:
     if rule is None:
         return None
     if isinstance(rule, tuple):
-        return None if value in rule else f"{key} = {value!r}: expected one of {', '.join(rule)}"
+        if any(value == r and type(value) is type(r) for r in rule):
+            return None
+        return f"{key} = {value!r}: expected one of {', '.join(str(r).lower() if r in FLAG else r for r in rule)}"
     return None if rule.allows(value) else f"{key} = {value!r}: expected {rule}"
+
+
+def split_file_problems(d: dict) -> list[str]:
+    """A split's source file without its target file (or the reverse), or split files beside a split_field."""
+    problems = []
+    for split in ("valid", "test"):
+        pair = {f"data.{split}_{side}_path": d.get(f"{split}_{side}_path") for side in ("src", "tgt")}
+        if f"{split}_src_path" in d and [v is None for v in pair.values()].count(True) == 1:
+            given, missing = sorted(pair, key=lambda k: pair[k] is None)
+            problems.append(f"{given} = {pair[given]!r} but {missing} is null: give both files of the {split} "
+                            f"split, or neither (then it is carved from the train files by data.{split}_fraction)")
+    if d.get("split_field") and (named := [f"data.{k}" for k in ("valid_path", "test_path") if d.get(k)]):
+        problems.append(f"data.split_field = {d['split_field']!r} and {' and '.join(named)} both say where the "
+                        "splits are: use one (split_field: null with per-split files)")
+    return problems
 
 
 def check_config(cfg: DictConfig, where: str) -> None:
@@ -153,6 +175,7 @@ def check_config(cfg: DictConfig, where: str) -> None:
         if d.get("valid_fraction", 0) + d.get("test_fraction", 0) >= 1:
             problems.append(f"data.valid_fraction + data.test_fraction = {d['valid_fraction']} + "
                             f"{d['test_fraction']}: expected a sum below 1 (the rest is training data)")
+        problems += split_file_problems(d)
         width = next((k for k in ("d_model", "hidden") if k in m), None)
         if width and "heads" in m and m[width] % m["heads"]:
             problems.append(f"model.{width} = {m[width]} is not divisible by model.heads = {m['heads']}")

@@ -12,11 +12,12 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 PAD, BOS, EOS, UNK = range(4)
+NORMALIZATIONS = {"nfkc": normalizers.NFKC, "nfc": normalizers.NFC, "none": None}  # translate's tokenize.normalization
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4 in our own WordPiece vocabularies
 
 
-def train_tokenizer(texts: Iterable[str], model: str = "bpe", vocab_size: int = 2000,
-                    min_frequency: int = 2) -> Tokenizer:
+def train_tokenizer(texts: Iterable[str], model: str = "bpe", vocab_size: int = 2000, min_frequency: int = 2,
+                    normalization: str = "nfkc", lowercase: bool = False) -> Tokenizer:
     """Train a Metaspace-pretokenized subword model; word boundaries survive as Encoding.word_ids."""
     if model == "bpe":
         tok = Tokenizer(models.BPE(unk_token="<unk>"))
@@ -28,13 +29,24 @@ def train_tokenizer(texts: Iterable[str], model: str = "bpe", vocab_size: int = 
                                           show_progress=False)
     else:
         raise ValueError(f"tokenize.model: expected 'bpe' or 'unigram', got {model!r}")
-    tok.normalizer = normalizers.NFKC()
+    tok.normalizer = text_normalizer(normalization, lowercase)
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
     tok.train_from_iterator(texts, trainer)
     if [tok.token_to_id(s) for s in SPECIALS] != list(range(len(SPECIALS))):
         raise RuntimeError(f"special tokens must take ids 0..3, got {[tok.token_to_id(s) for s in SPECIALS]}")
     return tok
+
+
+def text_normalizer(normalization: str = "nfkc", lowercase: bool = False) -> normalizers.Normalizer | None:
+    """Unicode normalisation (NORMALIZATIONS) then optional lower-casing; the defaults are NFKC alone."""
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"tokenize.normalization: expected one of {', '.join(NORMALIZATIONS)}, got {normalization!r}")
+    steps = [NORMALIZATIONS[normalization]()] if NORMALIZATIONS[normalization] else []
+    steps += [normalizers.Lowercase()] if lowercase else []
+    if len(steps) < 2:
+        return steps[0] if steps else None
+    return normalizers.Sequence(steps)
 
 
 def train_word_tokenizer(documents: Iterable[list[list[str]]], vocab_size: int = 20000,

@@ -184,7 +184,14 @@ class ParamCap(pl.Callback):
         self.trial.set_user_attr("params", n)
         if self.cap and n > self.cap:
             self.trial.set_user_attr("stopped_by", "parameter cap")
-            raise optuna.TrialPruned(f"{n:,} parameters > the task's cap tune.max_params = {self.cap:,}")
+            raise optuna.TrialPruned(over_cap(module.cfg.task.name, n, self.cap))
+
+
+def over_cap(task: str, counted: int, cap: int) -> str:
+    """Why a trial is over the parameter cap, and what to raise."""
+    return (f"{counted:,} parameters > params.yaml `{task}.tune.max_params` = {cap:,}; the embedding and output "
+            f"layers scale with tokenize.vocab_size, so for a corpus with a larger vocabulary raise "
+            f"`{task}.tune.max_params` above {counted:,} (or set it to null)")
 
 
 class Budget(pl.Callback):
@@ -333,8 +340,12 @@ def summary(cfg: DictConfig, study: optuna.Study) -> dict:
     trials = study.get_trials(deepcopy=False, states=FINISHED)
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
-        raise RuntimeError(f"tune@{cfg.family}: none of {len(trials)} trials completed (pruned by the parameter cap "
-                           f"tune.max_params = {cfg.tune.max_params}? see {space_path(cfg)})")
+        over = [t.user_attrs["params"] for t in trials if cfg.tune.max_params and
+                t.user_attrs.get("params", 0) > cfg.tune.max_params]
+        why = (f"every one was pruned by the parameter cap, the smallest model: "
+               f"{over_cap(cfg.task.name, min(over), cfg.tune.max_params)}" if over and len(over) == len(trials) else
+               f"pruned by the parameter cap tune.max_params = {cfg.tune.max_params}? see {space_path(cfg)}")
+        raise RuntimeError(f"tune@{cfg.family}: none of {len(trials)} trials completed ({why})")
     best = study.best_trial
     better = min if cfg.tune.direction == "minimize" else max
     rows = [{"trial": t.number, "state": t.state.name.lower(), "stopped_by": t.user_attrs.get("stopped_by", "rung"),

@@ -9,29 +9,35 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from attention_lab.core.config import ConfigError
+from attention_lab.core.readers import SPLITS, carved_fractions, read_splits
 from attention_lab.core.tokenization import encode, train_tokenizer
 from attention_lab.translate.data.readers import read_parallel_files, read_tsv, split_pairs
 
-SPLITS = ("train", "valid", "test")
+FILE_KEYS = {"tsv": ("path",), "parallel_files": ("src_path", "tgt_path")}  # train's; valid_<key>, test_<key> too
 
 
 def splits(cfg: DictConfig) -> dict[str, list[dict]]:
     """Sentence pairs {"src", "tgt"(, "align")} for `cfg.data.source`."""
     from attention_lab.translate.data.generator import generated_splits
 
-    d, root = cfg.data, Path(cfg.root)
+    d = cfg.data
     if d.source == "generated":
         return generated_splits(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, dict(d.length_mix),
                                 [tuple(b) for b in cfg.task.buckets])
-    if d.source == "tsv":
-        pairs = read_tsv(root / d.path, d.src_column, d.tgt_column, d.encoding)
-    elif d.source == "parallel_files":
-        pairs = read_parallel_files(root / d.src_path, root / d.tgt_path, d.encoding)
-    else:
+    if d.source not in FILE_KEYS:
         raise ConfigError(f"data.source={d.source!r}: expected generated, tsv or parallel_files")
-    if d.max_pairs is not None:
-        pairs = pairs[: d.max_pairs]
-    return dict(zip(SPLITS, split_pairs(pairs, d.valid_fraction, d.test_fraction, d.seed), strict=True))
+    given = read_splits(d, FILE_KEYS[d.source], lambda paths: read_pairs(cfg, paths))
+    train = given.pop("train")[: d.max_pairs]
+    fractions = carved_fractions(d, given, "translate", "the train files", "of the pairs")
+    return {**dict(zip(SPLITS, split_pairs(train, *fractions, d.seed), strict=True)), **given}
+
+
+def read_pairs(cfg: DictConfig, paths: list[str]) -> list[dict]:
+    """The pairs of one split's file(s): a TSV file, or a source and a target file."""
+    d, root = cfg.data, Path(cfg.root)
+    if d.source == "tsv":
+        return read_tsv(root / paths[0], d.src_column, d.tgt_column, d.encoding)
+    return read_parallel_files(root / paths[0], root / paths[1], d.encoding)
 
 
 def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
@@ -45,8 +51,9 @@ def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
 
 def tokenizer(cfg: DictConfig, train: list[dict]) -> tuple[Tokenizer, dict]:
     """A joint subword model over source and target sentences; token counts per side."""
-    tok = train_tokenizer([r["src"] for r in train] + [r["tgt"] for r in train], cfg.tokenize.model,
-                          cfg.tokenize.vocab_size, cfg.tokenize.min_frequency)
+    t = cfg.tokenize
+    tok = train_tokenizer([r["src"] for r in train] + [r["tgt"] for r in train], t.model, t.vocab_size,
+                          t.min_frequency, t.normalization, t.lowercase)
     lengths = {side: [len(ids) for ids in encode(tok, [r[side] for r in train])] for side in ("src", "tgt")}
     return tok, {**{f"{side}_tokens_mean": sum(v) / len(v) for side, v in lengths.items()},
                  **{f"{side}_tokens_max": max(v) for side, v in lengths.items()}}

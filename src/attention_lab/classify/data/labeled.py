@@ -124,6 +124,46 @@ def read_labeled(path: str | Path, fmt: str, text_field: str, label_field: str, 
     return rows
 
 
+def read_label_folders(base: str | Path, split: str, labels: list[str] | None = None, encoding: str = "utf-8",
+                       strict: bool = False) -> list[dict]:
+    """Rows from <base>/<split>/<label>/*.txt, one document a file, label by label and files in name order.
+
+    `labels`: the label folders to read (None: every subfolder); other folders are skipped (IMDB's train/unsup), or
+    with `strict` are a DataError (a label that only valid/test has).
+    """
+    folder = Path(base) / split
+    if not folder.is_dir():
+        where = "" if Path(base).is_dir() else f" (nor {base}, data.path)"
+        raise DataError(f"{folder}: folder not found{where}; expected {base}/{split}/<label>/*.txt, one folder per "
+                        "label (train/ and test/ needed, valid/ optional)")
+    present = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    labels = present if labels is None else labels
+    if not labels:
+        raise DataError(f"{folder}: no label folders; expected {folder}/<label>/*.txt, one folder per label")
+    if strict and (extra := sorted(set(present) - set(labels))):
+        raise DataError(f"{folder / extra[0]}: label {extra[0]!r} does not occur in train (train labels: "
+                        f"{', '.join(labels)}); expected the same label folders in every split, or data.labels "
+                        "naming the ones to read")
+    return [row for label in labels for row in _label_folder(folder, label, encoding)]
+
+
+def _label_folder(folder: Path, label: str, encoding: str) -> list[dict]:
+    """The documents of <folder>/<label>/*.txt."""
+    path = folder / label
+    if not path.is_dir():
+        raise DataError(f"{path}: folder not found; every split folder needs one folder per label")
+    files = sorted(path.glob("*.txt"))
+    if not files:
+        raise DataError(f"{path}: empty label folder, no .txt files; expected one document per .txt file")
+    rows = []
+    for file in files:
+        row = document_row("\n".join(read_lines(file, encoding)), label)  # DataError names the file and line
+        if not row["sentences"]:
+            raise DataError(f"{file}: empty document: no words")
+        rows.append(row)
+    return rows
+
+
 def _field(where: str, record: dict, name: str):
     if name not in record:
         raise DataError(f"{where}: no field {name!r} (fields present: {', '.join(map(str, record)) or 'none'})")
