@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import unquote
 
 import mlflow
 import pytest
@@ -44,7 +45,8 @@ def test_an_older_experiment_gets_the_tags_when_a_stage_next_opens_it(tmp_path):
     assert tracking.experiment_id(task_cfg(tmp_path)) == old
     assert tracking.experiment_id(task_cfg(tmp_path, "caption")) == other
     tags = client.get_experiment(old).tags
-    assert tags[tracking.KIND_TAG] == "custom_model_development" and view_state(tags)["orderByKey"] == "metrics.`test/bleu`"
+    assert tags[tracking.KIND_TAG] == "custom_model_development"
+    assert view_state(tags)["orderByKey"] == "metrics.`test/bleu`"
     tags = client.get_experiment(other).tags
     assert tags[tracking.KIND_TAG] == "finetuning"  # a kind someone chose stays; a stale view of ours is replaced
     assert view_state(tags)["orderByKey"] == "metrics.`test/accuracy`"
@@ -54,7 +56,8 @@ def tiny_store(root: Path, scores: dict[str, tuple[float, float]]) -> tuple[str,
     """A translate experiment as the pipeline leaves it: a `comparison` run and one training run per family nested
     under it, with test BLEU and chrF; its id and the family runs' ids."""
     exp = tracking.experiment_id(task_cfg(root))
-    with mlflow.start_run(experiment_id=exp, run_name="comparison", tags={"kind": "comparison", "task": "translate"}) as parent:
+    comparison = {"kind": "comparison", "task": "translate"}
+    with mlflow.start_run(experiment_id=exp, run_name="comparison", tags=comparison) as parent:
         mlflow.log_metrics({f"{f}/test_bleu_mean": bleu for f, (bleu, _) in scores.items()})
     runs = []
     for family, (bleu, chrf) in scores.items():
@@ -94,7 +97,10 @@ def store(tmp_path, monkeypatch):
 
 def test_the_headline_view_and_the_compare_view_in_a_browser(store, browser, tmp_path):
     """The README's link opens the runs table (not GenAI's traces), training runs only, best BLEU first, BLEU and
-    chrF shown as columns; the compare view of those runs shows their metrics."""
+    chrF shown as columns; ticking the runs and pressing Compare, or compare_link, opens their compare view."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
     root, experiment, runs = store
     with serve(tmp_path / "server", root / "mlflow.db") as server:
         base = server.ready()
@@ -111,6 +117,12 @@ def test_the_headline_view_and_the_compare_view_in_a_browser(store, browser, tmp
             assert visible(browser, f"{bleu:g}") and visible(browser, f"{chrf:g}")
         browser.save_screenshot(str(tmp_path / "mlflow-runs.png"))
 
+        for box in browser.find_elements(By.CSS_SELECTOR, "input.ag-checkbox-input"):  # tick every run, then Compare
+            if "row selection" in (box.get_attribute("aria-label") or ""):
+                browser.execute_script("arguments[0].click();", box)  # the grid draws its own box over the input
+        visible(browser, "Compare")[0].click()
+        WebDriverWait(browser, 60).until(lambda d: visible(d, "Comparing 3 Runs from 1 Experiment"))
+        assert "/compare-runs?" in browser.current_url and all(r in unquote(browser.current_url) for r in runs)
         open_page(browser, base + "/" + compare_link(experiment, runs), "Comparing 3 Runs from 1 Experiment")
         assert visible(browser, "test/bleu") and visible(browser, "bahdanau-seed0")
         shot = tmp_path / "mlflow-compare.png"
