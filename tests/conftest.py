@@ -10,6 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                "--disable-extensions", "--disable-background-networking", "--window-size=1200,1000"]
 
 
 @pytest.fixture
@@ -28,6 +31,24 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"{SHARED_DATA} is missing: the tests need ../shared/data beside the repository")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium + chromedriver, headless and offline (Selenium never downloads a driver here)."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.fail("chromium and chromedriver are needed: `make browser` (apt-get install chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_OFFLINE", "true")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    yield driver
+    driver.quit()
 
 
 def copy_project(dest: Path, profile: str = "tiny") -> Path:

@@ -81,32 +81,43 @@ class Server:
                 time.sleep(0.25)
 
 
-@pytest.fixture
-def mlflow_server(tmp_path):
-    """`mlflow server` on 127.0.0.1:<free port>, sqlite backend, artifacts proxied into a folder; it boots while
-    the test prepares data (call ready() before using it) and is stopped, with every process it started, after."""
-    root = tmp_path / "server"
+@contextlib.contextmanager
+def serve(root: Path, db: Path):
+    """`mlflow server` on 127.0.0.1:<free port> over the sqlite store `db`, artifacts proxied into root/artifacts;
+    stopped, with every process it started, on exit."""
     artifacts = root / "artifacts"
-    artifacts.mkdir(parents=True)
+    artifacts.mkdir(parents=True, exist_ok=True)
     port, log = free_port(), root / "server.log"
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     env.pop("MLFLOW_TRACKING_URI", None)
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}", "--artifacts-destination", str(artifacts)],
+             "--backend-store-uri", f"sqlite:///{db}", "--artifacts-destination", str(artifacts)],
             cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
     try:
-        yield Server(proc, url, artifacts, log)
+        yield Server(proc, f"http://127.0.0.1:{port}", artifacts, log)
     finally:
         stop(proc)
-        if mlflow.get_tracking_uri() == url:  # the stage set it process-wide: later tests must not retry a dead URL
-            saved = os.environ.get("MLFLOW_TRACKING_URI")
-            mlflow.set_tracking_uri(None)  # this also unsets the variable, which monkeypatch has already restored
-            if saved is not None:
-                os.environ["MLFLOW_TRACKING_URI"] = saved
         assert proc.returncode is not None and not group_alive(proc.pid), "mlflow server processes left running"
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """A server over an empty store in tmp_path/server; it boots while the test prepares data (call ready() before
+    using it)."""
+    root = tmp_path / "server"
+    root.mkdir()
+    with serve(root, root / "mlflow.db") as server:
+        url = server.url
+        try:
+            yield server
+        finally:
+            if mlflow.get_tracking_uri() == url:  # the stage set it process-wide: later tests must not retry it
+                saved = os.environ.get("MLFLOW_TRACKING_URI")
+                mlflow.set_tracking_uri(None)  # this also unsets the variable, which monkeypatch has already restored
+                if saved is not None:
+                    os.environ["MLFLOW_TRACKING_URI"] = saved
 
 
 def get(url: str, endpoint: str, **query) -> dict:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,10 +15,6 @@ import pytest
 from attention_lab.serving.app import STATIC
 from tests.serving.test_app import DOCUMENT, SENTENCE
 from tests.tiny_models import canvas_png, export_tiny_models
-
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-CHROME_FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                "--disable-extensions", "--disable-background-networking", "--window-size=1200,1000"]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -69,24 +63,6 @@ def server(tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's chromium + chromedriver, headless and offline (Selenium never downloads a driver here)."""
-    if not (CHROMIUM and CHROMEDRIVER):
-        pytest.fail("chromium and chromedriver are needed: `make browser` (apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ.setdefault("SE_OFFLINE", "true")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROME_FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    yield driver
-    driver.quit()
 
 
 def run_page(browser, base: str, model: str, text: str, ready: str, image: str | None = None):

@@ -1,9 +1,11 @@
-"""MLflow setup in one place: tracking URI, experiment per task, run tags, flattened params, reopening runs."""
+"""MLflow setup in one place: tracking URI, experiment per task (with the tags that make the UI open it as model
+training, on its headline metrics), run tags, flattened params, reopening runs."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import subprocess
 import urllib.request
@@ -11,6 +13,14 @@ from pathlib import Path
 
 from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
+
+from attention_lab.core.task import get_task
+
+# The experiment kind MLflow's UI calls "Machine learning" (not "GenAI apps & agents"); MLflow 3.17's UI follows its
+# sidebar switch or ?workflowType=machine_learning instead, so ui_link() carries that too (docs/mlflow.md).
+KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
+VIEW = "headline"  # a saved runs view, an experiment tag; ?viewStateShareKey=headline opens it
+VIEW_TAG = f"mlflow.sharedViewState.{VIEW}"
 
 
 def tracking_uri(cfg: DictConfig) -> str:
@@ -53,9 +63,36 @@ def experiment_id(cfg: DictConfig) -> str:
     with store_lock(uri):  # processes starting at once (tuning workers) must not both create tables or experiment
         exp = mlflow.get_experiment_by_name(cfg.task.name)
         if exp is not None:
-            return exp.experiment_id
+            return update_tags(exp, cfg.task.name)
         location = (Path(cfg.root) / "mlartifacts" / cfg.task.name).as_uri() if local else None
-        return mlflow.create_experiment(cfg.task.name, artifact_location=location)
+        return mlflow.create_experiment(cfg.task.name, artifact_location=location,
+                                        tags={KIND_TAG: KIND, VIEW_TAG: headline_view(cfg.task.name)})
+
+
+def headline_view(task: str) -> str:
+    """MLflow's saved-view envelope for the runs table: training runs, best first by the ranking metric, with the
+    family, seed and the task's headline metrics as columns."""
+    keys = list(get_task(task).headline)
+    state = {"searchFilter": "tags.stage = 'train'", "orderByKey": f"metrics.`{keys[0]}`", "orderByAsc": False,
+             "selectedColumns": ["tags.`family`", "tags.`seed`", *(f"metrics.`{k}`" for k in keys)]}
+    return json.dumps({"name": VIEW, "createdAt": 0, "state": json.dumps(state)})
+
+
+def ui_link(experiment_id: str) -> str:
+    """The task's headline view in the MLflow UI, relative to its address (http://127.0.0.1:5000/ for `mlflow ui`)."""
+    return f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VIEW}"
+
+
+def update_tags(exp, task: str) -> str:
+    """An experiment made before these tags gets them: the kind if it has none, our saved view if it differs."""
+    import mlflow
+
+    client = mlflow.MlflowClient()
+    if KIND_TAG not in exp.tags:
+        client.set_experiment_tag(exp.experiment_id, KIND_TAG, KIND)
+    if exp.tags.get(VIEW_TAG) != (view := headline_view(task)):
+        client.set_experiment_tag(exp.experiment_id, VIEW_TAG, view)
+    return exp.experiment_id
 
 
 def flatten(cfg: DictConfig) -> dict[str, str]:

@@ -138,7 +138,8 @@ def main(argv: list[str]) -> None:
         for seed in results[f]["seeds"]:
             run_id = read_json(seed_dir(cfg, seed, family=f) / "run.json")["run_id"]
             client.set_tag(run_id, "mlflow.parentRunId", run.info.run_id)
-    print(f"wrote {reports / f'{task}.md'}")
+    link = tracking.ui_link(run.info.experiment_id)
+    print(f"wrote {reports / f'{task}.md'}; in `mlflow ui`: http://127.0.0.1:5000/{link}")
 
 
 if __name__ == "__main__":
