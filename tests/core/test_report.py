@@ -5,7 +5,14 @@ Pareto view and the index page (the report stage itself: tests/stages/test_repor
 import pytest
 
 from attention_lab.core import plots
-from attention_lab.core.report import bucket_series, pareto_front, ranked, ranking_table, render_index
+from attention_lab.core.report import (
+    bucket_series,
+    pareto_front,
+    ranked,
+    ranking_table,
+    render_index,
+    tuning_section,
+)
 
 
 def family(bleu: float, chrf: float, seconds: float, sd: float | None = None) -> dict:
@@ -89,3 +96,23 @@ def test_index_links_every_task_page():
     page = render_index({"translate": summary})
     assert "[translate.md](translate.md)" in page
     assert "| `translate` | [translate.md](translate.md) | 2 | `bahdanau`: BLEU 88.0 ± 0.5 | `seq2seq_lstm`: BLEU 1.0 ± — | < 0.001 |" in page
+
+
+def test_tuning_section_shows_each_study_s_gain_over_its_default_and_draws_the_curves(tmp_path):
+    """Gain is the pick's full-run value against the untuned default's, signed so that better is positive."""
+    def study(default, best, values):
+        trials = [{"trial": i, "state": "complete", "stopped_by": "early stopping", "updates": 100, "value": v}
+                  for i, v in enumerate(values)]
+        return {"tuning": {"study": {"metric": "val/loss", "direction": "minimize", "trials": len(values),
+                                     "complete": len(values), "pruned": 0, "updates": 100 * len(values),
+                                     "budget_updates": 1000, "default_value": default, "best_value": best},
+                           "trials": trials}}
+
+    results = {"bahdanau": study(4.0, 3.5, [4.0, 3.5, 3.8]), "luong_dot": study(3.0, 3.0, [3.0, 3.2]), "bow": {}}
+    lines = tuning_section("translate", results, tmp_path)
+    rows = [line for line in lines if line.startswith("| `")]
+    assert rows == ["| `bahdanau` | 3 (3 / 0) | 300 (1,000) | 4.0000 | 3.5000 | 0.5000 |",
+                    "| `luong_dot` | 2 (2 / 0) | 200 (1,000) | 3.0000 | 3.0000 | 0.0000 |"]
+    assert "![expected best validation score by trials](translate/expected_best.png)" in lines
+    assert (tmp_path / "expected_best.png").stat().st_size > 1000
+    assert tuning_section("translate", {"bow": {}}, tmp_path) == []

@@ -94,7 +94,7 @@ def test_a_key_set_explicitly_is_not_searched(project, capsys):
 
 def test_expected_best_follows_dodge_et_al():
     """One trial expects the mean; all N expect nearly the best; the curve only improves (Dodge et al. 2019, eq. 1)."""
-    from attention_lab.core.tuning import expected_best
+    from attention_lab.core.significance import expected_best
 
     losses = [4.0, 2.0, 3.0, 1.0]
     curve = expected_best(losses, "minimize")
@@ -106,6 +106,6 @@ def test_expected_best_follows_dodge_et_al():
 def test_the_family_s_own_value_must_lie_in_its_space(project):
     """Trial 0 trains the untuned default, so a space that excludes it is refused, naming the key and value."""
     cfg = stage_config(["family=bahdanau", "train.lr=0.01"], tuned=False)
-    path = write_space(project, "bahdanau", "train.lr: {low: 1.0e-4, high: 1.0e-3}\n")
+    write_space(project, "bahdanau", "train.lr: {low: 1.0e-4, high: 1.0e-3}\n")
     with pytest.raises(ConfigError, match=r"`train.lr`: the family's own value 0.01 is outside the space"):
-        load_space(path, cfg)
+        load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)

@@ -68,6 +68,19 @@ def by_length(series: dict[str, dict[str, tuple[float, float | None]]], path: st
     save(fig, path)
 
 
+def expected_best(curves: dict[str, list[float]], path: str | Path, ylabel: str) -> None:
+    """One line per family: the expected best validation score of n trials, n = 1..N (Dodge et al. 2019)."""
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for name, curve in curves.items():
+        ax.plot(range(1, len(curve) + 1), curve, marker=".", label=name)
+    ax.set_xlabel("trials")
+    ax.set_ylabel(f"expected best {ylabel}")
+    ax.set_title("Expected best validation score by trials (Dodge et al. 2019)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    save(fig, path)
+
+
 def pareto(points: dict[str, tuple[float, float, float | None]], front: list[str], path: str | Path,
            xlabel: str = "train time (s)", ylabel: str = "BLEU", title: str = "") -> None:
     """Quality against cost, one point per family {family: (cost, mean, sd or None)}, error bars of ± sd, the

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from attention_lab.core import plots
 from attention_lab.core.metrics import bucket_key, bucket_label
-from attention_lab.core.significance import ALPHA, PAIRED_TEST, seed_interval
+from attention_lab.core.significance import ALPHA, PAIRED_TEST, expected_best, seed_interval
 from attention_lab.core.task import get_task
 
 DIGITS = {"test/bleu": 1, "test/chrf": 1}  # scores on 0..100; fractions (accuracy, macro-F1) get 3 decimals
@@ -186,6 +187,35 @@ def config_section(results: dict[str, dict]) -> list[str]:
                          "Settings from each family's run (`models/<family>/checkpoints/seed<k>/config.yaml`, the "
                          "config it trained with): conf/ defaults < params.yaml < tuned/<family>.yaml < "
                          "family_params < profile < command line."), ""]
+
+
+def tuning_section(task: str, results: dict[str, dict], assets: Path) -> list[str]:
+    """The page's "What tuning bought": per family, its study's trials (complete / pruned), the updates it spent of the
+    budget, the untuned default's and the pick's full-run validation value and the gain; and reports/<task>/
+    expected_best.png, the expected best value by number of trials (Dodge et al. 2019) per family."""
+    studies = {f: m["tuning"] for f, m in results.items() if m.get("tuning", {}).get("trials")}
+    if not studies:
+        return []
+    some = next(iter(studies.values()))["study"]
+    metric, direction = some["metric"], some["direction"]
+    head = f"| family | trials (complete / pruned) | updates (of budget) | default {metric} | tuned {metric} | gain |"
+    lines = ["## What tuning bought", "", head, "|---|---|---|---|---|---|"]
+    curves = {}
+    for family, t in studies.items():
+        s, sign = t["study"], (-1 if direction == "minimize" else 1)
+        gain = sign * (s["best_value"] - s["default_value"]) + 0.0 if s.get("default_value") is not None else None
+        budget = f" ({s['budget_updates']:,})" if s.get("budget_updates") else ""
+        lines.append(f"| `{family}` | {s['trials']} ({s['complete']} / {s['pruned']}) | {s['updates']:,}{budget} | "
+                     f"{fmt(s.get('default_value'), 4)} | {fmt(s['best_value'], 4)} | {fmt(gain, 4)} |")
+        values = [r["value"] for r in t["trials"] if r["value"] is not None]
+        curves[family] = expected_best(values, direction)
+    plots.expected_best(curves, assets / "expected_best.png", metric)
+    return [*lines, "", (f"Each family's study (docs/tuning.md) starts from its untuned configuration (trial 0, trained "
+                         f"in full); every trial is the full schedule, stopped early by successive halving or the "
+                         f"budget. Default and tuned are best validation {metric} at full run; gain is the "
+                         f"improvement. A curve still rising at its last trial says the budget was not enough "
+                         f"(pruned trials count at the value they were stopped with)."), "",
+            f"![expected best validation score by trials]({task}/expected_best.png)", ""]
 
 
 def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tuple[str, ...]) -> dict[str, list[str]]:

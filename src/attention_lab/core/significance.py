@@ -93,3 +93,12 @@ def paired_pvalues(outputs: dict[str, dict[str, list]], references: list, agains
                 pvalues[f][k] = mcnemar(right[against], right[f])
             methods[k] = "exact McNemar (binomial test on discordant pairs)"
     return pvalues, methods
+
+
+def expected_best(values: list[float], direction: str) -> list[float]:
+    """Expected best validation score of n trials drawn from these, n = 1..len(values) (Dodge et al. 2019, "Show Your
+    Work", eq. 1: E[max_n] = sum_i v_(i) [(i/N)^n - ((i-1)/N)^n], v sorted worst to best)."""
+    ordered = sorted(values, reverse=direction == "minimize")  # worst first
+    total = len(ordered)
+    return [sum(v * ((i / total) ** n - ((i - 1) / total) ** n) for i, v in enumerate(ordered, 1))
+            for n in range(1, total + 1)]

@@ -325,15 +325,6 @@ def epoch_updates(study: optuna.Study) -> int:
     return max((t.user_attrs.get("epoch_updates", 1) for t in study.get_trials(deepcopy=False)), default=1)
 
 
-def expected_best(values: list[float], direction: str) -> list[float]:
-    """Expected best validation score of n trials drawn from these, n = 1..len(values) (Dodge et al. 2019, "Show Your
-    Work", eq. 1: E[max_n] = sum_i v_(i) [(i/N)^n - ((i-1)/N)^n], v sorted worst to best)."""
-    ordered = sorted(values, reverse=direction == "minimize")  # worst first
-    total = len(ordered)
-    return [sum(v * ((i / total) ** n - ((i - 1) / total) ** n) for i, v in enumerate(ordered, 1))
-            for n in range(1, total + 1)]
-
-
 def summary(cfg: DictConfig, study: optuna.Study) -> dict:
     """What tuned/<family>.yaml records: the best trial's values (nested), the study's figures, the untuned default's
     full-run value (trial 0) and every finished trial (its best value at the rung it reached, updates, how it ended)."""

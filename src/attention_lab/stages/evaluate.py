@@ -1,6 +1,7 @@
 """DVC stage `evaluate_<task>@<family>`: score one family on the test split -> metrics/<task>/<family>.json,
 plots/<task>/<family>/*, predictions/<task>/<family>.json (per-example outputs of every seed, for the report's paired
-tests) (+ MLflow metrics and artifacts on the family's training run)."""
+tests) (+ MLflow metrics and artifacts on the family's training run). The metrics carry the family's study from
+tuned/<family>.yaml (its trials and the untuned default's full-run value) for the report's tuning section."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import sys
 from pathlib import Path
 
 import mlflow
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core import tracking
 from attention_lab.core.checkpoints import CheckpointError
+from attention_lab.core.config import TUNED_DIR
 from attention_lab.core.files import atomic_path, read_json, write_json
 from attention_lab.core.paths import predictions_path, pretrained_dir, seed_dir
 from attention_lab.core.report import trained_settings
@@ -62,6 +65,9 @@ def main(argv: list[str]) -> None:
         pictures.mkdir()
         per_seed, outputs = get_task(cfg.task.name).evaluate(cfg, pictures, main_fraction)
         summary = {"family": cfg.family, **summarize(cfg, per_seed, main_fraction)}
+        if (tuned := root / TUNED_DIR / f"{cfg.family}.yaml").is_file():  # the study, for the report's tuning section
+            summary["tuning"] = {k: v for k, v in yaml.safe_load(tuned.read_text(encoding="utf-8")).items()
+                                 if k in ("study", "trials")}
         if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
             summary["pretrain"] = read_json(pretrained_dir(cfg) / "pretrain.json")
         log_runs(cfg, per_seed, main_fraction, pictures)

@@ -21,6 +21,7 @@ from attention_lab.core.report import (
     ranked,
     ranking_section,
     render_index,
+    tuning_section,
 )
 from attention_lab.core.significance import PAIRED_TEST, paired_pvalues
 from attention_lab.core.task import get_task
@@ -71,7 +72,7 @@ def ranking(cfg: DictConfig, results: dict[str, dict], tests: dict[str, dict], m
     plots.pareto(points, front, assets / "pareto.png", ylabel=get_task(task).headline[key])
     some = next(iter(tests.values()))
     return [*ranking_section(task, results, tests, methods, some["baseline"], some["best"], front),
-            *config_section(results)]
+            *config_section(results), *tuning_section(task, results, assets)]
 
 
 def comparison_metrics(task: str, results: dict[str, dict], tests: dict[str, dict]) -> dict[str, float]:
