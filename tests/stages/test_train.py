@@ -180,3 +180,22 @@ def test_a_run_into_a_log_prints_one_line_per_epoch(prepared, capsys):
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train bahdanau seed 0: epoch")]
     assert [line.split(": epoch ")[1].split()[0] for line in lines] == ["1/2", "2/2"]
     assert "val/loss" in lines[0] and lines[-1].endswith("at most 0 s left")
+
+
+def test_runs_side_by_side_match_runs_one_after_another(prepared, one_torch_thread):
+    """train.processes=2 trains two seeds at once, one thread each: the same figures as one process training them in
+    turn on one thread (each run depends on its seed only), and a data-parallel trainer is refused."""
+    import yaml
+
+    params = prepared / "params.yaml"
+    params.write_text(yaml.safe_dump({**yaml.safe_load(params.read_text()), "seeds": [0, 1]}, sort_keys=False))
+    cfg = stage_config(["family=bahdanau"])
+    figures = {}
+    for processes in (2, 1):
+        shutil.rmtree(seed_dir(cfg, 0).parent, ignore_errors=True)
+        train.main(["family=bahdanau", *SMALL, "train.max_epochs=1", f"train.processes={processes}"])
+        figures[processes] = [{k: v for k, v in read_json(seed_dir(cfg, s) / "train.json").items()
+                               if "seconds" not in k and "per_s" not in k} for s in (0, 1)]
+    assert figures[2] == figures[1] and figures[1][0]["best_val_loss"] != figures[1][1]["best_val_loss"]
+    with pytest.raises(train.ConfigError, match="train.processes = 2 .* data-parallel trainer"):
+        train.main(["family=bahdanau", *SMALL, "train.processes=2", "trainer=ddp"])

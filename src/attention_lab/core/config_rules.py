@@ -69,6 +69,7 @@ RULES: dict[str, Range | tuple] = {
     "train.weight_decay": Range(0, 1),
     "train.label_smoothing": SHARE,
     "train.clip": Range(0, None),  # 0: no clipping
+    "train.processes": Range(1, 64, integer=True),
     "train.penalty": Range(0, None),
     "train.label_fraction*": Range(0, 1, open_low=True),
     "train.max_sentences": POSITIVE,

@@ -5,6 +5,8 @@ seed<k>/{last,best}.ckpt, train.json, run.json. A pretrained family starts from 
 Work happens in models/<family>/.partial-checkpoints/... (common.partial_dir) and is renamed into place when done, so a failed run leaves no
 half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an uninterrupted run).
 
+Side by side (`train.processes`: N): the runs (seeds, fractions) go to N spawned worker processes, one thread each.
+
 Data parallel (`trainer=ddp`, conf/trainer/ddp.yaml): Lightning's "ddp" strategy starts this same command once more per
 extra process (`python -m attention_lab.stages.train <the same arguments>`, LOCAL_RANK set), or torchrun / SLURM start
 every process; each runs main() through the same seeds. Only the global rank 0 writes: the MLflow run (Lightning's
@@ -139,23 +141,58 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     return summary
 
 
+def train_run(cfg: DictConfig, fraction: float, seed: int) -> dict | None:
+    """One (label fraction, seed) run of the family."""
+    run_cfg = cfg.copy()
+    OmegaConf.set_struct(run_cfg, False)
+    if "label_fractions" in cfg.train:  # tasks with labels to hold back (classify)
+        run_cfg.train.label_fraction = fraction
+    # a fraction f of the labels: 1/f times the epochs, validated every 1/f epochs, so the schedule (steps,
+    # validations, early-stopping patience) is the same as on all labels
+    every = max(1, round(1 / fraction))
+    run_cfg.train.max_epochs = cfg.train.max_epochs * every
+    out = seed_dir(cfg, seed, fraction=fraction)
+    return train_one(run_cfg, seed, out, partial_dir(out, seed_dir(cfg, seed).parent), check_val_every_n_epoch=every)
+
+
+def side_by_side(argv: list[str], fraction: float, seed: int) -> dict | None:
+    """train_run in a worker process of train.processes (the stage's config, rebuilt from its arguments)."""
+    return train_run(stage_config(argv), fraction, seed)
+
+
+def one_thread() -> None:
+    """A worker of train.processes: one intra-op thread (two processes on two cores beat one on both: their kernels
+    are too small to share a core's worth of work), and killed with its parent (Linux), so a killed stage leaves no
+    worker writing into a partial run that its re-run resumes."""
+    import ctypes
+    import signal
+
+    import torch
+
+    torch.set_num_threads(1)
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
-    for fraction in cfg.train.get("label_fractions", [1.0]):
-        for seed in cfg.seeds:
-            run_cfg = cfg.copy()
-            OmegaConf.set_struct(run_cfg, False)
-            if "label_fractions" in cfg.train:  # tasks with labels to hold back (classify)
-                run_cfg.train.label_fraction = fraction
-            # a fraction f of the labels: 1/f times the epochs, validated every 1/f epochs, so the schedule (steps,
-            # validations, early-stopping patience) is the same as on all labels
-            every = max(1, round(1 / fraction))
-            run_cfg.train.max_epochs = cfg.train.max_epochs * every
-            out = seed_dir(cfg, seed, fraction=fraction)
-            summary = train_one(run_cfg, seed, out, partial_dir(out, seed_dir(cfg, seed).parent),
-                                check_val_every_n_epoch=every)
-            if summary is not None:  # the other processes of a data-parallel run print nothing
-                print(summary)
+    runs = [(fraction, seed) for fraction in cfg.train.get("label_fractions", [1.0]) for seed in cfg.seeds]
+    processes = min(cfg.train.processes, len(runs))
+    if processes > 1 and cfg.trainer.get("strategy") not in (None, "auto"):
+        raise ConfigError(f"train.processes = {cfg.train.processes} trains runs side by side on one machine; with a "
+                          "data-parallel trainer set train.processes=1")
+    if processes <= 1:
+        summaries = (train_run(cfg, fraction, seed) for fraction, seed in runs)
+    else:  # independent runs side by side, each deterministic on its one thread
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        pool = ProcessPoolExecutor(processes, mp_context=get_context("spawn"), initializer=one_thread)
+        with pool:
+            summaries = list(pool.map(side_by_side, *zip(*[(argv, f, s) for f, s in runs], strict=True)))
+    for summary in summaries:
+        if summary is not None:  # the other processes of a data-parallel run print nothing
+            print(summary)
 
 
 if __name__ == "__main__":  # also what Lightning's ddp launcher runs for every extra process
