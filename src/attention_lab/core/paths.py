@@ -39,5 +39,6 @@ def onnx_dir(cfg: DictConfig) -> Path:
 
 def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
     """predictions/<task>/<family>.json: {"ids": [...], "references": [...], "seeds": {"<k>": [...]}}, one output
-    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption)."""
+    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption); classify
+    adds "label_fractions": {"<fraction>": {"<k>": [...]}} for the runs on a share of the labels."""
     return Path(cfg.root) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"

@@ -73,8 +73,9 @@ def main(argv: list[str]) -> None:
         log_runs(cfg, per_seed, main_fraction, pictures)
         for fraction in fractions:
             if fraction != main_fraction:
-                scores, _ = get_task(cfg.task.name).evaluate(cfg, None, fraction)
+                scores, held = get_task(cfg.task.name).evaluate(cfg, None, fraction)
                 summary.setdefault("label_fractions", {})[f"{fraction:g}"] = summarize(cfg, scores, fraction)
+                outputs.setdefault("label_fractions", {})[f"{fraction:g}"] = held["seeds"]  # for paired tests
                 log_runs(cfg, scores, fraction, None)
         for name, result in [(f"labels {main_fraction:g}", summary), *summary.get("label_fractions", {}).items()]:
             print(f"{cfg.family} ({name}): " + ", ".join(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from attention_lab.caption.models.captioner import Captioner
@@ -11,26 +12,42 @@ from attention_lab.core.seq2seq import State
 class ShowTell(Captioner):
     """Vinyals et al. 2015, eq. 10-12: x_{-1} = W_e CNN(I) starts the LSTM, then x_t = W_e S_t; p_{t+1} = softmax(W h_t).
 
-    CNN(I) is one global vector: the fully connected layer over the whole feature grid (so position survives)."""
+    CNN(I) is one global vector: the fully connected layer over the whole feature grid (so position survives).
+    `image_input: first` is the paper's (the image enters once, as x_{-1}); `every_step` also feeds it beside every
+    word, x_t = [W_e S_t; CNN(I)] (Mao et al. 2015's m-RNN, Donahue et al. 2015's LRCN): without attention, a caption
+    of several digits must otherwise be read out of one input the LSTM saw before its first word."""
 
     has_attention = False
 
     def __init__(self, vocab_size: int, pad_id: int = 0, height: int = 32, width: int = 128,
-                 channels: list[int] = (16, 32, 64), emb_dim: int = 64, hidden_dim: int = 256, dropout: float = 0.1):
+                 channels: list[int] = (16, 32, 64), emb_dim: int = 64, hidden_dim: int = 256, dropout: float = 0.1,
+                 image_input: str = "first"):
         super().__init__(vocab_size, pad_id, height, width, list(channels), emb_dim, hidden_dim, dropout)
+        if image_input not in ("first", "every_step"):
+            raise ValueError(f"image_input={image_input!r}: expected first or every_step")
+        self.every_step = image_input == "every_step"
         cells = self.grid[0] * self.grid[1]
         self.image_fc = nn.Linear(cells * self.cnn.out_dim, emb_dim)  # the global vector, in word-embedding space
-        self.lstm = nn.LSTMCell(emb_dim, hidden_dim)
+        self.lstm = nn.LSTMCell(emb_dim * (2 if self.every_step else 1), hidden_dim)
         self.out = nn.Linear(hidden_dim, vocab_size)
+
+    def image(self, memory: Tensor) -> Tensor:
+        """CNN(I): (B, L, C) grid -> (B, E) global vector."""
+        return self.drop(self.image_fc(memory.flatten(1)))
 
     def encode(self, images: Tensor) -> tuple[Tensor, State]:
         memory = self.cnn(images)  # (B, L, C)
-        x = self.drop(self.image_fc(memory.flatten(1)))  # (B, E): x_{-1}
+        x = self.image(memory)  # (B, E): x_{-1}
+        if self.every_step:
+            x = torch.cat([torch.zeros_like(x), x], -1)  # (B, 2E): no word yet, the image
         zeros = x.new_zeros(x.shape[0], self.hidden_dim)
         h, c = self.lstm(x, (zeros, zeros))  # the image is the LSTM's first input (eq. 10)
         return memory, (h, c)
 
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, grid_mask: Tensor) -> tuple[Tensor, State, Tensor]:
-        h, c = self.lstm(self.drop(self.embed(prev)), state)  # (B, H) x 2
+        x = self.drop(self.embed(prev))  # (B, E)
+        if self.every_step:
+            x = torch.cat([x, self.image(memory)], -1)  # (B, 2E)
+        h, c = self.lstm(x, state)  # (B, H) x 2
         attn = grid_mask.to(memory.dtype) * 0.0  # (B, L): no attention
         return self.out(self.drop(h)), (h, c), attn
