@@ -11,21 +11,24 @@ from attention_lab.core.seq2seq import State
 class ShowTell(Captioner):
     """Vinyals et al. 2015, eq. 10-12: x_{-1} = W_e CNN(I) starts the LSTM, then x_t = W_e S_t; p_{t+1} = softmax(W h_t).
 
-    CNN(I) is one global vector: the fully connected layer over the whole feature grid (so position survives)."""
+    CNN(I) is one global vector: the fully connected layer over the whole feature grid (so position survives); with a
+    pretrained CNN's cached annotations (feature_dim), their mean (the network's pooled image vector)."""
 
     has_attention = False
 
     def __init__(self, vocab_size: int, pad_id: int = 0, height: int = 32, width: int = 128,
-                 channels: list[int] = (16, 32, 64), emb_dim: int = 64, hidden_dim: int = 256, dropout: float = 0.1):
-        super().__init__(vocab_size, pad_id, height, width, list(channels), emb_dim, hidden_dim, dropout)
+                 channels: list[int] = (16, 32, 64), emb_dim: int = 64, hidden_dim: int = 256, dropout: float = 0.1, feature_dim: int | None = None, feature_stride: int = 32):
+        super().__init__(vocab_size, pad_id, height, width, list(channels), emb_dim, hidden_dim, dropout, feature_dim,
+                         feature_stride)
         cells = self.grid[0] * self.grid[1]
-        self.image_fc = nn.Linear(cells * self.cnn.out_dim, emb_dim)  # the global vector, in word-embedding space
+        self.image_fc = nn.Linear((1 if self.features else cells) * self.cnn.out_dim, emb_dim)  # the global vector, in word-embedding space
         self.lstm = nn.LSTMCell(emb_dim, hidden_dim)
         self.out = nn.Linear(hidden_dim, vocab_size)
 
     def encode(self, images: Tensor) -> tuple[Tensor, State]:
         memory = self.cnn(images)  # (B, L, C)
-        x = self.drop(self.image_fc(memory.flatten(1)))  # (B, E): x_{-1}
+        image = memory.mean(1) if self.features else memory.flatten(1)  # (B, D) pooled or (B, L·C)
+        x = self.drop(self.image_fc(image))  # (B, E): x_{-1}
         zeros = x.new_zeros(x.shape[0], self.hidden_dim)
         h, c = self.lstm(x, (zeros, zeros))  # the image is the LSTM's first input (eq. 10)
         return memory, (h, c)
