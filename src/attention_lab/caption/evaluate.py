@@ -1,6 +1,7 @@
-"""Test scores of a captioner: BLEU-4 (sacrebleu) and exact caption accuracy, overall and per digit-count bucket,
-and attention localisation: how often the argmax grid cell, while the model emits a gold digit word (teacher forced),
-has its centre inside that digit's gold box."""
+"""Test scores of a captioner: BLEU-1..4 (sacrebleu, default 13a tokenisation, against every reference caption of an
+image) and exact caption accuracy (equal to a reference), overall and per digit-count bucket, and attention
+localisation: how often the argmax grid cell, while the model emits a gold digit word (teacher forced), has its centre
+inside that digit's gold box. Photos (data image_captions) have no buckets or boxes."""
 
 from __future__ import annotations
 
@@ -48,14 +49,14 @@ def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, 
         t0 = time.perf_counter()
         hyps += caption_batch(model, as_float(ims), e.max_len, e.beam, e.len_penalty)
         seconds += time.perf_counter() - t0
-        if model.has_attention:
+        if model.has_attention and "boxes" in rows[0]:
             batch = collate_canvases(list(zip(part, ims)))
             with torch.inference_mode():
                 _, attn = model(batch["images"], batch["tgt_in"])  # (B, T, L), teacher forced on the gold caption
             hits += [localisation_hits(a, r["boxes"], centres) for a, r in zip(attn.numpy(), part)]
     texts = [tok.decode(h.tokens, skip_special_tokens=True) for h in hyps]
     scores = _scores(texts, rows, hits)
-    for b in buckets:
+    for b in buckets if "n_digits" in rows[0] else []:
         keep = [k for k, r in enumerate(rows) if b[0] <= r["n_digits"] <= b[1]]
         if keep:
             for name, value in _scores([texts[k] for k in keep], [rows[k] for k in keep],
@@ -65,10 +66,18 @@ def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, 
     return scores, hyps, texts
 
 
+def bleu_scores(texts: list[str], references: list[list[str]]) -> dict[str, float]:
+    """Corpus BLEU-1..4 (Papineni et al. 2002; sacrebleu, 13a tokenisation) of each text against all its references:
+    test/bleu_1 .. test/bleu_4, and test/bleu = BLEU-4."""
+    streams = [[refs[k] if k < len(refs) else None for refs in references]  # sacrebleu skips None references
+               for k in range(max(len(refs) for refs in references))]
+    out = {f"test/bleu_{n}": BLEU(max_ngram_order=n).corpus_score(texts, streams).score for n in range(1, 5)}
+    return {**out, "test/bleu": out["test/bleu_4"]}
+
+
 def _scores(texts: list[str], rows: list[dict], hits: list[list[bool]]) -> dict[str, float]:
-    refs = [r["caption"] for r in rows]
-    out = {"test/bleu": BLEU().corpus_score(texts, [refs]).score,
-           "test/accuracy": float(np.mean([t == r for t, r in zip(texts, refs)]))}
+    refs = [r.get("captions", [r["caption"]]) for r in rows]
+    out = {**bleu_scores(texts, refs), "test/accuracy": float(np.mean([t in r for t, r in zip(texts, refs)]))}
     if hits:
         out["test/localisation"] = float(np.mean([h for per_row in hits for h in per_row]))
     return out
@@ -89,9 +98,17 @@ def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> t
         per_seed[str(seed)], hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg)
         if seed != cfg.seeds[0] or not model.has_attention:
             continue
-        for k, i in enumerate(spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets,
-                                                  cfg.evaluate.overlays)):
+        shown = (spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets, cfg.evaluate.overlays)
+                 if "n_digits" in rows[0] else range(min(cfg.evaluate.overlays, len(rows))))
+        for k, i in enumerate(shown):
             words = [tok.id_to_token(t) for t in hyps[i].tokens]
             attn = hyps[i].attention.reshape(len(words), *model.grid)
-            overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")
+            if "image" in rows[i]:  # a photo: its pixels in gray under the attention, one panel per word
+                from attention_lab.caption.data.photos import read_photo
+
+                d = cfg.data
+                rgb = read_photo(root / d.path / d.images_dir / rows[i]["image"], d.height, d.max_pixels)
+                overlay(rgb.mean(-1) / 255.0, words, attn, scale=1).save(pictures / f"overlay_{k}.png")
+            else:
+                overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")
     return per_seed, outputs

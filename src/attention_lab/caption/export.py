@@ -61,6 +61,9 @@ def random_images(batch: int, height: int, width: int, seed: int) -> np.ndarray:
 def export_captioner(model: nn.Module, out_dir: str | Path, family: str, tokenizer_path: str | Path | None,
                      max_len: int, opset: int = 20, beam: int = 1, len_penalty: float = 1.0) -> dict:
     """Write encoder.onnx, decoder_step.onnx (+ .data), meta.json and tokenizer.json into out_dir; return meta."""
+    if getattr(model, "features", False):
+        raise ExportError(f"{family}: reads cached annotations of a pretrained CNN (data image_captions); the ONNX "
+                          "export of the photo path (CNN + decoder step) is not written yet")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.eval()

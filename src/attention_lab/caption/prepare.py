@@ -1,7 +1,9 @@
-"""The caption task's prepare and tokenize hooks: digit canvases from `cfg.data.source`, their summary, and the
-tokenizer trained on the training split."""
+"""The caption task's prepare and tokenize hooks: digit canvases or your photos (`cfg.data.source`), their summary,
+and the tokenizer trained on the training split."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 from omegaconf import DictConfig
@@ -14,18 +16,56 @@ SPLITS = ("train", "valid", "test")
 
 
 def splits(cfg: DictConfig) -> dict[str, tuple[list[dict], np.ndarray]]:
-    """Digit canvases: (rows {"caption", "digits", "boxes", ...}, images (N, H, W) uint8) per split."""
+    """Digit canvases: (rows {"caption", "digits", "boxes", ...}, images (N, H, W) uint8) per split; photos: (rows
+    {"image", "caption", "captions"}, annotation vectors (N, L, D) float16) per split."""
     from attention_lab.caption.data.digits import generated_canvases
 
     d = cfg.data
+    if d.source == "image_captions":
+        return photo_splits(cfg)
     if d.source != "generated":
-        raise ConfigError(f"data.source={d.source!r}: expected generated (the caption task's only source)")
+        raise ConfigError(f"data.source={d.source!r}: expected generated or image_captions")
     return generated_canvases(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, [tuple(b) for b in cfg.task.buckets],
                               d.height, d.width, tuple(d.digit_size), d.max_gap, d.max_offset, d.noise, tuple(d.scan_fractions))
 
 
+def photo_splits(cfg: DictConfig) -> dict[str, tuple[list[dict], np.ndarray]]:
+    """Photos split by image, every photo read and checked, then the frozen encoder's annotations, once."""
+    from attention_lab.caption.data import photos
+    from attention_lab.caption.data.features import ENCODERS, annotations
+
+    d, root = cfg.data, Path(cfg.root)
+    if d.encoder not in ENCODERS:
+        raise ConfigError(f"data.encoder={d.encoder!r}: expected one of {', '.join(ENCODERS)}")
+    size, dim, stride = ENCODERS[d.encoder]
+    if (d.height, d.width, d.feature_dim, d.feature_stride) != (size, size, dim, stride):
+        raise ConfigError(f"data.height/width/feature_dim/feature_stride must be {size}/{size}/{dim}/{stride} for "
+                          f"{d.encoder}, got {d.height}/{d.width}/{d.feature_dim}/{d.feature_stride}")
+    base = root / d.path
+    rows = photos.photo_splits(base, d.images_dir, d.captions_file, d.split_field,
+                               root / d.split_file if d.split_file else None, d.valid_fraction, d.test_fraction,
+                               d.seed, d.max_images)
+    folder = base / d.images_dir
+    missing = [r["image"] for part in rows.values() for r in part if not (folder / r["image"]).is_file()]
+    if missing:  # before any decoding: name every missing photo at once
+        raise photos.DataError(f"{folder}: {len(missing)} image(s) named in {d.captions_file} not found, e.g. "
+                               f"{', '.join(missing[:3])}")
+    out = {}
+    for split, part in rows.items():
+        chunks = []
+        for i in range(0, len(part), 256):  # decode and encode in chunks: memory stays flat for any corpus size
+            pixels = np.stack([photos.read_photo(folder / r["image"], size, d.max_pixels) for r in part[i:i + 256]])
+            chunks.append(annotations(pixels, d.encoder, d.feature_batch))  # (n, L, D) float16
+        out[split] = (part, np.concatenate(chunks))
+    return out
+
+
 def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
-    """Canvases, mean digits, distinct source scans, canvases per digit-count bucket."""
+    """Canvases, mean digits, distinct source scans, canvases per digit-count bucket (photos: photos, captions,
+    mean caption words)."""
+    if rows and "captions" in rows[0]:
+        words = [len(c.split()) for r in rows for c in r["captions"]]
+        return {"photos": len(rows), "captions": len(words), "words_mean": round(sum(words) / len(words), 2)}
     counts = [r["n_digits"] for r in rows]
     return {"canvases": len(rows), "digits_mean": round(sum(counts) / max(len(rows), 1), 2),
             "scans": len({s for r in rows for s in r["scans"]}),
@@ -34,6 +74,6 @@ def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
 
 def tokenizer(cfg: DictConfig, train: list[dict]) -> tuple[Tokenizer, dict]:
     """One id per caption word; the longest caption in tokens."""
-    tok = train_word_tokenizer(([r["caption"].split()] for r in train), cfg.tokenize.vocab_size,
-                               cfg.tokenize.min_frequency)
-    return tok, {"caption_tokens_max": max(len(ids) for ids in encode(tok, [r["caption"] for r in train]))}
+    captions = [c for r in train for c in r.get("captions", [r["caption"]])]  # photos: every reference caption
+    tok = train_word_tokenizer(([c.split()] for c in captions), cfg.tokenize.vocab_size, cfg.tokenize.min_frequency)
+    return tok, {"caption_tokens_max": max(len(ids) for ids in encode(tok, captions))}

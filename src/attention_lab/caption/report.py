@@ -51,8 +51,10 @@ def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[
                     ylabel="exact accuracy")
     overlays = copy_pictures(cfg, list(results), assets, ("overlay_*.png",))
     d = cfg.data
-    lines = [f"Profile `{cfg.profile}`, data `{d.source}` ({d.n_train} training canvases of {d.height}×{d.width} "
-             f"pixels from scikit-learn's handwritten digit scans), seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}. "
+    what = (f"photos of `{d.path}` through the frozen {d.encoder}, BLEU against every reference"
+            if d.source == "image_captions" else
+            f"{d.n_train} training canvases of {d.height}×{d.width} pixels from scikit-learn's handwritten digit scans")
+    lines = [f"Profile `{cfg.profile}`, data `{d.source}` ({what}), seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}. "
              + PROTOCOL + " The doubly stochastic regulariser λ of show_attend_tell is its `train.penalty` there."]
     return render_caption(results, cfg.task.buckets, overlays, lines, section)
 

@@ -58,6 +58,8 @@ RULES: dict[str, Range | tuple] = {
     "model.buckets": Range(1, 10_000_000, integer=True),
     "model.height": Range(1, 4096, integer=True),
     "model.width": Range(1, 4096, integer=True),
+    "model.feature_dim": Range(1, 65536, integer=True, nullable=True),  # null: pixels through the task's own CNN
+    "model.feature_stride": Range(1, 4096, integer=True),
     "model.*_dim": SIZE, "model.*hidden*": SIZE, "model.d_model": SIZE, "model.d_ff": SIZE, "model.intermediate": SIZE,
     "model.heads": SIZE, "model.hops": SIZE, "model.*layers": SIZE, "model.channels": SIZE, "model.max_positions": SIZE,
     "*.lr": Range(0, None, open_low=True),
@@ -106,6 +108,8 @@ RULES: dict[str, Range | tuple] = {
     "data.valid_fraction": SHARE, "data.test_fraction": SHARE,
     "data.max_pairs": Range(1, None, integer=True, nullable=True),
     "data.max_documents": Range(1, None, integer=True, nullable=True),
+    "data.max_images": Range(1, None, integer=True, nullable=True),
+    "data.max_pixels": Range(1, None, integer=True), "data.feature_batch": Range(1, 4096, integer=True),
     "data.src_column": COUNT, "data.tgt_column": COUNT,
     "data.format": ("jsonl", "csv"),
     "data.height": Range(1, 4096, integer=True), "data.width": Range(1, 4096, integer=True),

@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
-from attention_lab.caption.data.batches import collate_canvases, load_canvases
+from attention_lab.caption.data.batches import collate_canvases, every_caption, load_canvases
 from attention_lab.core.batching import BucketBatchSampler, data_parallel
 from attention_lab.core.tokenization import load_tokenizer
 
@@ -28,7 +28,7 @@ class CanvasDataModule(pl.LightningDataModule):
         for split in ("train", "valid"):
             if split not in self.splits:
                 rows, images = load_canvases(self.prepared, split, self.tok)
-                self.splits[split] = list(zip(rows, images))
+                self.splits[split] = every_caption(rows, images, self.tok)  # photos: one item per caption
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         items = self.splits[split]

@@ -38,16 +38,29 @@ class DigitCNN(nn.Module):
         return grid.flatten(2).transpose(1, 2)  # (B, h·w, C), row-major over the grid
 
 
+class FeatureGrid(nn.Module):
+    """Annotation vectors computed once by a frozen pretrained CNN (caption/data/features.py) pass through unchanged:
+    (B, L, D) -> (B, L, D); stands in for DigitCNN when the model reads cached features (Xu et al. 2015 §3.1.1)."""
+
+    def __init__(self, feature_dim: int, stride: int):
+        super().__init__()
+        self.out_dim, self.stride = feature_dim, stride
+
+    def forward(self, features: Tensor) -> Tensor:
+        return features
+
+
 class Captioner(nn.Module, ABC):
     """What both families share: the CNN, word embeddings, an LSTM cell decoder and teacher-forced forward."""
 
     has_attention = True
 
     def __init__(self, vocab_size: int, pad_id: int, height: int, width: int, channels: list[int], emb_dim: int,
-                 hidden_dim: int, dropout: float):
+                 hidden_dim: int, dropout: float, feature_dim: int | None = None, feature_stride: int = 32):
         super().__init__()
         self.vocab_size, self.pad_id = vocab_size, pad_id
-        self.cnn = DigitCNN(channels)
+        self.features = feature_dim is not None  # True: encode() reads cached annotations (B, L, D), not pixels
+        self.cnn = FeatureGrid(feature_dim, feature_stride) if self.features else DigitCNN(channels)
         if height % self.cnn.stride or width % self.cnn.stride:
             raise ValueError(f"canvas {height}×{width} must be divisible by {self.cnn.stride} (2 ** len(channels))")
         self.grid = (height // self.cnn.stride, width // self.cnn.stride)  # (h, w) of the annotation grid
@@ -57,7 +70,8 @@ class Captioner(nn.Module, ABC):
 
     @abstractmethod
     def encode(self, images: Tensor) -> tuple[Tensor, State]:
-        """images (B, H, W) in [0, 1] -> (annotation vectors (B, L, D), the decoder state before bos)."""
+        """images (B, H, W) in [0, 1] (or cached annotations (B, L, D)) -> (annotation vectors (B, L, D), the decoder
+        state before bos)."""
 
     @abstractmethod
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, grid_mask: Tensor) -> tuple[Tensor, State, Tensor]:

