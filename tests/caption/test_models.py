@@ -40,6 +40,23 @@ def test_forward_equals_looped_decode_steps(family):
         assert attn.abs().sum() == 0
 
 
+def test_show_tell_feeds_the_image_once_or_beside_every_word():
+    """image_input=first: the image is x_{-1} only (Vinyals); every_step: the step's input is [word; image], so the
+    image changes every step's output, and the looped steps still equal the teacher-forced forward."""
+    images, tgt = torch.rand(2, 16, 64), torch.randint(4, 14, (2, 3))
+    for mode in ("first", "every_step"):
+        torch.manual_seed(0)
+        model = ShowTell(14, height=16, width=64, channels=[4, 8], emb_dim=8, hidden_dim=16, image_input=mode).eval()
+        assert model.lstm.input_size == (16 if mode == "every_step" else 8)
+        memory, state = model.encode(images)
+        other = torch.rand_like(memory)  # the same state, another image's grid at this step
+        step, _, _ = model.decode_step(tgt[:, 0], state, memory, model.grid_mask(memory))
+        moved, _, _ = model.decode_step(tgt[:, 0], state, other, model.grid_mask(other))
+        assert torch.allclose(step, moved) == (mode == "first")
+    with pytest.raises(ValueError, match="image_input='sometimes'"):
+        ShowTell(14, height=16, width=64, channels=[4, 8], image_input="sometimes")
+
+
 def test_bad_canvas_size_names_the_divisor():
     with pytest.raises(ValueError, match="divisible by 4"):
         ShowTell(14, height=18, width=64, channels=[4, 8])

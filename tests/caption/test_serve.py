@@ -20,17 +20,19 @@ from tests.tiny_models import DIGIT_WORDS, tiny_model
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-@pytest.fixture(scope="module", params=["show_attend_tell", "show_tell"])
+@pytest.fixture(scope="module", params=["show_attend_tell", "show_tell", "show_tell/every_step"])
 def exported(request, tmp_path_factory):
-    """A random-weight captioner of 16×64 canvases exported as the export stage does (eos pushed down: long captions)."""
-    root = tmp_path_factory.mktemp(request.param)
+    """A random-weight captioner of 16×64 canvases exported as the export stage does (eos pushed down: long captions);
+    show_tell feeding its image once (conf/model) and beside every word (params.yaml's choice)."""
+    family, _, image_input = request.param.partition("/")
+    root = tmp_path_factory.mktemp(family)
     tok = train_word_tokenizer([[DIGIT_WORDS]], vocab_size=100, min_frequency=1)
     tok.save(str(root / "tokenizer.json"))
-    model = tiny_model(request.param, tok.get_vocab_size())
+    model = tiny_model(family, tok.get_vocab_size(), **({"image_input": image_input} if image_input else {}))
     with torch.no_grad():
         out = model.L_o if hasattr(model, "L_o") else model.out
         out.bias[2] = -30.0
-    parity = export_and_check_captioner(model, root / "onnx", request.param, root / "tokenizer.json", max_len=5)
+    parity = export_and_check_captioner(model, root / "onnx", family, root / "tokenizer.json", max_len=5)
     return model, root / "onnx", parity
 
 

@@ -128,7 +128,8 @@ def test_each_documented_ablation_changes_what_trains(project, task, family, key
     train stage then trains with that value, even where its tuned/<family>.yaml holds another one."""
     want = yaml.safe_load(value)
     (project / "tuned").mkdir(exist_ok=True)
-    decoy = {"window": 7, "penalty": 0.5, "input_feeding": True, "reverse_source": True, "schedule": "linear"}
+    decoy = {"window": 7, "penalty": 0.5, "input_feeding": True, "reverse_source": True, "schedule": "linear",
+             "image_input": "every_step"}
     tuned = {}
     node = tuned.setdefault("params", {})
     *parents, leaf = key.split(".")
