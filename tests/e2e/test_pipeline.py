@@ -175,11 +175,14 @@ def test_every_family_was_tuned_under_the_same_budget_and_trains_with_its_best_v
         for family in params[task]["families"] + params[task].get("pretrained", []):
             tuned = yaml.safe_load((tiny / "tuned" / f"{family}.yaml").read_text())
             assert tuned["study"]["trials"] == budget[task]["trials"], family
-            assert tuned["study"]["epochs_per_trial"] == budget[task]["epochs"], family
+            assert tuned["study"]["budget_updates"] == params[task]["tune"]["updates"], family  # in updates
+            assert tuned["trials"][0]["trial"] == 0 and tuned["study"]["default_value"] == tuned["study"]["best_value"]
             trained = leaves(yaml.safe_load((tiny / "models" / family / "checkpoints" / "seed0" / "config.yaml")
                                             .read_text()))
             best = leaves(tuned["params"])
             assert best and all(trained[k] == v for k, v in best.items()), family
+        assert "## What tuning bought" in (tiny / "reports" / f"{task}.md").read_text()  # one trial: the default
+        assert (tiny / "reports" / task / "expected_best.png").is_file()
     mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
     studies = mlflow.search_runs(experiment_names=["caption"], output_format="list", filter_string="tags.kind = 'tune'")
     assert {r.data.tags["family"] for r in studies} == {"show_tell", "show_attend_tell"}
