@@ -67,19 +67,19 @@ SCRATCH = "transformer_encoder"  # the pretrained families' twin trained from sc
 def pretraining_gain(cfg: DictConfig, results: dict[str, dict]) -> str:
     """Markdown table: each pretrained family's test accuracy against SCRATCH's at every fraction of the labels both
     trained on, the gain, and its exact McNemar p-value (paired by seed and document, predictions/classify/)."""
-    def by_fraction(family: str) -> dict[str, list]:
-        p = read_json(predictions_path(cfg, family))
-        return {"1": p["seeds"], **p.get("label_fractions", {})}
+    def by_fraction(predictions: dict) -> dict[str, list]:
+        return {"1": predictions["seeds"], **predictions.get("label_fractions", {})}
 
     pretrained = [f for f, m in results.items() if "pretrain" in m]
     if SCRATCH not in results or not pretrained:
         return ""
     scratch = {"1": results[SCRATCH], **results[SCRATCH].get("label_fractions", {})}
-    refs = read_json(predictions_path(cfg, SCRATCH))["references"]
+    scratch_predictions = read_json(predictions_path(cfg, SCRATCH))  # read once, paired with every family
+    refs, theirs = scratch_predictions["references"], by_fraction(scratch_predictions)
     lines = ["| family | labels | accuracy | `transformer_encoder` | gain | p (McNemar) |", "|---|---|---|---|---|---|"]
     for family in pretrained:
         mine = {"1": results[family], **results[family].get("label_fractions", {})}
-        outputs, theirs = by_fraction(family), by_fraction(SCRATCH)
+        outputs = by_fraction(read_json(predictions_path(cfg, family)))
         for fr in sorted(set(mine) & set(scratch) & set(outputs) & set(theirs), key=float):
             p, _ = paired_pvalues({family: outputs[fr], SCRATCH: theirs[fr]}, refs, SCRATCH, ["test/accuracy"])
             a, b = mine[fr]["test/accuracy"], scratch[fr]["test/accuracy"]
