@@ -68,6 +68,9 @@ RULES: dict[str, Range | tuple] = {
     "*.max_minutes": Range(0, None, open_low=True),
     "*.warmup_steps": COUNT,
     "*.patience": COUNT,
+    "train.min_delta": Range(0, None),
+    "train.schedule": ("plateau", "cosine"),
+    "train.decay": Range(0, 1, open_low=True),
     "train.weight_decay": Range(0, 1),
     "train.label_smoothing": SHARE,
     "train.clip": Range(0, None),  # 0: no clipping

@@ -1,4 +1,5 @@
-"""What every task's LightningModule shares: the model from conf/model, Adam with warm-up and cosine decay, exact
+"""What every task's LightningModule shares: the model from conf/model, Adam with warm-up, then a rate halved on each
+validation plateau (or cosine decay), exact
 resume (RNG state in the checkpoint, one per process under data parallelism) and the training clock (seconds and
 tokens of the training epochs only, tokens summed over processes)."""
 
@@ -29,6 +30,7 @@ class TaskModule(pl.LightningModule):
         self.model = self.build_model(vocab_size, **model_kwargs)
         self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None  # tokens_seen: this process's, since fit began
         self.tokens_before = 0  # every process's tokens before a resumed run's checkpoint
+        self.lr_scale, self.best_val = 1.0, math.inf  # train.schedule "plateau": the rate's factor, best val/loss
 
     def build_model(self, vocab_size: int, **model_kwargs) -> torch.nn.Module:
         """The family's model from conf/model/<family>.yaml."""
@@ -51,19 +53,40 @@ class TaskModule(pl.LightningModule):
         self.train_seconds += time.perf_counter() - self._t0
 
     def configure_optimizers(self):
-        """Adam with linear warm-up, then cosine decay to 5% over the planned steps (max_epochs: deterministic)."""
+        """Adam with linear warm-up, then (train.schedule) `plateau`: the rate times train.decay after each validation
+        that improves val/loss by less than train.min_delta, the step before early stopping (Luong et al. 2015 §4.1
+        halve the rate, Bahdanau et al. and Vaswani et al. stop on the validation set); or `cosine`: decay to 5%
+        over the planned steps (max_epochs)."""
         t = self.cfg.train
         opt = torch.optim.Adam(self.parameters(), lr=t.lr, weight_decay=t.weight_decay)
         warmup, total = max(1, t.warmup_steps), max(2, int(self.trainer.estimated_stepping_batches))
+        plateau = t.get("schedule", "cosine") == "plateau"
 
         def factor(step: int) -> float:
             if step < warmup:
-                return (step + 1) / warmup
+                return (step + 1) / warmup * (self.lr_scale if plateau else 1.0)
+            if plateau:
+                return self.lr_scale
             progress = min(1.0, (step - warmup) / max(1, total - warmup))
             return 0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * progress))
 
         sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def on_validation_end(self) -> None:
+        """train.schedule `plateau`: a validation whose val/loss is not below the best by train.min_delta multiplies
+        the rate by train.decay (from the next step). The same value on every process (val/loss is averaged)."""
+        t = self.cfg.train
+        if self.trainer.sanity_checking or t.get("schedule", "cosine") != "plateau":
+            return
+        loss = self.trainer.callback_metrics.get("val/loss")
+        if loss is None:
+            return
+        loss = float(self.trainer.strategy.reduce(loss.detach().to(self.trainer.strategy.root_device), reduce_op="mean"))
+        if loss < self.best_val - t.min_delta:
+            self.best_val = loss
+        else:
+            self.lr_scale *= t.decay
 
     def total_tokens(self) -> int:
         """Tokens trained on by every process since the run began. A collective under data parallelism: every process
@@ -80,6 +103,7 @@ class TaskModule(pl.LightningModule):
             states = self.trainer.strategy.all_gather(torch.get_rng_state().to(self.trainer.strategy.root_device))
             checkpoint["torch_rng_states"] = [state.cpu().clone() for state in states]  # own storage, see below
         checkpoint["tokens_seen"], checkpoint["train_seconds"] = self.total_tokens(), self.train_seconds
+        checkpoint["lr_scale"], checkpoint["best_val"] = self.lr_scale, self.best_val
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         states = checkpoint.get("torch_rng_states")
@@ -90,3 +114,4 @@ class TaskModule(pl.LightningModule):
             torch.set_rng_state(checkpoint["torch_rng_state"])
         self.tokens_before, self.tokens_seen = checkpoint.get("tokens_seen", 0), 0
         self.train_seconds = checkpoint.get("train_seconds", 0.0)
+        self.lr_scale, self.best_val = checkpoint.get("lr_scale", 1.0), checkpoint.get("best_val", math.inf)

@@ -182,8 +182,8 @@ def config_section(results: dict[str, dict]) -> list[str]:
         lines.append(f"| `{family}` | {fmt(m.get('train/steps'), 0)} | {fmt(m.get('train/epochs'), 0)} | "
                      f"{', '.join(m.get('train/stopped_by') or ['—'])} | "
                      + ", ".join(f"{k}={v}" for k, v in settings.items()) + " |")
-    return [*lines, "", ("A run that converged ends by early stopping on val/loss (train.patience validations without "
-                         "improvement); the epoch cap or the time limit means it may still have been improving. "
+    return [*lines, "", ("A run that converged ends by early stopping on val/loss (train.patience validations that "
+                         "each improve it by less than train.min_delta); the epoch cap or the time limit means it may still have been improving. "
                          "Settings from each family's run (`models/<family>/checkpoints/seed<k>/config.yaml`, the "
                          "config it trained with): conf/ defaults < params.yaml < tuned/<family>.yaml < "
                          "family_params < profile < command line."), ""]

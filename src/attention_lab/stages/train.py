@@ -45,8 +45,8 @@ def trainer_arguments(cfg: DictConfig) -> dict:
 
 
 def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
-    """What ended a finished fit: `early stopping` (val/loss did not improve for train.patience validations), `time
-    limit` (train.max_minutes) or `epoch cap` (train.max_epochs)."""
+    """What ended a finished fit: `early stopping` (val/loss did not improve by train.min_delta for train.patience
+    validations), `time limit` (train.max_minutes) or `epoch cap` (train.max_epochs)."""
     if early.stopped_epoch > 0:
         return "early stopping"
     timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
@@ -87,7 +87,8 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
                          max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
                          logger=logger, default_root_dir=partial, enable_progress_bar=sys.stdout.isatty(),
                          use_distributed_sampler=False,  # the datamodules shard each global batch themselves
-                         callbacks=[ckpt, early := EarlyStopping("val/loss", patience=cfg.train.patience),
+                         callbacks=[ckpt, early := EarlyStopping("val/loss", patience=cfg.train.patience,
+                                                                min_delta=cfg.train.min_delta),
                                     progress_callback(stage, cfg.family, seed),
                                     *callbacks], **trainer_options)
     if stage == "tune" and trainer.world_size > 1:
