@@ -346,15 +346,15 @@ LINES = "".join(f"line {i}\n" for i in range(10))
      r"every split, or data.labels naming the ones to read")),
     ("classify", {"source": "labeled_files", "path": "train.jsonl", "unlabelled_path": "u.jsonl"},
      {"train.jsonl": '{"text": "A.", "label": "a"}\n' * 10},
-     r"unlabelled documents \(data.unlabelled_path\): .*u.jsonl: not found; expected a folder of .txt files or a "
-     r"jsonl/csv file of unlabelled documents"),
+     (r"unlabelled documents \(data.unlabelled_path\): .*u.jsonl: not found; expected a folder of .txt files or a "
+      r"jsonl/csv file of unlabelled documents")),
     ("classify", {"source": "labeled_files", "path": "train.jsonl", "unlabelled_path": "u.jsonl"},
      {"train.jsonl": '{"text": "A.", "label": "a"}\n' * 10, "u.jsonl": '{"text": "B."}\n{"body": "C."}\n'},
      r"unlabelled documents \(data.unlabelled_path\): .*u.jsonl:2: no field 'text' \(fields present: body\)"),
     ("classify", {"source": "label_folders", "path": "imdb", "labels": ["pos"], "unlabelled_path": "imdb/train/unsup"},
      {**{f"imdb/{s}/pos/{i}.txt": "A." for s in ("train", "test") for i in range(3)}, "imdb/train/unsup/0.md": "B."},
-     r"unlabelled documents \(data.unlabelled_path\): .*imdb/train/unsup: no .txt files; expected one unlabelled "
-     r"document per .txt file"),
+     (r"unlabelled documents \(data.unlabelled_path\): .*imdb/train/unsup: no .txt files; expected one unlabelled "
+      r"document per .txt file")),
 ], ids=["missing-test-file", "valid-line-counts", "test-not-utf8", "label-only-in-test-file", "no-train-folder",
         "label-folder-only-in-test", "missing-unlabelled-file", "unlabelled-line-without-text",
         "empty-unlabelled-folder"])
