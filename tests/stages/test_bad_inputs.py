@@ -97,6 +97,8 @@ def test_unknown_attention_in_the_library_lists_the_valid_ones():
      r"train.max_tokens = 600: expected an integer in \[1, 510\] \(model.max_positions - 2"),
     ("classify", "bert", "pretrain.mask_rate=0", r"pretrain.mask_rate = 0: expected a number in \(0, 1\)"),
     ("classify", "bert", "pretrain.objective=mlm", r"pretrain.objective = 'mlm': expected one of sop, nsp, none"),
+    ("classify", "bert", "pretrain.max_updates=0", r"pretrain.max_updates = 0: expected an integer in \[1, inf\) or null"),
+    ("classify", "bert", "data.n_unlabelled=-1", r"data.n_unlabelled = -1: expected an integer in \[0, 10000000\]"),
     ("classify", "han", "train.max_words=0", r"train.max_words = 0: expected an integer in \[1, inf\)"),
     ("translate", "bahdanau", "tune.trials=-1", r"tune.trials = -1: expected an integer in \[0, inf\)"),
     ("translate", "bahdanau", "tune.reduction_factor=1", r"tune.reduction_factor = 1: expected an integer in \[2, inf\)"),
