@@ -104,3 +104,16 @@ def test_generation_checks_its_buckets():  # speed is not a test's business (a s
     assert len(generated_documents(seed=3, n_train=500, n_valid=0, n_test_per_bucket=0, buckets=[])["train"]) == 500
     with pytest.raises(ValueError, match=r"bucket \(2, 7\)"):
         generated_documents(seed=0, n_train=1, n_valid=1, n_test_per_bucket=1, buckets=[(2, 7)])
+
+
+def test_unlabelled_documents_are_text_only_and_repeat_no_labelled_one(splits):
+    """The unlabelled documents come last from their own seed stream: the labelled splits stay the same, and none
+    equals a train, valid or test document."""
+    more = generated_documents(seed=0, n_train=2000, n_valid=300, n_test_per_bucket=150, buckets=BUCKETS,
+                               n_unlabelled=3000)
+    assert {s: more[s] for s in ("train", "valid", "test")} == {s: splits[s] for s in ("train", "valid", "test")}
+    assert len(more["unlabelled"]) == 3000 and all(set(d) == {"sentences"} for d in more["unlabelled"])
+    unlabelled = {text(d) for d in more["unlabelled"]}
+    assert len(unlabelled) == 3000
+    assert not unlabelled & {text(d) for s in ("train", "valid", "test") for d in splits[s]}
+    assert splits["unlabelled"] == []

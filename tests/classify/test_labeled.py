@@ -13,6 +13,7 @@ from attention_lab.classify.data.labeled import (
     document_row,
     read_label_folders,
     read_labeled,
+    read_unlabelled,
     split_sentences,
     split_words,
     stratified_split,
@@ -168,6 +169,29 @@ def test_bad_label_folders_name_the_folder_or_file(tmp_path, files, split, label
     base = folders(tmp_path / ("nope" if not files else "imdb"), files) if files else tmp_path / "nope"
     with pytest.raises(DataError, match=message):
         read_label_folders(base, split, labels, strict=strict)
+
+
+def test_read_unlabelled_from_a_file_or_a_folder_of_text_files(tmp_path):
+    f = jsonl(tmp_path / "u.jsonl", {"text": "One. Two."}, {"text": "Three.", "label": "ignored"})
+    assert read_unlabelled(f, "jsonl", "text") == [{"sentences": [["One", "."], ["Two", "."]]},
+                                                   {"sentences": [["Three", "."]]}]
+    assert read_unlabelled(write(tmp_path / "u.csv", "body\nFour.\n"), "csv", "body") == [{"sentences": [["Four", "."]]}]
+    base = folders(tmp_path / "unsup", {"1.txt": "Six.", "0.txt": "Five."})
+    assert read_unlabelled(base, "jsonl", "text") == [{"sentences": [["Five", "."]]}, {"sentences": [["Six", "."]]}]
+
+
+@pytest.mark.parametrize(("files", "name", "message"), [
+    ({}, "nope", r"nope: not found; expected a folder of .txt files or a jsonl/csv file of unlabelled documents"),
+    ({"unsup/": ""}, "unsup", r"unsup: no .txt files; expected one unlabelled document per .txt file"),
+    ({"unsup/0.txt": "\u3000"}, "unsup", r"unsup/0.txt: empty document: no words"),
+    ({"u.jsonl": '{"text": "A."}\n{"body": "B."}\n'}, "u.jsonl", r"u.jsonl:2: no field 'text' \(fields present: body\)"),
+    ({"u.jsonl": '{"text": "A."}\n{"text": 5}\n'}, "u.jsonl", r"u.jsonl:2: field 'text' is 5, expected a document's text"),
+    ({"u.jsonl": '{"text": "A."}\n["B."]\n'}, "u.jsonl", r"u.jsonl:2: expected a JSON object, found list"),
+])
+def test_bad_unlabelled_documents_name_the_file_line_and_what_was_expected(tmp_path, files, name, message):
+    folders(tmp_path, files)
+    with pytest.raises(DataError, match=rf"{tmp_path}/{message}"):
+        read_unlabelled(tmp_path / name, "jsonl", "text")
 
 
 def rows_with(counts: dict[str, int]) -> list[dict]:

@@ -97,6 +97,8 @@ def test_unknown_attention_in_the_library_lists_the_valid_ones():
      r"train.max_tokens = 600: expected an integer in \[1, 510\] \(model.max_positions - 2"),
     ("classify", "bert", "pretrain.mask_rate=0", r"pretrain.mask_rate = 0: expected a number in \(0, 1\)"),
     ("classify", "bert", "pretrain.objective=mlm", r"pretrain.objective = 'mlm': expected one of sop, nsp, none"),
+    ("classify", "bert", "pretrain.max_updates=0", r"pretrain.max_updates = 0: expected an integer in \[1, inf\) or null"),
+    ("classify", "bert", "data.n_unlabelled=-1", r"data.n_unlabelled = -1: expected an integer in \[0, 10000000\]"),
     ("classify", "han", "train.max_words=0", r"train.max_words = 0: expected an integer in \[1, inf\)"),
     ("translate", "bahdanau", "tune.trials=-1", r"tune.trials = -1: expected an integer in \[0, inf\)"),
     ("translate", "bahdanau", "tune.reduction_factor=1", r"tune.reduction_factor = 1: expected an integer in \[2, inf\)"),
@@ -344,8 +346,20 @@ LINES = "".join(f"line {i}\n" for i in range(10))
      {**{f"imdb/train/pos/{i}.txt": "A." for i in range(3)}, "imdb/test/pos/0.txt": "A.", "imdb/test/neg/0.txt": "B."},
      (r"imdb/test/neg: label 'neg' does not occur in train \(train labels: pos\); expected the same label folders in "
      r"every split, or data.labels naming the ones to read")),
+    ("classify", {"source": "labeled_files", "path": "train.jsonl", "unlabelled_path": "u.jsonl"},
+     {"train.jsonl": '{"text": "A.", "label": "a"}\n' * 10},
+     (r"unlabelled documents \(data.unlabelled_path\): .*u.jsonl: not found; expected a folder of .txt files or a "
+      r"jsonl/csv file of unlabelled documents")),
+    ("classify", {"source": "labeled_files", "path": "train.jsonl", "unlabelled_path": "u.jsonl"},
+     {"train.jsonl": '{"text": "A.", "label": "a"}\n' * 10, "u.jsonl": '{"text": "B."}\n{"body": "C."}\n'},
+     r"unlabelled documents \(data.unlabelled_path\): .*u.jsonl:2: no field 'text' \(fields present: body\)"),
+    ("classify", {"source": "label_folders", "path": "imdb", "labels": ["pos"], "unlabelled_path": "imdb/train/unsup"},
+     {**{f"imdb/{s}/pos/{i}.txt": "A." for s in ("train", "test") for i in range(3)}, "imdb/train/unsup/0.md": "B."},
+     (r"unlabelled documents \(data.unlabelled_path\): .*imdb/train/unsup: no .txt files; expected one unlabelled "
+      r"document per .txt file")),
 ], ids=["missing-test-file", "valid-line-counts", "test-not-utf8", "label-only-in-test-file", "no-train-folder",
-        "label-folder-only-in-test"])
+        "label-folder-only-in-test", "missing-unlabelled-file", "unlabelled-line-without-text",
+        "empty-unlabelled-folder"])
 def test_prepare_names_the_bad_split_and_writes_nothing(project, task, data, files, message):
     from attention_lab.stages.prepare import main
 

@@ -188,3 +188,22 @@ def test_every_example_config_prepares(repo, example):
 def test_there_is_an_example_per_layout():
     assert {f"{p.parent.parent.name}/{yaml.safe_load(p.read_text())['source']}" for p in EXAMPLES} == {
         "translate/parallel_files", "translate/tsv", "classify/labeled_files", "classify/label_folders"}
+
+
+def test_unlabelled_documents_beside_the_labelled_splits(repo):
+    """Generated: data.n_unlabelled text-only documents in unlabelled.jsonl, none a valid/test document; a user
+    source: data.unlabelled_path (IMDB's train/unsup); none asked for: an empty unlabelled.jsonl."""
+    out = Path("data/prepared/classify")
+    main(["task=classify", "data.n_train=60", "data.n_valid=20", "data.n_test_per_bucket=5", "data.n_unlabelled=600"])
+    rows = {s: read_jsonl(out / f"{s}.jsonl") for s in ("train", "valid", "test", "unlabelled")}
+    assert len(rows["unlabelled"]) == 600 and set(rows["unlabelled"][0]) == {"id", "sentences"}
+    assert not {str(r["sentences"]) for r in rows["unlabelled"]} & {str(r["sentences"]) for s in ("valid", "test")
+                                                                    for r in rows[s]}
+    assert read_json(out / "stats.json")["unlabelled"]["documents"] == 600
+    main(["task=classify", "data.n_train=60", "data.n_valid=20", "data.n_test_per_bucket=5", "data.n_unlabelled=0"])
+    assert read_jsonl(out / "unlabelled.jsonl") == [] and read_jsonl(out / "train.jsonl") == rows["train"]
+    write_label_folders(repo / "aclImdb", {"train": {"neg": 10, "pos": 10, "unsup": 4}, "test": {"neg": 5, "pos": 5}})
+    set_data(repo, {"source": "label_folders", "path": "aclImdb", "labels": ["neg", "pos"],
+                    "unlabelled_path": "aclImdb/train/unsup"}, task="classify")
+    main(["task=classify"])
+    assert [r["sentences"][1] for r in read_jsonl(out / "unlabelled.jsonl")] == [["It", "is", "unsup", "."]] * 4

@@ -14,6 +14,7 @@ from attention_lab.classify.data.labeled import (
     check_labels,
     read_label_folders,
     read_labeled,
+    read_unlabelled,
     stratified_split,
 )
 from attention_lab.core.config import ConfigError
@@ -22,13 +23,14 @@ from attention_lab.core.tokenization import encode_words, train_word_tokenizer
 
 
 def splits(cfg: DictConfig) -> dict[str, list[dict]]:
-    """Documents {"label", "sentences", "rationale"} for `cfg.data.source`; valid/test labels must occur in train."""
+    """Documents {"label", "sentences", "rationale"} for `cfg.data.source`; valid/test labels must occur in train.
+    Also "unlabelled": documents {"sentences"} that only pretraining reads (none unless the config asks for them)."""
     from attention_lab.classify.data.documents import generated_documents
 
     d = cfg.data
     if d.source == "generated":  # the generator writes 3 to 30 sentences: clip the buckets to that range
         buckets = [(max(lo, 3), min(hi, 30)) for lo, hi in cfg.task.buckets]
-        return generated_documents(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, buckets)
+        return generated_documents(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, buckets, d.n_unlabelled)
     if d.source == "labeled_files":
         splits = split_field_splits(cfg) if d.split_field else file_splits(cfg)
     elif d.source == "label_folders":
@@ -36,7 +38,19 @@ def splits(cfg: DictConfig) -> dict[str, list[dict]]:
     else:
         raise ConfigError(f"data.source={d.source!r}: expected generated, labeled_files or label_folders")
     check_labels(splits)
-    return splits
+    return {**splits, "unlabelled": unlabelled(cfg)}
+
+
+def unlabelled(cfg: DictConfig) -> list[dict]:
+    """The documents of `data.unlabelled_path` (a folder of .txt files, or a file in data.format), or none."""
+    d = cfg.data
+    if not d.get("unlabelled_path"):
+        return []
+    try:
+        return read_unlabelled(Path(cfg.root) / d.unlabelled_path, d.get("format", "jsonl"), d.get("text_field", "text"),
+                               d.encoding)
+    except DataError as err:
+        raise DataError(f"unlabelled documents (data.unlabelled_path): {err}") from err
 
 
 def read_file(cfg: DictConfig, path: str, split_field: str | None = None) -> list[dict]:
@@ -99,7 +113,7 @@ def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
     words = [sum(len(s) for s in r["sentences"]) for r in rows]
     return {"documents": len(rows), "sentences_mean": round(sum(lengths) / max(len(rows), 1), 2),
             "sentences_max": max(lengths, default=0), "words_mean": round(sum(words) / max(len(rows), 1), 1),
-            "labels": dict(sorted(Counter(r["label"] for r in rows).items())),
+            "labels": dict(sorted(Counter(r["label"] for r in rows if "label" in r).items())),
             "buckets": {f"{lo}-{hi}": sum(lo <= n <= hi for n in lengths) for lo, hi in buckets}}
 
 

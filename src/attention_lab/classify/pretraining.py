@@ -1,4 +1,5 @@
-"""BERT pretraining (Devlin et al. 2018, §3.1): masked LM + a sentence-pair objective on the training split's text.
+"""BERT pretraining (Devlin et al. 2018, §3.1): masked LM + a sentence-pair objective on the training split's text
+and the prepared unlabelled documents (unlabelled.jsonl, when there is one); validated on the valid split's text.
 
 Loss = cross-entropy of the masked tokens + cross-entropy of the pair label (nsp or sop; none = MLM only). Logged:
 train/val mlm_loss, mlm_accuracy (of the masked tokens), perplexity = exp(mlm_loss), pair_accuracy.
@@ -14,12 +15,23 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from attention_lab.classify.data.batches import load_documents, train_labels
+from attention_lab.classify.data.batches import encode_text
 from attention_lab.classify.masked_lm import IGNORE, collate_pairs, make_pairs, mask_tokens
 from attention_lab.classify.models.bert import BertConfig, BertPretraining
 from attention_lab.core.batching import BucketBatchSampler, data_parallel
+from attention_lab.core.files import read_jsonl
 from attention_lab.core.module import TaskModule
 from attention_lab.core.tokenization import bert_special_ids
+
+UNLABELLED = "unlabelled.jsonl"  # prepare's documents without labels (classify.prepare.unlabelled); may be absent
+
+
+def pretraining_text(prepared: Path, split: str) -> list[dict]:
+    """The documents pretraining reads for `split`: train is the training split plus the unlabelled documents."""
+    rows = read_jsonl(prepared / f"{split}.jsonl")
+    if split == "train" and (prepared / UNLABELLED).is_file():
+        rows += read_jsonl(prepared / UNLABELLED)
+    return rows
 
 
 class PretrainingModule(TaskModule):
@@ -65,7 +77,7 @@ class PretrainingModule(TaskModule):
 
 
 class PairDataModule(pl.LightningDataModule):
-    """Sentence pairs of the prepared train/valid documents (labels unused); new pairs every training epoch."""
+    """Sentence pairs of the pretraining text (pretraining_text, labels unused); new pairs every training epoch."""
 
     def __init__(self, prepared: str | Path, tok, batch_size: int, seed: int, objective: str, max_tokens: int,
                  max_sentences: int, max_words: int):
@@ -76,11 +88,10 @@ class PairDataModule(pl.LightningDataModule):
         self.docs: dict[str, list[list[list[int]]]] = {}
 
     def setup(self, stage: str | None = None) -> None:
-        labels = train_labels(self.prepared)
         for split in ("train", "valid"):
             if split not in self.docs:
-                rows = load_documents(self.prepared, split, self.tok, labels, *self.limits)
-                self.docs[split] = [r["ids"] for r in rows]
+                self.docs[split] = [encode_text(self.tok, r["sentences"], *self.limits)[0]
+                                    for r in pretraining_text(self.prepared, split)]
 
     def _loader(self, split: str, seed: int, shuffle: bool) -> DataLoader:
         pairs = make_pairs(self.docs[split], self.objective, self.max_tokens, seed)

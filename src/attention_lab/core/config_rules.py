@@ -98,6 +98,8 @@ RULES: dict[str, Range | tuple] = {
     "pretrain.objective": ("sop", "nsp", "none"),
     "pretrain.mask_rate": Range(0, 1, open_low=True, open_high=True),
     "pretrain.max_tokens": Range(4, 65536, integer=True),  # [CLS] A [SEP] B [SEP]
+    "pretrain.max_updates": Range(1, None, integer=True, nullable=True),  # null: pretrain.max_epochs
+    "pretrain.validate_every": Range(1, None, integer=True),
     "evaluate.beam": Range(1, 64, integer=True),
     "evaluate.len_penalty": Range(0, 5),
     "evaluate.max_len_ratio": Range(0, 100, open_low=True),
@@ -107,6 +109,7 @@ RULES: dict[str, Range | tuple] = {
     "data.n_train": Range(1, 10_000_000, integer=True),
     "data.n_valid": Range(1, 10_000_000, integer=True),
     "data.n_test_per_bucket": Range(1, 10_000_000, integer=True),
+    "data.n_unlabelled": Range(0, 10_000_000, integer=True),
     "data.length_mix.*": Range(0, None),
     "data.valid_fraction": SHARE, "data.test_fraction": SHARE,
     "data.max_pairs": Range(1, None, integer=True, nullable=True),

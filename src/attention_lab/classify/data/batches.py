@@ -28,10 +28,15 @@ def load_documents(prepared: Path, split: str, tok, labels: list[str], max_sente
         if r["label"] not in index:
             raise ValueError(f"{prepared / split}.jsonl: document {r.get('id', i)} has label {r['label']!r}, "
                              f"not one of the training labels {labels}")
-        sentences = [s[:max_words] for s in r["sentences"][:max_sentences]]
-        ids, word_of = truncate(*encode_document(tok, sentences), max_tokens)
+        ids, word_of = encode_text(tok, r["sentences"], max_sentences, max_words, max_tokens)
         r.update(ids=ids, word_of=word_of, y=index[r["label"]], index=i)
     return rows
+
+
+def encode_text(tok, sentences: list[list[str]], max_sentences: int, max_words: int,
+                max_tokens: int | None = None) -> tuple[list[list[int]], list[list[int]]]:
+    """(ids, word_of) of a document's first max_sentences sentences, each cut to max_words words, then max_tokens."""
+    return truncate(*encode_document(tok, [s[:max_words] for s in sentences[:max_sentences]]), max_tokens)
 
 
 def label_subset(rows: list[dict], fraction: float, seed: int) -> list[dict]:

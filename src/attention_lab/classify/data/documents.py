@@ -227,8 +227,9 @@ def _draw(rng: random.Random, plan: list[tuple[str, int, int]], seen: set[str]) 
 
 
 def generated_documents(seed: int, n_train: int, n_valid: int, n_test_per_bucket: int,
-                        buckets: list[tuple[int, int]]) -> dict[str, list[dict]]:
-    """{"train", "valid", "test"} reviews; test has `n_test_per_bucket` per sentence-count bucket, labels balanced."""
+                        buckets: list[tuple[int, int]], n_unlabelled: int = 0) -> dict[str, list[dict]]:
+    """{"train", "valid", "test", "unlabelled"} reviews; test has `n_test_per_bucket` per sentence-count bucket,
+    labels balanced; unlabelled keeps the text alone (sentences), drawn last from its own seed stream."""
     for lo, hi in buckets:
         if not MIN_SENTENCES <= lo <= hi <= MAX_SENTENCES:
             raise ValueError(f"bucket ({lo}, {hi}): expected {MIN_SENTENCES} <= lo <= hi <= {MAX_SENTENCES}")
@@ -236,6 +237,9 @@ def generated_documents(seed: int, n_train: int, n_valid: int, n_test_per_bucket
         "train": [(LABELS[i % len(LABELS)], MIN_SENTENCES, MAX_SENTENCES) for i in range(n_train)],
         "valid": [(LABELS[i % len(LABELS)], MIN_SENTENCES, MAX_SENTENCES) for i in range(n_valid)],
         "test": [(LABELS[i % len(LABELS)], lo, hi) for lo, hi in buckets for i in range(n_test_per_bucket)],
+        "unlabelled": [(LABELS[i % len(LABELS)], MIN_SENTENCES, MAX_SENTENCES) for i in range(n_unlabelled)],
     }
     seen: set[str] = set()  # shared, so no document text appears in two splits
-    return {split: _draw(random.Random(f"documents/{split}/{seed}"), plan, seen) for split, plan in plans.items()}
+    splits = {split: _draw(random.Random(f"documents/{split}/{seed}"), plan, seen) for split, plan in plans.items()}
+    splits["unlabelled"] = [{"sentences": doc["sentences"]} for doc in splits["unlabelled"]]
+    return splits

@@ -155,6 +155,11 @@ def _label_folder(folder: Path, label: str, encoding: str) -> list[dict]:
     files = sorted(path.glob("*.txt"))
     if not files:
         raise DataError(f"{path}: empty label folder, no .txt files; expected one document per .txt file")
+    return _text_files(files, label, encoding)
+
+
+def _text_files(files: list[Path], label: str, encoding: str) -> list[dict]:
+    """One document per file, each with `label`; a DataError names an undecodable or wordless file."""
     rows = []
     for file in files:
         row = document_row("\n".join(read_lines(file, encoding)), label)  # DataError names the file and line
@@ -162,6 +167,32 @@ def _label_folder(folder: Path, label: str, encoding: str) -> list[dict]:
             raise DataError(f"{file}: empty document: no words")
         rows.append(row)
     return rows
+
+
+def read_unlabelled(path: str | Path, fmt: str, text_field: str, encoding: str = "utf-8") -> list[dict]:
+    """Documents {"sentences"} for pretraining, no label: every *.txt file of a folder (one document each), or the
+    `text_field` of each line/row of a JSONL/CSV file; a DataError names the file (and line) and what was expected."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: not found; expected a folder of .txt files or a {'/'.join(FORMATS)} file of "
+                        "unlabelled documents")
+    if path.is_dir():
+        files = sorted(path.glob("*.txt"))
+        if not files:
+            raise DataError(f"{path}: no .txt files; expected one unlabelled document per .txt file")
+        rows = _text_files(files, "", encoding)
+    else:
+        if fmt not in FORMATS:
+            raise DataError(f"{path}: unknown format {fmt!r}, expected one of {', '.join(FORMATS)}")
+        lines = read_lines(path, encoding)  # DataError for a missing, empty or undecodable file
+        records = _jsonl_records(path, lines) if fmt == "jsonl" else _csv_records(path, lines, (text_field,))
+        rows = []
+        for n, record in records:
+            text = _field(f"{path}:{n}", record, text_field)
+            if not isinstance(text, str) or not (row := document_row(text, ""))["sentences"]:
+                raise DataError(f"{path}:{n}: field {text_field!r} is {text!r:.40}, expected a document's text")
+            rows.append(row)
+    return [{"sentences": row["sentences"]} for row in rows]
 
 
 def _field(where: str, record: dict, name: str):
