@@ -289,6 +289,8 @@ def side_config(family: str, task: str, root: Path, models: Path, data: Path) ->
     from attention_lab.core.paths import pretrained_dir
 
     cfg = with_paths(load_config(family=family, task=task, root=root), task, models, data)
+    if "label_fractions" in cfg.train:  # classify: the run on every label, as the train stage sets it
+        cfg.train.label_fraction = 1.0
     if cfg.pretrained and not pretrained_dir(cfg).is_dir():
         raise FileNotFoundError(f"{pretrained_dir(cfg)} (the pretrain@{family} stage's output; pass --models)")
     return cfg
