@@ -3,10 +3,12 @@
     python benchmarks/speed.py --models models                                   # every section
     python benchmarks/speed.py --models /work/run/models --data /work/run/data   # another checkout's models and data
     python benchmarks/speed.py --models models --sections ort,quant --quick      # tiny sizes, about a minute
+    python benchmarks/speed.py --sections settings --families bahdanau,han --steps 2   # a fast check of section 6
 
 Sections: ort (onnxruntime vs eager torch greedy decoding, session options), transformer (our Transformer vs
 torch.nn.Transformer per training step), lightning (Trainer vs a plain loop), flops (achieved FLOP/s per family),
-quant (dynamic int8 quantisation: speed and quality). Every figure is measured by the run; timings share the CPU
+quant (dynamic int8 quantisation: speed and quality), settings (today's settings against the new ones: the machine's
+training throughput per family). Every figure is measured by the run; timings share the CPU
 with whatever else runs, so take the final figures on a quiet machine.
 """
 
@@ -24,16 +26,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmar
 
 from benchmarks.common import ROOT, find_families, machine, table
 
-SECTIONS = ("ort", "transformer", "lightning", "flops", "quant")
+SECTIONS = ("ort", "transformer", "lightning", "flops", "quant", "settings")
 FULL = {"sentences": 256, "batch1": 100, "sweep": 40, "repeats": 2, "batch": 32,
         "train_batches": 8, "warmup": 5, "train_repeats": 5,
         "lightning_batches": 8, "lightning_steps": 60, "lightning_warmup": 10, "lightning_repeats": 3,
         "flop_batches": 4, "flop_warmup": 2, "flop_repeats": 3, "mm_n": 2048, "mm_repeats": 5,
         "flop_tasks": ("translate", "classify", "caption"),
+        "side_steps": 20, "side_warmup": 3, "side_repeats": 3, "side_timeout": 1800,
         "quality": {"translate": 300, "classify": 400, "caption": 600}}
 QUICK = {**FULL, "sentences": 8, "batch1": 3, "sweep": 3, "repeats": 1, "train_batches": 2, "warmup": 1,
          "train_repeats": 2, "lightning_batches": 2, "lightning_steps": 6, "lightning_warmup": 2,
          "lightning_repeats": 1, "flop_batches": 1, "flop_warmup": 1, "flop_repeats": 1, "mm_n": 256, "mm_repeats": 3,
+         "side_steps": 2, "side_warmup": 1, "side_repeats": 1,
          "quality": {"translate": 8, "classify": 8, "caption": 8}}
 
 
@@ -91,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (about a minute): checks the benchmark runs")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads for training")
     parser.add_argument("--lightning-family", default="transformer", help="translate family of section 3")
+    parser.add_argument("--before", default=None, help="git revision (or folder with params.yaml and conf/) of "
+                        "section 6's 'before' settings (default: the commit that last changed dvc.lock, the "
+                        "committed full run)")
+    parser.add_argument("--families", default=None, help="comma-separated families of section 6 (default: every "
+                        "family of every task in params.yaml)")
+    parser.add_argument("--steps", type=int, default=None, help="timed steps per process in section 6")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks.md")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
@@ -98,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown := sorted(set(args.sections) - set(SECTIONS)):
         parser.error(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
     args.data = args.data or args.models.resolve().parent / "data"
-    sizes = QUICK if args.quick else FULL
+    sizes = {**(QUICK if args.quick else FULL), **({"side_steps": args.steps} if args.steps else {})}
     torch.set_num_threads(args.threads)
     load, info, t0 = os.getloadavg(), machine(), time.perf_counter()
     families = find_families(args.models)
@@ -126,6 +136,13 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="quantized-") as work:
             results["quant"] = quantization.run(families, args.data, Path(work), *chosen, sizes)
         body += quantization.render(results["quant"], sizes)
+
+    if "settings" in args.sections:
+        from benchmarks.settings import last_run_revision
+
+        only = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
+        results["settings"] = train_speed.settings_rates(args.before or last_run_revision(), only, args.models, sizes)
+        body += train_speed.render_settings(results["settings"])
 
     seconds = time.perf_counter() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)

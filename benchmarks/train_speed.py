@@ -1,9 +1,12 @@
-"""Sections 2 and 4: our Transformer vs torch.nn.Transformer per training step, and each family's achieved FLOP/s."""
+"""Sections 2, 4 and 6: our Transformer vs torch.nn.Transformer per training step, each family's achieved FLOP/s, and
+the machine's training throughput under today's settings against the new ones."""
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import time
 from pathlib import Path
 
 import torch
@@ -38,6 +41,11 @@ def family_config(name: str, task: str, models: Path, data: Path) -> DictConfig:
 
     ckpt = models / name / "checkpoints" / "seed0" / "best.ckpt"
     cfg = load_model(ckpt)[1] if ckpt.is_file() else load_config(family=name, task=task, root=ROOT)
+    return with_paths(cfg, task, models, data)
+
+
+def with_paths(cfg: DictConfig, task: str, models: Path, data: Path) -> DictConfig:
+    """cfg reading its prepared data and tokenizer under data, its models under models; seed 0."""
     OmegaConf.set_struct(cfg, False)
     cfg.paths.prepared = str((data / "prepared" / task).resolve())
     cfg.paths.tokenized = str((data / "tokenized" / task).resolve())
@@ -46,12 +54,12 @@ def family_config(name: str, task: str, models: Path, data: Path) -> DictConfig:
     return cfg
 
 
-def module_and_batches(cfg: DictConfig, k: int):
+def module_and_batches(cfg: DictConfig, k: int, seed: int = 0):
     """The training stage's LightningModule and DataModule (the task's build hook) and its first k training batches."""
     from attention_lab.core.task import get_task
 
-    torch.manual_seed(0)
-    module, dm = get_task(cfg.task.name).build(cfg, 0)
+    torch.manual_seed(seed)
+    module, dm = get_task(cfg.task.name).build(cfg, seed)
     return module, list(itertools.islice(dm.train_dataloader(), k))
 
 
@@ -199,5 +207,171 @@ def render_flops(r: dict) -> list[str]:
     lines += table(["family", "task", "batch", "params", "MFLOP / step", "ms / step", "GFLOP/s", "share of mm peak"],
                    [[x["family"], x["task"], x["batch_size"], f"{x['params']:,}", num(x["mflop_per_step"], 1),
                      num(x["ms_per_step"], 1), num(x["gflops"], 2), f"{100 * x['share']:.1f}%"] for x in r["rows"]])
+    lines += [f"- {name}: {err}" for name, err in r["errors"]]
+    return lines + [""]
+
+
+# Section 6: today's settings against the new ones, the whole machine's training throughput per family
+
+def timed_worker(cfg: DictConfig, seed: int, threads: int, sizes: dict, barrier, results) -> None:
+    """One process of a side: its own copy of the family on its own batches (seed), `threads` torch threads; the
+    timed repeats start together on every process of the side (barrier). Puts its figures (or its error) on results."""
+    import warnings
+
+    from attention_lab.stages.train import one_thread
+
+    one_thread()  # killed with its parent, like the stage's workers
+    torch.set_num_threads(threads)
+    warnings.filterwarnings("ignore", message=".*self.log.*")  # training_step without a Trainer logs nothing
+    try:
+        module, batches = module_and_batches(cfg, sizes["side_steps"], seed)
+        module.train()
+        flops = sum(step_flops(module, b) for b in batches)
+        step = trainer(module.parameters(), lambda b: module.training_step(b, 0), cfg.train.lr, cfg.train.clip)
+        windows = []
+        with determinism(cfg):
+            for b in itertools.islice(itertools.cycle(batches), sizes["side_warmup"]):
+                step(b)
+            start = module.tokens_seen  # counted by the stage's own training_step
+            for _ in range(sizes["side_repeats"]):
+                barrier.wait()
+                t0 = time.perf_counter()  # CLOCK_MONOTONIC: one clock for every process of the machine
+                for b in batches:
+                    step(b)
+                windows.append((t0, time.perf_counter()))
+        results.put({"pid": os.getpid(), "threads": torch.get_num_threads(), "steps": len(batches), "flops": flops,
+                     "tokens": (module.tokens_seen - start) / sizes["side_repeats"], "windows": windows})
+    except Exception as err:  # noqa: BLE001 -- reported by the parent; the other processes must not wait for this one
+        barrier.abort()
+        results.put({"pid": os.getpid(), "error": f"{type(err).__name__}: {err}"})
+
+
+def run_side(cfg: DictConfig, processes: int, threads: int, sizes: dict) -> list[dict]:
+    """timed_worker in `processes` spawned processes side by side (seeds 0..processes-1); their figures."""
+    from multiprocessing import get_context
+
+    ctx = get_context("spawn")
+    barrier, results = ctx.Barrier(processes, timeout=sizes["side_timeout"]), ctx.Queue()
+    workers = [ctx.Process(target=timed_worker, args=(cfg, seed, threads, sizes, barrier, results))
+               for seed in range(processes)]
+    for w in workers:
+        w.start()
+    try:
+        outs = [results.get(timeout=sizes["side_timeout"]) for _ in workers]
+    finally:
+        for w in workers:
+            w.join(timeout=5)
+            if w.is_alive():
+                w.kill()
+    if errors := [o["error"] for o in outs if "error" in o]:
+        raise RuntimeError(errors[0])
+    return outs
+
+
+def machine_rates(outs: list[dict], roof: float) -> dict:
+    """A side's figures for the whole machine: per repeat, tokens and FLOPs of every process over the span from the
+    first start to the last end; the median over repeats."""
+    spans = [max(o["windows"][r][1] for o in outs) - min(o["windows"][r][0] for o in outs)
+             for r in range(len(outs[0]["windows"]))]
+    tokens, flops = sum(o["tokens"] for o in outs), sum(o["flops"] for o in outs)
+    overlap = all(max(o["windows"][r][0] for o in outs) < min(o["windows"][r][1] for o in outs)
+                  for r in range(len(spans)))
+    return {"processes": len(outs), "threads": outs[0]["threads"], "pids": [o["pid"] for o in outs],
+            "tokens_per_s": median(tokens / s for s in spans), "tokens_per_s_all": [tokens / s for s in spans],
+            "gflops": median(flops / s for s in spans) / 1e9, "share": median(flops / s for s in spans) / roof,
+            "tokens_per_update": tokens / sum(o["steps"] for o in outs), "overlapped": overlap,
+            "windows": [o["windows"] for o in outs]}
+
+
+def side_config(family: str, task: str, root: Path, models: Path, data: Path) -> DictConfig:
+    """The family's config under the settings at root (params.yaml, conf/, tuned/), reading data under data."""
+    from attention_lab.core.config import load_config
+    from attention_lab.core.paths import pretrained_dir
+
+    cfg = with_paths(load_config(family=family, task=task, root=root), task, models, data)
+    if "label_fractions" in cfg.train:  # classify: the run on every label, as the train stage sets it
+        cfg.train.label_fraction = 1.0
+    if cfg.pretrained and not pretrained_dir(cfg).is_dir():
+        raise FileNotFoundError(f"{pretrained_dir(cfg)} (the pretrain@{family} stage's output; pass --models)")
+    return cfg
+
+
+def side(cfg: DictConfig, processes: int, threads: int, sizes: dict, roof: float) -> dict:
+    """One side of a family's comparison: its settings and the machine's figures."""
+    mix = cfg.data.get("length_mix")
+    return {**machine_rates(run_side(cfg, processes, threads, sizes), roof), "batch_size": cfg.train.batch_size,
+            "length_mix": OmegaConf.to_container(mix) if mix is not None else None, "n_train": cfg.data.get("n_train")}
+
+
+def family_sides(family: str, task: str, roots: dict, data: dict, models: Path, sizes: dict, roof: float) -> dict:
+    """before: one process on every core; after: train.processes single-thread processes side by side."""
+    before = side_config(family, task, roots["before"], models, data["before"])
+    after = side_config(family, task, roots["after"], models, data["after"])
+    row = {"family": family, "task": task,
+           "before": side(before, 1, os.cpu_count(), sizes, roof),
+           "after": side(after, int(after.train.get("processes", 1)), 1, sizes, roof)}
+    return {**row, "ratio": row["after"]["tokens_per_s"] / row["before"]["tokens_per_s"]}
+
+
+def settings_rates(before: str, only: list[str] | None, models: Path, sizes: dict, after: Path = ROOT) -> dict:
+    """Section 6 for every family of every task in the 'after' settings' params.yaml (or those in `only`); before: a
+    git revision or a folder of settings, after: the working tree (or another folder)."""
+    import tempfile
+
+    from attention_lab.core.config import TASKS, families, read_params
+    from benchmarks.common import torch_threads
+    from benchmarks.settings import prepare_data, settings_of
+
+    with torch_threads(os.cpu_count()):
+        roof = matmul_rate(sizes["mm_n"], sizes["mm_repeats"])
+    params, rows, errors = read_params(after), [], []
+    with tempfile.TemporaryDirectory(prefix="side-by-side-") as work:
+        before_root, label = settings_of(before, Path(work))
+        roots = {"before": before_root, "after": after}
+        for task in (t for t in TASKS if t in params.get("tasks", TASKS)):
+            names = [f for f in families(params, task) if only is None or f in only]
+            data = {k: prepare_data(root, task, Path(work)) for k, root in roots.items()} if names else {}
+            for name in names:
+                try:
+                    rows.append(family_sides(name, task, roots, data, models, sizes, roof))
+                except (FileNotFoundError, KeyError, ValueError, RuntimeError) as err:
+                    errors.append((name, f"{type(err).__name__}: {err}"))
+    return {"before": label, "after": "the working tree" if after == ROOT else f"folder `{after}`", "roof_gflops": roof / 1e9, "cores": os.cpu_count(), "mm_n": sizes["mm_n"],
+            "steps": sizes["side_steps"], "warmup": sizes["side_warmup"], "repeats": sizes["side_repeats"],
+            "rows": rows, "errors": errors}
+
+
+def settings_row(x: dict) -> list[str]:
+    """One family's row of section 6."""
+    b, a = x["before"], x["after"]
+    return [x["family"], x["task"], num(b["tokens_per_s"], 0), num(a["tokens_per_s"], 0), f"{x['ratio']:.2f}×",
+            f"{100 * b['share']:.1f}%", f"{100 * a['share']:.1f}%",
+            f"{b['processes']} × {b['threads']} thr / {a['processes']} × {a['threads']} thr",
+            f"{b['batch_size']} / {a['batch_size']}", f"{b['tokens_per_update']:,.0f} / {a['tokens_per_update']:,.0f}"]
+
+
+def render_settings(r: dict) -> list[str]:
+    from benchmarks.common import geomean
+    from benchmarks.settings import stage_command
+
+    prepare = " ".join(stage_command("prepare", "<task>", Path("<tmp>"))[1:])
+    lines = ["## 6. Today's settings against the new ones: the machine's training throughput", "",
+             (f"**before**: the settings (params.yaml, conf/, tuned/) of {r['before']}, one process on all "
+              f"{r['cores']} cores (torch threads = cores). **after**: the settings of {r['after']}, `train.processes` "
+              "spawned processes side by side, one torch thread each (as `train.processes` runs seeds), each "
+              "training its own copy of the family on its own batches (seed 0, 1, …). Each side reads data prepared "
+              f"from its own settings by the project's stages (`python {prepare}` and the same with "
+              "`attention_lab.stages.tokenizer`, run in that setting's folder; identical data configs share one "
+              "folder). Steps are the training stage's own: the task's build hook, `training_step` (which counts "
+              f"the tokens, as the stage's tokens/s does), backward, norm clipping, Adam. {r['warmup']} warm-up steps, "
+              f"then {r['steps']} timed steps per process, the processes starting together; tokens/s of the machine "
+              f"= tokens of every process / span from the first start to the last end, median of {r['repeats']} "
+              f"repeat(s). Share of roof: counted FLOPs (section 4) per second against a float32 `torch.mm` of "
+              f"{r['mm_n']}×{r['mm_n']} on all {r['cores']} threads, **{r['roof_gflops']:.1f} GFLOP/s**."), ""]
+    lines += table(["family", "task", "before tokens/s", "after tokens/s", "after / before", "roof before",
+                    "roof after", "processes before / after", "batch before / after", "tokens / update before / after"],
+                   [settings_row(x) for x in r["rows"]])
+    if r["rows"]:
+        lines += ["", f"Geometric mean after / before: **{geomean(x['ratio'] for x in r['rows']):.2f}×**."]
     lines += [f"- {name}: {err}" for name, err in r["errors"]]
     return lines + [""]

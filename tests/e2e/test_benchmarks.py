@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, copy_project
 from tests.tiny_models import (
     CANVAS,
     DIGIT_WORDS,
     DOCS,
     LABELS,
     PAIRS,
+    STAGE_TINY,
     export_caption,
     export_classify,
     stage_overrides,
@@ -85,7 +87,8 @@ def test_quick_benchmark_writes_every_section(tmp_path, one_torch_thread):
 
     models = tiny_setup(tmp_path)
     out = tmp_path / "reports" / "benchmarks.md"
-    assert main(["--models", str(models), "--quick", "--threads", "1", "--out", str(out)]) == 0
+    sections = "ort,transformer,lightning,flops,quant"  # settings: test_settings_side_by_side below
+    assert main(["--models", str(models), "--quick", "--threads", "1", "--sections", sections, "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     for heading in ("# Speed benchmarks", "## Targets", "## 1. onnxruntime vs eager torch", "### Session options",
                     "## 2. Our Transformer vs torch.nn.Transformer", "## 3. Lightning vs a plain PyTorch loop",
@@ -105,3 +108,39 @@ def test_quick_benchmark_writes_every_section(tmp_path, one_torch_thread):
     assert set(quant) == {"transformer", "han", "show_attend_tell"}
     for row in quant.values():
         assert "error" in row or (finite_positive(row["fp32"]["ms"]) and finite_positive(row["int8"]["ms"])), row
+
+
+def tiny_settings(dest: Path, processes: int, batch_size: int) -> Path:
+    """A tiny-profile copy of the project: bahdanau at STAGE_TINY sizes, train.processes and batch size as given."""
+    root = copy_project(dest)
+    sizes = ", ".join(f"{k}: {v}" for k, v in STAGE_TINY["bahdanau"].items())
+    line = f"    bahdanau: {{model: {{{sizes}}}, train: {{batch_size: {batch_size}}}}}"
+    params = re.sub(r"^    bahdanau: .*$", line, (root / "params.yaml").read_text(), count=1, flags=re.MULTILINE)
+    (root / "params.yaml").write_text(params)
+    profile = root / "conf" / "profile" / "tiny.yaml"
+    profile.write_text(profile.read_text().replace("processes: 1", f"processes: {processes}", 1))  # translate's
+    return root
+
+
+def test_settings_side_by_side(tmp_path):
+    """Section 6 on one tiny family, 2 steps: one process on every core against two single-thread processes."""
+    import os
+
+    from benchmarks.speed import QUICK
+    from benchmarks.train_speed import render_settings, settings_rates
+
+    before = tiny_settings(tmp_path / "before", 1, 16)
+    after = tiny_settings(tmp_path / "after", 2, 32)
+    r = settings_rates(str(before), ["bahdanau"], tmp_path / "models", {**QUICK, "side_steps": 2}, after=after)
+    assert r["errors"] == []
+    (row,) = r["rows"]
+    b, a = row["before"], row["after"]
+    assert (b["processes"], b["threads"], a["processes"], a["threads"]) == (1, os.cpu_count(), 2, 1)
+    assert (b["batch_size"], a["batch_size"]) == (16, 32)
+    assert len(set(a["pids"])) == 2 and a["overlapped"]  # two processes, their timed steps at the same time
+    for side in (b, a):
+        for key in ("tokens_per_s", "gflops", "share", "tokens_per_update"):
+            assert finite_positive(side[key]), key
+    assert finite_positive(row["ratio"]) and a["tokens_per_update"] > b["tokens_per_update"]
+    text = "\n".join(render_settings(r))
+    assert "## 6. Today's settings against the new ones" in text and "| bahdanau | translate |" in text
