@@ -199,3 +199,26 @@ def test_runs_side_by_side_match_runs_one_after_another(prepared, one_torch_thre
     assert figures[2] == figures[1] and figures[1][0]["best_val_loss"] != figures[1][1]["best_val_loss"]
     with pytest.raises(train.ConfigError, match="train.processes = 2 .* data-parallel trainer"):
         train.main(["family=bahdanau", *SMALL, "train.processes=2", "trainer=ddp"])
+
+
+def test_plateau_schedule_cuts_the_rate_then_early_stopping_ends_the_run(prepared):
+    # min_delta so large that only the first validation counts as an improvement: the second one halves the rate,
+    # and with patience 1 early stopping ends the run there, long before the epoch cap
+    stopped = run(20, "train.schedule=plateau", "train.decay=0.5", "train.min_delta=1e9", "train.patience=1",
+                  "train.warmup_steps=1")
+    assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] < 20
+    cfg = stage_config(["family=bahdanau", *SMALL])
+    last = torch.load(seed_dir(cfg, 0) / "last.ckpt", weights_only=False)
+    assert last["lr_scale"] == 0.5 and math.isfinite(last["best_val"])
+    assert last["lr_schedulers"][0]["_last_lr"][0] == pytest.approx(cfg.train.lr * 0.5)
+
+
+def test_max_source_words_keeps_short_training_pairs_only(prepared):
+    from attention_lab.core.task import get_task
+
+    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_source_words=8"])
+    _, dm = get_task("translate").build(cfg, 0)
+    for split in ("train", "valid"):
+        assert dm.splits[split] and all(len(r["src"].split()) <= 8 for r in dm.splits[split])
+    _, full = get_task("translate").build(stage_config(["family=bahdanau", *SMALL]), 0)
+    assert len(dm.splits["train"]) < len(full.splits["train"])

@@ -81,6 +81,7 @@ RULES: dict[str, Range | tuple] = {
     "train.max_words": POSITIVE,
     "train.max_tokens": Range(1, None, integer=True, nullable=True),
     "train.val_bleu_sentences": COUNT,
+    "train.max_source_words": Range(1, None, integer=True, nullable=True),
     "train.teacher_forcing.schedule": ("constant", "linear", "inverse_sigmoid"),
     "train.teacher_forcing.*ratio": Range(0, 1),
     "train.teacher_forcing.slope": Range(0, None),

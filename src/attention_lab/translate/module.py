@@ -87,7 +87,7 @@ def build(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningD
 
     root = Path(cfg.root)
     dm = TranslationDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json",
-                               cfg.train.batch_size, seed)
+                               cfg.train.batch_size, seed, cfg.train.get("max_source_words"))
     dm.setup()
     module = TranslationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size())
     module.val_refs = [(r["src_ids"], r["tgt"]) for r in dm.splits["valid"][:cfg.train.val_bleu_sentences]]
