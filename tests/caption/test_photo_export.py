@@ -25,7 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.mark.parametrize("family", ["show_attend_tell", "show_tell"])
 def test_parity_of_the_whole_photo_path(photo_export, family):
-    path, folder, parity = photo_export(family)
+    _, folder, parity = photo_export(family)
     print(f"{family} parity: {json.dumps(parity['max_abs_diff'])}, greedy identical {parity['greedy_identical']}")
     assert parity["ok"] and parity["greedy_identical"] and max(parity["max_abs_diff"].values()) <= 1e-4
     assert [c["batch"] for c in parity["cases"]] == [1, 3, 5]

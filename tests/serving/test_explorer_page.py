@@ -201,7 +201,8 @@ def test_photo_model_draws_each_words_attention_over_the_photo(server, browser, 
     assert [c.find_element(By.CLASS_NAME, "strip-word").text for c in cards] == want["words"]
     for card, attention in zip(cards, want["attention"]):
         img, heat = card.find_element(By.TAG_NAME, "img"), card.find_element(By.CSS_SELECTOR, "canvas.heat")
-        wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth;", img) == 300)
+        wait.until(lambda d, img=img: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth;",
+                                                       img) == 300)
         assert heat.size == img.size and img.size["width"] == 180 and img.size["height"] == 120  # the photo's aspect
         alphas = browser.execute_script(
             "const c = arguments[0]; return Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)"
