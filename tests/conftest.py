@@ -28,6 +28,29 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="session")
+def photo_export(tmp_path_factory):
+    """photo_export(family="show_attend_tell") -> (torch path, onnx folder, parity) of tiny_models.export_photo_caption,
+    exported once per session and family (the real EfficientNet-Lite0 export takes seconds)."""
+    import torch
+
+    from tests.tiny_models import export_photo_caption
+
+    done: dict[str, tuple] = {}
+
+    def get(family: str = "show_attend_tell") -> tuple:
+        if family not in done:
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                done[family] = export_photo_caption(tmp_path_factory.mktemp(f"photo-{family}"), family)
+            finally:
+                torch.set_num_threads(threads)
+        return done[family]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"{SHARED_DATA} is missing: the tests need ../shared/data beside the repository")

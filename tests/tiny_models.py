@@ -139,6 +139,41 @@ def export_caption(root: Path, family: str = "show_attend_tell") -> Path:
     return root / family / "onnx"
 
 
+PHOTO_WORDS = ["a", "red", "green", "blue", "circle", "square", "triangle", "on", "white"]
+
+
+def export_photo_caption(root: Path, family: str = "show_attend_tell", max_len: int = 4, max_pixels: int = 10**6):
+    """root/<family>/onnx from a random-weight photo model (cached-annotation sizes: 7×7×1280) with the real frozen
+    EfficientNet-Lite0 in front (special tokens pushed down: max_len-word captions) -> (torch path, folder, parity)."""
+    import torch
+
+    from attention_lab.caption.export import PhotoCaptioner, export_and_check_captioner
+    from attention_lab.core.tokenization import train_word_tokenizer
+
+    tok = train_word_tokenizer([[PHOTO_WORDS]], vocab_size=100, min_frequency=1)
+    tok_path = root / f"{family}-tokenizer.json"
+    root.mkdir(parents=True, exist_ok=True)
+    tok.save(str(tok_path))
+    model = tiny_model(family, tok.get_vocab_size(), height=224, width=224, feature_dim=1280, feature_stride=32)
+    with torch.no_grad():
+        (model.L_o if hasattr(model, "L_o") else model.out).bias[:4] = -30.0   # never pad, bos, eos or unk
+    path = PhotoCaptioner(model, "efficientnet_lite0", max_pixels).eval()
+    parity = export_and_check_captioner(path, root / family / "onnx", family, tok_path, max_len=max_len)
+    tok_path.unlink()
+    return path, root / family / "onnx", parity
+
+
+def photo_png(width: int = 150, height: int = 100, fmt: str = "PNG", mode: str = "RGB") -> bytes:
+    """A red circle on white (tests/caption/photo_set.py's drawing), width × height, as PNG or JPEG bytes."""
+    import io
+
+    from tests.caption.photo_set import draw
+
+    buf = io.BytesIO()
+    draw("circle", "red", width, height).convert(mode).save(buf, format=fmt)
+    return buf.getvalue()
+
+
 def canvas_png(seed: int = 9, size: tuple[int, int] = CANVAS) -> bytes:
     """A (height, width) canvas PNG (caption_export.random_images scaled to 0..255) for the tiny captioner."""
     import io

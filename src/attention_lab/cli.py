@@ -148,8 +148,9 @@ def _classify(args: argparse.Namespace) -> int:
 
 
 def _caption(args: argparse.Namespace) -> int:
-    """Caption digit canvases (PNG) with an exported captioner; write each one's per-word attention overlay."""
-    from attention_lab.caption.serve import OnnxCaptioner, overlay
+    """Caption digit canvases (PNG) or photos (JPEG/PNG, any size) with an exported captioner; write each one's
+    per-word attention overlay."""
+    from attention_lab.caption.serve import OnnxCaptioner
 
     captioner = OnnxCaptioner(resolve_model_dir(args.model), threads=args.threads)
     images = [captioner.read(path) for path in args.images]  # every image is checked before any output is written
@@ -158,7 +159,7 @@ def _caption(args: argparse.Namespace) -> int:
         if args.overlay_dir is not None:
             out = Path(args.overlay_dir) / f"{Path(path).stem}_attention.png"
             out.parent.mkdir(parents=True, exist_ok=True)
-            overlay(image, r.words, r.attention).save(out)
+            captioner.overlay(image, r).save(out)
             r.overlay = str(out)
 
     def show(r) -> None:
@@ -196,7 +197,8 @@ def _serve_from(args: argparse.Namespace, fetched: Path) -> int:
         print(f"attention-lab serve: skipped {s['path']}: {s['reason']}", file=sys.stderr)
     print(f"attention-lab serve: {len(models)} models ({', '.join(sorted(models))}); explorer page at "
           f"http://{args.host}:{args.port}/", file=sys.stderr)
-    app = create_app(models, ServeSettings(max_chars=args.max_chars, max_body_bytes=args.max_body), skipped)
+    app = create_app(models, ServeSettings(max_chars=args.max_chars, max_body_bytes=args.max_body,
+                                       max_image_bytes=args.max_image_body), skipped)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -304,8 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
     c.add_argument("--json", action="store_true", help="print JSON (label, probabilities, sentence and word weights)")
     c.set_defaults(func=_classify)
-    p = sub.add_parser("caption", help="caption digit canvases with an exported ONNX model (onnxruntime only, no torch)")
-    p.add_argument("images", nargs="+", help="PNG images of the model's canvas size (ink bright on dark)")
+    p = sub.add_parser("caption", help="caption digit canvases or photos with an exported ONNX model (onnxruntime only, "
+                       "no torch)")
+    p.add_argument("images", nargs="+", help="photos (JPEG or PNG, any size) for a photo model; PNG images of the "
+                   "canvas size (ink bright on dark) for a canvas model")
     p.add_argument("--model", default="models/show_attend_tell",
                    help="a family folder (models/show_attend_tell) or its onnx folder (default: %(default)s)")
     p.add_argument("--overlay-dir", default=".", help="where <image>_attention.png goes (default: the current folder)")
@@ -324,6 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-chars", type=_int_in(1), default=5000, help="longest text accepted (default: %(default)s)")
     s.add_argument("--max-body", type=_int_in(1), default=65536,
                    help="largest request body in bytes (default: %(default)s)")
+    s.add_argument("--max-image-body", type=_int_in(1), default=16 << 20,
+                   help="largest POST /caption body (a photo upload) in bytes (default: %(default)s)")
     s.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads per session (default: 1)")
     s.add_argument("--log-level", default="info", help="uvicorn log level (default: %(default)s)")
     s.set_defaults(func=_serve)

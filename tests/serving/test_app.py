@@ -38,7 +38,8 @@ def models_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(models_root):
     models, skipped = discover(models_root)
-    with TestClient(create_app(models, ServeSettings(max_chars=200, max_body_bytes=2048), skipped)) as c:
+    with TestClient(create_app(models, ServeSettings(max_chars=200, max_body_bytes=2048, max_image_bytes=4096),
+                               skipped)) as c:
         yield c
 
 
@@ -207,7 +208,7 @@ def test_caption_matches_the_captioner(models_root, client, beam):
     (upload(canvas_png(), model="bahdanau"), 422, "a translate model; use POST /translate"),
     (upload(canvas_png(), model="han"), 422, "a classify model; use POST /classify"),
     (upload(png(np.random.default_rng(0).integers(0, 256, (64, 64), dtype=np.uint8))), 413,
-     "over this server's limit of 2048"),
+     "over this server's limit of 4096 bytes (--max-image-body)"),
     ({"json": {"model": CAPTIONER, "image": "canvas.png"}}, 422, "Field required"),
 ], ids=["empty", "not-an-image", "wrong-size", "truncated", "no-image", "no-model", "beam-0", "beam-word",
         "unknown-model", "translate-model", "classify-model", "too-big", "json-body"])

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+import numpy as np
 import pytest
 
 from attention_lab.serving.app import STATIC
 from tests.serving.test_app import DOCUMENT, SENTENCE
-from tests.tiny_models import canvas_png, export_tiny_models
+from tests.tiny_models import canvas_png, export_tiny_models, photo_png
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -39,9 +41,11 @@ def post(base: str, path: str, body: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """`attention-lab serve` on 127.0.0.1:<free port> over tiny exports; stopped after the module."""
+def server(tmp_path_factory, photo_export):
+    """`attention-lab serve` on 127.0.0.1:<free port> over tiny exports (and a photo model, `photo`); stopped after
+    the module."""
     root = export_tiny_models(tmp_path_factory.mktemp("models"))
+    shutil.copytree(photo_export()[1], root / "photo" / "onnx")
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "serve.log"
     with open(log, "w") as out:
@@ -53,7 +57,7 @@ def server(tmp_path_factory):
         while True:
             try:
                 with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if json.load(r)["models"] == 3:
+                    if json.load(r)["models"] == 4:
                         break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
@@ -73,7 +77,7 @@ def run_page(browser, base: str, model: str, text: str, ready: str, image: str |
 
     browser.get(base + "/")
     wait = WebDriverWait(browser, 30)
-    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#model option")) == 3)
+    wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#model option")) == 4)
     Select(browser.find_element(By.ID, "model")).select_by_value(model)
     if image is None:
         box = browser.find_element(By.ID, "text")
@@ -135,11 +139,11 @@ def test_bad_input_shows_the_message(server, browser):
 
 
 
-def post_image(base: str, model: str, data: bytes) -> dict:
+def post_image(base: str, model: str, data: bytes, name: str = "canvas.png") -> dict:
     boundary = "attention-lab-test"
     body = (f'--{boundary}\r\nContent-Disposition: form-data; name="model"\r\n\r\n{model}\r\n'
             f'--{boundary}\r\nContent-Disposition: form-data; name="beam"\r\n\r\n1\r\n'
-            f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="canvas.png"\r\n'
+            f'--{boundary}\r\nContent-Disposition: form-data; name="image"; filename="{name}"\r\n'
             "Content-Type: image/png\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
     req = urllib.request.Request(base + "/caption", body, {"Content-Type": f"multipart/form-data; boundary={boundary}"})
     with urllib.request.urlopen(req, timeout=30) as r:
@@ -177,3 +181,49 @@ def test_wrong_size_image_shows_the_message(server, browser, tmp_path):
     run_page(browser, server, "show_attend_tell", "", "caption", image=str(wrong))
     error = browser.find_element(By.ID, "error")
     assert error.is_displayed() and "wide.png: the image is 80×16 pixels, expected 64×16" in error.text
+
+
+def test_photo_model_draws_each_words_attention_over_the_photo(server, browser, tmp_path):
+    """A photo model: the page shows the photo once per word with that word's 7×7 attention drawn over it (a canvas
+    stretched over the photo, its pixel alphas the weights scaled to their maximum), and names each region on hover."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    photo = tmp_path / "circle.jpg"
+    photo.write_bytes(photo_png(300, 200, "JPEG"))
+    wait = run_page(browser, server, "photo", "", "caption", image=str(photo))
+    assert not browser.find_element(By.ID, "error").is_displayed()
+    assert browser.find_element(By.ID, "image-hint").text == "a JPEG or PNG photo, any size"
+    want = post_image(server, "photo", photo.read_bytes(), "circle.jpg")
+    assert browser.find_element(By.ID, "caption").text == want["caption"] != ""
+    assert not browser.find_element(By.ID, "overlay").is_displayed()
+    cards = browser.find_elements(By.CSS_SELECTOR, "#word-strip .word-card")
+    assert [c.find_element(By.CLASS_NAME, "strip-word").text for c in cards] == want["words"]
+    for card, attention in zip(cards, want["attention"]):
+        img, heat = card.find_element(By.TAG_NAME, "img"), card.find_element(By.CSS_SELECTOR, "canvas.heat")
+        wait.until(lambda d, img=img: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth;",
+                                                       img) == 300)
+        assert heat.size == img.size and img.size["width"] == 180 and img.size["height"] == 120  # the photo's aspect
+        alphas = browser.execute_script(
+            "const c = arguments[0]; return Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data)"
+            ".filter((_, k) => k % 4 === 3);", heat)
+        a = np.array(attention).ravel()
+        assert len(alphas) == 49 and int(np.argmax(alphas)) == int(np.argmax(a))
+        np.testing.assert_allclose(alphas, np.round(200 * a / a.max()), atol=1)
+    heat = cards[0].find_element(By.CSS_SELECTOR, "canvas.heat")
+    ActionChains(browser).move_to_element_with_offset(heat, -80, -50).perform()  # region (0, 0), near the top left
+    tip = browser.find_element(By.ID, "tooltip")
+    assert tip.is_displayed() and tip.text == f"{want['words'][0]} ← region (0, 0): {want['attention'][0][0][0]:.3f}"
+    shot = tmp_path / "explorer-photo.png"
+    assert browser.save_screenshot(str(shot)) and shot.stat().st_size > 1000
+    print(f"screenshot: {shot}")
+
+
+def test_a_bad_photo_shows_its_named_error(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    text = tmp_path / "notes.jpg"
+    text.write_text("not a photo")
+    run_page(browser, server, "photo", "", "caption", image=str(text))
+    error = browser.find_element(By.ID, "error")
+    assert error.is_displayed() and "notes.jpg: not an image Pillow can read (expected JPEG or PNG)" in error.text

@@ -11,6 +11,7 @@ from attention_lab.core.config import ConfigError
 from attention_lab.core.files import read_json, read_jsonl
 from attention_lab.core.readers import DataError
 from attention_lab.stages.prepare import main
+from tests.caption.photo_set import write_photo_set
 from tests.conftest import ROOT
 
 REPO = ROOT
@@ -49,6 +50,12 @@ def write_label_folders(base: Path, counts: dict[str, dict[str, int]]) -> Path:
 
 def write_corpus(root: Path, data: dict, n: int = 20) -> None:
     """Tiny files at every path a data section names (an example config), in its source's format."""
+    if data["source"] == "image_captions":  # tests/caption/photo_set.py's shapes, and the split file if named
+        names = write_photo_set(root / data["path"], per_pair=1)
+        if data.get("split_file"):
+            write_lines(root / data["split_file"], ["image,split", *(f"{n},{('train', 'train', 'train', 'val', 'test')[i % 5]}"
+                                                                     for i, n in enumerate(names))])
+        return
     paths = {k: root / v for k, v in data.items() if k.endswith("path") and v}
     for key, path in paths.items():
         if data["source"] == "parallel_files":
@@ -182,12 +189,14 @@ def test_every_example_config_prepares(repo, example):
     set_data(repo, data, task)
     main([f"task={task}"])
     stats = read_json(Path("data/prepared") / task / "stats.json")
-    assert all(stats[s]["pairs" if task == "translate" else "documents"] > 0 for s in ("train", "valid", "test"))
+    unit = {"translate": "pairs", "classify": "documents", "caption": "photos"}[task]
+    assert all(stats[s][unit] > 0 for s in ("train", "valid", "test"))
 
 
 def test_there_is_an_example_per_layout():
     assert {f"{p.parent.parent.name}/{yaml.safe_load(p.read_text())['source']}" for p in EXAMPLES} == {
-        "translate/parallel_files", "translate/tsv", "classify/labeled_files", "classify/label_folders"}
+                "translate/parallel_files", "translate/tsv", "classify/labeled_files", "classify/label_folders",
+        "caption/image_captions"}
 
 
 def test_unlabelled_documents_beside_the_labelled_splits(repo):

@@ -103,12 +103,12 @@ def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> t
         for k, i in enumerate(shown):
             words = [tok.id_to_token(t) for t in hyps[i].tokens]
             attn = hyps[i].attention.reshape(len(words), *model.grid)
-            if "image" in rows[i]:  # a photo: its pixels in gray under the attention, one panel per word
+            if "image" in rows[i]:  # a photo: its pixels (as the encoder read them) under the attention, a panel a word
                 from attention_lab.caption.data.photos import read_photo
 
                 d = cfg.data
                 rgb = read_photo(root / d.path / d.images_dir / rows[i]["image"], d.height, d.max_pixels)
-                overlay(rgb.mean(-1) / 255.0, words, attn, scale=1).save(pictures / f"overlay_{k}.png")
+                overlay(rgb / 255.0, words, attn, scale=1).save(pictures / f"overlay_{k}.png")
             else:
                 overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")
     return per_seed, outputs

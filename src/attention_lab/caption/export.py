@@ -1,9 +1,10 @@
 """ONNX export of a captioner as two graphs (image encoder, decoder step) and a torch-vs-onnxruntime parity check.
 
-encoder.onnx:      image (B, H, W) float32 in [0, 1] -> memory (B, L, D), state_0, state_1
+encoder.onnx:      image (B, H, W) float32 in [0, 1] (a canvas) or (B, S, S, 3) uint8 RGB (a photo, squashed by
+                   caption/data/photos.py; the graph holds the frozen pretrained CNN) -> memory (B, L, D), state_0, state_1
 decoder_step.onnx: prev (B,) int64, state_0, state_1, memory, src_mask (B, L) bool (the grid mask: all True)
                    -> logits (B, V), log_probs (B, V), new_state_0, new_state_1, attn (B, L)
-The folder also gets meta.json (task caption, canvas size, grid, ids, defaults) and tokenizer.json.
+The folder also gets meta.json (task caption, input canvas or photo, its size, grid, ids, defaults) and tokenizer.json.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from torch.export import Dim
 
+from attention_lab.caption.data.features import ENCODERS, AnnotationEncoder
 from attention_lab.caption.search import caption_batch
 from attention_lab.caption.serve import OnnxCaptioner
 from attention_lab.core.export import (
@@ -48,6 +50,52 @@ class ImageEncoderGraph(nn.Module):
         return (memory, *state)
 
 
+class PhotoCaptioner(nn.Module):
+    """A photo model (trained on cached annotations) with its frozen CNN in front, so one encode reads pixels:
+    encode(uint8 RGB photos (B, S, S, 3)) = model.encode(CNN(photos)); decode_step and the grid are the model's."""
+
+    def __init__(self, model: nn.Module, encoder: str, max_pixels: int):
+        super().__init__()
+        self.model, self.cnn = model, AnnotationEncoder(encoder)
+        self.encoder, self.size, self.max_pixels = encoder, ENCODERS[encoder][0], max_pixels
+        self.vocab_size, self.has_attention, self.grid = model.vocab_size, model.has_attention, model.grid
+
+    def encode(self, photos: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+        return self.model.encode(self.cnn(photos))  # (B, L, D) annotations a_i, decoder state before bos
+
+    def decode_step(self, prev: Tensor, state: tuple[Tensor, ...], memory: Tensor, grid_mask: Tensor):
+        return self.model.decode_step(prev, state, memory, grid_mask)  # (B, V), state, (B, L)
+
+    def grid_mask(self, memory: Tensor) -> Tensor:
+        return self.model.grid_mask(memory)
+
+
+def random_photos(batch: int, size: int, seed: int) -> np.ndarray:
+    """Noise photos with a few coloured blocks, uint8 RGB (B, S, S, 3)."""
+    rng = np.random.default_rng(seed)
+    photos = rng.integers(0, 80, (batch, size, size, 3), dtype=np.uint8)
+    for b in range(batch):
+        for x, y in rng.integers(0, size * 3 // 4, (3, 2)):
+            photos[b, y:y + size // 4, x:x + size // 4] = rng.integers(60, 256, 3, dtype=np.uint8)
+    return photos
+
+
+def example_images(model: nn.Module, batch: int, seed: int) -> np.ndarray:
+    """Encoder-graph inputs for `model`: random_photos for a PhotoCaptioner, random_images canvases otherwise."""
+    if isinstance(model, PhotoCaptioner):
+        return random_photos(batch, model.size, seed)
+    return random_images(batch, *(g * model.cnn.stride for g in model.grid), seed)
+
+
+def input_meta(model: nn.Module) -> dict:
+    """meta.json's description of the encoder's input: a photo (any size, squashed) or a canvas (exact size)."""
+    if isinstance(model, PhotoCaptioner):
+        return {"input": "photo", "encoder": model.encoder, "height": model.size, "width": model.size,
+                "max_pixels": int(model.max_pixels)}
+    height, width = (g * model.cnn.stride for g in model.grid)
+    return {"input": "canvas", "height": height, "width": width}
+
+
 def random_images(batch: int, height: int, width: int, seed: int) -> np.ndarray:
     """Noise canvases with a few bright blocks, float32 (B, H, W) in [0, 1]."""
     rng = np.random.default_rng(seed)
@@ -62,13 +110,12 @@ def export_captioner(model: nn.Module, out_dir: str | Path, family: str, tokeniz
                      max_len: int, opset: int = 20, beam: int = 1, len_penalty: float = 1.0) -> dict:
     """Write encoder.onnx, decoder_step.onnx (+ .data), meta.json and tokenizer.json into out_dir; return meta."""
     if getattr(model, "features", False):
-        raise ExportError(f"{family}: reads cached annotations of a pretrained CNN (data image_captions); the ONNX "
-                          "export of the photo path (CNN + decoder step) is not written yet")
+        raise ExportError(f"{family}: reads cached annotations of a pretrained CNN (data image_captions); export "
+                          "PhotoCaptioner(model, data.encoder, data.max_pixels), the CNN and the model as one path")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.eval()
-    height, width = (g * model.cnn.stride for g in model.grid)
-    image = torch.from_numpy(random_images(2, height, width, 0))
+    image = torch.from_numpy(example_images(model, 2, 0))
     with torch.inference_mode():
         memory, state = model.encode(image)
         prev = torch.tensor([5, 6])
@@ -91,8 +138,7 @@ def export_captioner(model: nn.Module, out_dir: str | Path, family: str, tokeniz
     check_dynamic(out_dir / ENCODER_FILE, {"image": [0]})
     check_dynamic(out_dir / DECODER_FILE, {"prev": [0], "memory": [0], "src_mask": [0], **{n: [0] for n in state_in}})
     meta = {"task": "caption", "family": family, "has_attention": bool(model.has_attention),
-            "vocab_size": int(model.vocab_size), **SPECIAL_IDS, "height": height, "width": width,
-            "grid": list(model.grid), "encoder_state_outputs": state_in, "state_inputs": state_in,
+            "vocab_size": int(model.vocab_size), **SPECIAL_IDS, **input_meta(model), "grid": list(model.grid), "encoder_state_outputs": state_in, "state_inputs": state_in,
             "state_outputs": state_out, "max_len": int(max_len), "beam": int(beam), "len_penalty": float(len_penalty),
             "opset": opset}
     (out_dir / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
@@ -113,7 +159,7 @@ def check_caption_parity(model: nn.Module, out_dir: str | Path, steps: int = 6, 
     greedy_same, cases = True, []
     rng = np.random.default_rng(seed)
     for k, batch in enumerate(PARITY_BATCHES):
-        images = random_images(batch, ort.height, ort.width, seed + k)
+        images = example_images(model, batch, seed + k)
         with torch.inference_mode():
             memory, state = model.encode(torch.from_numpy(images))
         o_state, (o_memory, mask) = ort.encode(images)
@@ -154,7 +200,10 @@ def export_and_check_captioner(model: nn.Module, out_dir: str | Path, family: st
 
 
 def export(cfg: DictConfig, model: nn.Module, trained: DictConfig, out: Path, tokenizer: Path) -> dict:
-    """The export stage's hook: image-encoder and decoder-step graphs with the evaluation's decoding settings."""
+    """The export stage's hook: image-encoder and decoder-step graphs with the evaluation's decoding settings; a photo
+    model gets its frozen CNN (data.encoder) in front."""
     e = cfg.evaluate
+    if model.features:
+        model = PhotoCaptioner(model, cfg.data.encoder, cfg.data.max_pixels)
     return export_and_check_captioner(model, out, cfg.family, tokenizer, e.max_len, cfg.export.opset, beam=e.beam,
                                       len_penalty=e.len_penalty)

@@ -1,6 +1,8 @@
 """onnxruntime-only captioning: image encoder + decoder-step graphs, decoding.py's search, attention overlays.
 
-Never imports torch: serving needs numpy, onnxruntime, tokenizers and Pillow (PNG in and out).
+Two kinds of export (meta.json "input"): digit canvases (grayscale, exactly the canvas size) and photos (any size,
+read and squashed by caption/data/photos.py as prepare reads them; the exported encoder holds the pretrained CNN).
+Never imports torch: serving needs numpy, onnxruntime, tokenizers and Pillow.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, UnidentifiedImageError
 
+from attention_lab.caption.data.photos import ImageError, read_photo
 from attention_lab.core.decoding import search
 from attention_lab.serving.runtime import (
     DECODER_FILE,
@@ -28,16 +31,9 @@ META_KEYS = ("height", "width", "grid", "max_len", "beam", "len_penalty", "bos_i
              "encoder_state_outputs", "state_inputs", "state_outputs")  # what captioning reads from meta.json
 
 
-class ImageError(ValueError):
-    """An image that cannot be captioned: unreadable, empty, or not the model's canvas size."""
-
-
 def read_image(source: str | Path | bytes, height: int, width: int, name: str | None = None) -> np.ndarray:
     """A grayscale PNG/JPEG/... of exactly width × height pixels (ink bright on dark) -> float32 (H, W) in [0, 1]."""
-    name = name or (str(source) if not isinstance(source, bytes) else "the uploaded image")
-    data = source if isinstance(source, bytes) else _read_bytes(Path(source))
-    if not data:
-        raise ImageError(f"{name}: empty file, expected a {width}×{height} image")
+    name, data = image_bytes(source, name, f"a {width}×{height} image")
     try:
         with Image.open(io.BytesIO(data)) as im:
             im.load()
@@ -50,10 +46,15 @@ def read_image(source: str | Path | bytes, height: int, width: int, name: str | 
     return np.asarray(gray, dtype=np.float32) / 255.0
 
 
-def _read_bytes(path: Path) -> bytes:
-    if not path.is_file():
-        raise ImageError(f"{path}: no such file")
-    return path.read_bytes()
+def image_bytes(source: str | Path | bytes, name: str | None, expected: str) -> tuple[str, bytes]:
+    """(name for messages, the file's bytes); an ImageError for a missing or empty file."""
+    name = name or (str(source) if not isinstance(source, bytes) else "the uploaded image")
+    if not isinstance(source, bytes) and not Path(source).is_file():
+        raise ImageError(f"{name}: no such file")
+    data = source if isinstance(source, bytes) else Path(source).read_bytes()
+    if not data:
+        raise ImageError(f"{name}: empty file, expected {expected}")
+    return name, data
 
 
 @dataclass
@@ -87,22 +88,35 @@ class OnnxCaptioner:
         self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
         self.step = ort_step(self.decoder, self.meta)
         self.height, self.width = self.meta["height"], self.meta["width"]
+        self.photo = self.meta.get("input", "canvas") == "photo"  # exports before photos were canvases
 
     def read(self, source: str | Path | bytes, name: str | None = None) -> np.ndarray:
-        return read_image(source, self.height, self.width, name)
+        """A file or its bytes -> the encoder's input: a photo of any size as uint8 RGB (H, W, 3), squashed as
+        prepare squashes it; a canvas as float32 (H, W) in [0, 1], exactly the canvas size."""
+        if not self.photo:
+            return read_image(source, self.height, self.width, name)
+        name, data = image_bytes(source, name, "a JPEG or PNG photo")
+        return read_photo(data, self.height, self.meta["max_pixels"], name, cap="max_pixels (meta.json)")
+
+    def overlay(self, image: np.ndarray, caption: Caption) -> Image.Image:
+        """caption's per-word attention over image (as read): photos at their input size, canvases enlarged 3×."""
+        pixels = image / 255.0 if self.photo else image  # (H, W, 3) or (H, W) in [0, 1]
+        return overlay(pixels, caption.words, caption.attention, scale=1 if self.photo else 3)
 
     def encode(self, batch: np.ndarray) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, np.ndarray]]:
-        """The encoder graph: images (B, H, W) -> (decoder state before bos, (memory (B, L, D), grid mask (B, L)))."""
+        """The encoder graph: images (B, H, W) float32 or photos (B, H, W, 3) uint8 -> (decoder state before bos,
+        (memory (B, L, D), grid mask (B, L)))."""
         outs = dict(zip([o.name for o in self.encoder.get_outputs()], self.encoder.run(None, {"image": batch})))
         memory = outs["memory"]
         state = tuple(outs[n] for n in self.meta["encoder_state_outputs"])
         return state, (memory, np.ones(memory.shape[:2], dtype=bool))  # every grid cell is real
 
     def caption(self, images: list[np.ndarray], beam: int | None = None) -> list[Caption]:
-        """images: float32 (H, W) in [0, 1], each of the model's canvas size."""
-        batch = np.stack(images).astype(np.float32)  # (B, H, W)
-        if batch.shape[1:] != (self.height, self.width):
-            raise ImageError(f"images must be {self.width}×{self.height}, got {batch.shape[2]}×{batch.shape[1]}")
+        """images as read(): canvases float32 (H, W) in [0, 1] or photos uint8 (H, W, 3)."""
+        shape, dtype = ((self.height, self.width, 3), np.uint8) if self.photo else ((self.height, self.width), np.float32)
+        batch = np.stack(images).astype(dtype)  # (B, H, W[, 3])
+        if batch.shape[1:] != shape:
+            raise ImageError(f"images must be {shape} arrays as read() returns them, got {batch.shape[1:]}")
         state, memory = self.encode(batch)
         hyps = search(self.step, state, memory, np.full(len(batch), self.meta["max_len"]),
                       beam or self.meta["beam"], self.meta["len_penalty"], self.meta["bos_id"], self.meta["eos_id"])
@@ -116,15 +130,16 @@ class OnnxCaptioner:
 def overlay(image: np.ndarray, words: list[str], attention: np.ndarray, scale: int = 3,
             boxes: list[list[int]] | None = None) -> Image.Image:
     """Xu et al. 2015 Fig. 3 style: one panel per word, the attention grid (T, h, w) upsampled over the image (H, W)
-    in red (each panel scaled to its own maximum), the word on the left; word t's gold box in green when given."""
-    H, W = image.shape
-    gray = np.clip(image * 255, 0, 255).astype(np.float32)[..., None].repeat(3, -1)  # (H, W, 3)
+    or (H, W, 3) in [0, 1] in red (each panel scaled to its own maximum), the word on the left; word t's gold box in
+    green when given."""
+    H, W = image.shape[:2]
+    base = np.clip((image[..., None].repeat(3, -1) if image.ndim == 2 else image) * 255, 0, 255).astype(np.float32)  # (H, W, 3)
     label_w, panels = 70, []
     for t, word in enumerate(words or ["(empty)"]):
         a = attention[t] if t < len(attention) else np.zeros(attention.shape[1:] or (1, 1), np.float32)
         up = np.asarray(Image.fromarray(a.astype(np.float32)).resize((W, H), Image.BILINEAR))  # (H, W)
         up = up / up.max() if up.max() > 0 else up
-        rgb = gray * (1 - 0.6 * up[..., None]) + 0.6 * up[..., None] * np.array([255.0, 40.0, 0.0])
+        rgb = base * (1 - 0.6 * up[..., None]) + 0.6 * up[..., None] * np.array([255.0, 40.0, 0.0])
         panel = Image.fromarray(rgb.clip(0, 255).astype(np.uint8)).resize((W * scale, H * scale), Image.NEAREST)
         if boxes and t < len(boxes):
             x0, y0, x1, y1 = boxes[t]

@@ -22,7 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from attention_lab.caption.serve import ImageError, overlay
+from attention_lab.caption.serve import ImageError
 from attention_lab.serving.registry import KINDS, LoadedModel, has_attention
 from attention_lab.serving.schemas import (
     MAX_BEAM,
@@ -40,8 +40,10 @@ STATIC = Path(__file__).parent / "static"
 ERRORS = {404: {"model": ErrorMessage, "description": "unknown model"},
           413: {"model": ErrorMessage, "description": "request body over the size limit"},
           422: {"description": "malformed JSON, wrong types, empty or too long text, or a model of another task"}}
-CAPTION_ERRORS = {**ERRORS, 422: {"description": "a missing field, an empty or unreadable image, an image not of the "
-                                                 "model's canvas size, or a model of another task"}}
+CAPTION_ERRORS = {**ERRORS, 422: {"description": "a missing field; an empty, unreadable or truncated image; a photo "
+                                                 "over the pixel cap; a canvas not of the model's size; or a model of "
+                                                 "another task"}}
+IMAGE_PATHS = ("/caption",)  # request bodies under ServeSettings.max_image_bytes (a photo upload)
 
 
 @dataclass(frozen=True)
@@ -50,21 +52,23 @@ class ServeSettings:
 
     max_chars: int = 5000          # characters of text per request
     max_body_bytes: int = 65536    # bytes of request body
+    max_image_bytes: int = 16 << 20  # bytes of request body of POST /caption (a photo upload)
 
 
 class BodyLimit:
-    """ASGI middleware: a body over max_bytes (declared or streamed) gets 413 before the app reads any of it, and a JSON
-    body that is not UTF-8 (RFC 8259) gets 422 naming the first bad byte."""
+    """ASGI middleware: a body over max_bytes (image_bytes on IMAGE_PATHS; declared or streamed) gets 413 before the
+    app reads any of it, and a JSON body that is not UTF-8 (RFC 8259) gets 422 naming the first bad byte."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, image_bytes: int):
+        self.app, self.max_bytes, self.image_bytes = app, max_bytes, image_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        limit = self.image_bytes if scope["path"] in IMAGE_PATHS else self.max_bytes
         declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > self.max_bytes:
-            return await self.refuse(scope, receive, send, declared)
+        if not declared.isdigit() or int(declared) > limit:
+            return await self.refuse(scope, receive, send, declared, limit)
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
@@ -72,8 +76,8 @@ class BodyLimit:
                 return
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
-            if size > self.max_bytes:
-                return await self.refuse(scope, receive, send, str(size).encode())
+            if size > limit:
+                return await self.refuse(scope, receive, send, str(size).encode(), limit)
             more = message.get("more_body", False)
         body = b"".join(chunks)
         if b"json" in dict(scope["headers"]).get(b"content-type", b""):
@@ -90,11 +94,12 @@ class BodyLimit:
 
         await self.app(scope, replayed, send)
 
-    async def refuse(self, scope: Scope, receive: Receive, send: Send, size: bytes) -> None:
+    async def refuse(self, scope: Scope, receive: Receive, send: Send, size: bytes, limit: int) -> None:
         if not size.isdigit():
             await JSONResponse({"detail": "bad Content-Length header"}, 400)(scope, receive, send)
             return
-        detail = f"request body of {int(size)} bytes is over this server's limit of {self.max_bytes} bytes"
+        option = "--max-image-body" if scope["path"] in IMAGE_PATHS else "--max-body"
+        detail = f"request body of {int(size)} bytes is over this server's limit of {limit} bytes ({option})"
         await JSONResponse({"detail": detail}, 413)(scope, receive, send)
 
 
@@ -118,7 +123,7 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
         "Attention models for NLP on onnxruntime: translation with its cross-attention, document classification "
         "with word and sentence attention, image captioning with attention over image regions. The attention "
         "explorer page is at /."))
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, image_bytes=settings.max_image_bytes)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -174,9 +179,10 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
                 "has_attention": has_attention(model), "latency_ms": round(latency, 3)}
 
     @app.post("/caption", response_model=CaptionResponse, responses=CAPTION_ERRORS,
-              summary="caption a canvas PNG; words, attention grid per word and an overlay PNG")
-    def caption(image: Annotated[UploadFile, File(description="a grayscale PNG of the model's canvas size, "
-                                                              "ink bright on dark")],
+              summary="caption a photo or canvas; words, attention grid per word and an overlay PNG")
+    def caption(image: Annotated[UploadFile, File(description="a photo model: a JPEG or PNG photo of any size; a "
+                                                              "canvas model: a grayscale PNG of its canvas size, ink "
+                                                              "bright on dark")],
                 model: Annotated[str, Form(min_length=1, description="a caption model's name from GET /models")],
                 beam: Annotated[int | None, Form(ge=1, le=MAX_BEAM, description="beam size, 1 = greedy "
                                                                                 "(default: the export's)")] = None,
@@ -192,7 +198,7 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
         beam = beam or captioner.meta.get("beam", 1)
         [result] = captioner.caption([pixels], beam=beam)
         buf = io.BytesIO()
-        overlay(pixels, result.words, result.attention).save(buf, format="PNG")
+        captioner.overlay(pixels, result).save(buf, format="PNG")
         latency = (time.perf_counter() - start) * 1000
         return {"model": served_model.name, "family": served_model.family, "caption": result.text,
                 "words": result.words, "attention": result.attention.round(4).tolist(),

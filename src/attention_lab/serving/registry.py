@@ -54,7 +54,8 @@ register_kind(ModelKind(
 register_kind(ModelKind(
     "caption", (ENCODER_FILE, DECODER_FILE, TOKENIZER_FILE), OnnxCaptioner,
     lambda c: {ENCODER_FILE: c.encoder, DECODER_FILE: c.decoder},
-    input="a grayscale PNG of the model's canvas size (width × height from meta), ink bright on dark",
+    input="a photo model (image_input photo): a JPEG or PNG photo of any size; a canvas model: a grayscale PNG of "
+          "its canvas size (width × height from meta), ink bright on dark",
     output="caption, words, attention grid per word, overlay PNG (base64), latency"))
 
 
@@ -98,7 +99,8 @@ class LoadedModel:
                   for f, s in kind.graphs(self.runner).items()]
         return {"name": self.name, "task": self.task, "family": self.family, "source": self.source,
                 "path": str(self.path), "input": kind.input, "output": kind.output, "graphs": graphs,
-                "files": self.files, "labels": self.meta.get("labels"), "has_attention": has_attention(self)}
+                "files": self.files, "labels": self.meta.get("labels"), "has_attention": has_attention(self),
+                "image_input": self.meta.get("input", "canvas") if self.task == "caption" else None}
 
 
 def has_attention(model: LoadedModel) -> bool:

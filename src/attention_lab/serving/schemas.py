@@ -70,12 +70,12 @@ class CaptionResponse(BaseModel):
     words: list[str] = Field(description="the caption's tokens, no bos/eos")
     attention: list[list[list[float]]] = Field(
         description="(len(words), h, w): word t's attention over the encoder's h × w grid of image regions")
-    grid: list[int] = Field(description="[h, w], the encoder's grid over the canvas")
+    grid: list[int] = Field(description="[h, w], the encoder's grid over the canvas or the (squashed) photo")
     has_attention: bool = Field(description="false for families without attention (the grids are then all zeros)")
     score: float = Field(description="the hypothesis' search score (length-penalised log-probability)")
     beam: int
     overlay: str = Field(description="data:image/png;base64 URL: one panel per word, its attention in red over the image")
-    latency_ms: float = Field(description="server time for decoding the PNG, captioning and drawing the overlay")
+    latency_ms: float = Field(description="server time for decoding the image, captioning and drawing the overlay")
 
 
 class TensorInfo(BaseModel):
@@ -102,6 +102,8 @@ class ModelInfo(BaseModel):
     files: dict[str, str] = Field(description="file name -> sha256 of every file in the exported folder")
     labels: list[str] | None
     has_attention: bool
+    image_input: str | None = Field(None, description='caption models: "photo" (JPEG or PNG of any size, squashed to '
+                                    'the encoder\'s input) or "canvas" (a PNG of exactly the canvas size); else null')
 
 
 class Skipped(BaseModel):

@@ -14,6 +14,7 @@ from functools import cache
 
 import numpy as np
 import torch
+from torch import Tensor, nn
 
 ENCODERS = {"efficientnet_lite0": (224, 1280, 32)}  # name -> (input size, annotation size D, stride)
 
@@ -32,15 +33,38 @@ def load_encoder(name: str = "efficientnet_lite0") -> torch.nn.Module:
     return model.eval().requires_grad_(False)
 
 
+def encoder_input(photos: Tensor) -> Tensor:
+    """uint8 RGB photos (B, S, S, 3) -> the CNN's input (B, 3, S, S) in [-1, 1] (the TF-Lite conversion's scaling)."""
+    return photos.permute(0, 3, 1, 2).float() / 127.5 - 1.0
+
+
+class AnnotationEncoder(nn.Module):
+    """The frozen CNN up to its last feature grid: uint8 RGB photos (B, S, S, 3) -> annotation vectors (B, L, D) float32,
+    L = h·w row-major; prepare caches its output, the photo export puts it in front of the decoder."""
+
+    def __init__(self, name: str = "efficientnet_lite0"):
+        super().__init__()
+        self.cnn = load_encoder(name)
+
+    def train(self, mode: bool = True) -> AnnotationEncoder:
+        """Frozen: the CNN's batch norms stay in eval mode whatever the captioner around it does."""
+        super().train(mode)
+        self.cnn.eval()
+        return self
+
+    def forward(self, photos: Tensor) -> Tensor:
+        grid = self.cnn.extract_features(encoder_input(photos))  # (B, D, h, w)
+        return grid.flatten(2).transpose(1, 2)  # (B, h·w, D)
+
+
 def annotations(photos: np.ndarray, name: str = "efficientnet_lite0", batch_size: int = 32,
                 log_every: int = 0) -> np.ndarray:
     """uint8 RGB photos (N, S, S, 3) -> annotation vectors float16 (N, L, D), L = (S / stride)², row-major grid."""
-    model, out, t0 = load_encoder(name), [], time.perf_counter()
+    encoder, out, t0 = AnnotationEncoder(name), [], time.perf_counter()
     for i in range(0, len(photos), batch_size):
-        x = torch.from_numpy(photos[i:i + batch_size]).permute(0, 3, 1, 2).float() / 127.5 - 1.0  # (B, 3, S, S) [-1, 1]
+        x = torch.from_numpy(photos[i:i + batch_size])  # (B, S, S, 3) uint8
         with torch.inference_mode():
-            grid = model.extract_features(x)  # (B, D, h, w)
-        out.append(grid.flatten(2).transpose(1, 2).to(torch.float16).numpy())  # (B, h·w, D)
+            out.append(encoder(x).to(torch.float16).numpy())  # (B, h·w, D)
         if log_every and (i // batch_size) % log_every == 0:
             done = i + len(x)
             print(f"features: {done}/{len(photos)} photos, {done / (time.perf_counter() - t0):.1f} photos/s", flush=True)

@@ -4,12 +4,14 @@
 Captions are lower-cased and cut into words of letters, digits and apostrophes (punctuation dropped), the
 preprocessing of Karpathy & Fei-Fei 2015 that the Flickr8k BLEU figures of Xu et al. 2015 use. Photos of any size and
 mode are read with Pillow and resized (squashed) to the encoder's square input; CMYK, palette, grayscale and RGBA
-photos are converted to RGB. Every bad input stops with a DataError naming the file (and line).
+photos are converted to RGB. Every bad input stops with a DataError naming the file (and line); a photo that cannot
+be read is an ImageError (a DataError), the error serving answers with too.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import re
 import warnings
 from pathlib import Path
@@ -20,6 +22,11 @@ from PIL import Image, UnidentifiedImageError
 from attention_lab.core.readers import SPLITS, DataError, read_lines
 
 WORD = re.compile(r"[a-z0-9']+")
+class ImageError(DataError):
+    """An image that cannot be captioned: missing, unreadable, truncated, empty, over the pixel cap, or not the
+    model's canvas size."""
+
+
 SPLIT_NAMES = {"train": "train", "valid": "valid", "val": "valid", "dev": "valid", "test": "test"}
 
 
@@ -93,31 +100,34 @@ def split_by_image(names: list[str], valid_fraction: float, test_fraction: float
             for k, name in enumerate(ranked)}
 
 
-def read_photo(path: Path, size: int, max_pixels: int) -> np.ndarray:
-    """A JPEG/PNG/... of any size and mode -> uint8 RGB (size, size, 3), squashed to the encoder's input."""
-    if not path.is_file():
-        raise DataError(f"{path}: image not found (named in captions.txt)")
+def read_photo(source: Path | bytes, size: int, max_pixels: int, name: str | None = None,
+               cap: str = "data.max_pixels") -> np.ndarray:
+    """A JPEG/PNG/... file or its bytes, any size and mode -> uint8 RGB (size, size, 3), squashed to the encoder's
+    input (bilinear): what prepare caches features of and what serving feeds the exported encoder."""
+    name = name or str(source)
+    if isinstance(source, Path) and not source.is_file():
+        raise ImageError(f"{name}: image not found (named in captions.txt)")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
+            with Image.open(source if isinstance(source, Path) else io.BytesIO(source)) as im:
                 w, h = im.size
                 if w * h > max_pixels:
-                    raise DataError(f"{path}: {w}×{h} = {w * h:,} pixels, over the cap data.max_pixels = "
-                                    f"{max_pixels:,} (a decompression bomb guard; raise the cap for larger photos)")
+                    raise ImageError(f"{name}: {w}×{h} = {w * h:,} pixels, over the cap {cap} = {max_pixels:,} (a "
+                                     "decompression bomb guard; raise the cap for larger photos)")
                 if w == 0 or h == 0:
-                    raise DataError(f"{path}: the image is {w}×{h} pixels (empty)")
+                    raise ImageError(f"{name}: the image is {w}×{h} pixels (empty)")
                 im.load()
                 rgb = im.convert("RGB")  # CMYK, palette, grayscale and RGBA are converted (alpha dropped)
-    except DataError:
+    except ImageError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
-        raise DataError(f"{path}: over Pillow's pixel cap (PIL.Image.DecompressionBombError: {err})") from err
+        raise ImageError(f"{name}: over Pillow's pixel cap (PIL.Image.DecompressionBombError: {err})") from err
     except UnidentifiedImageError as err:
-        raise DataError(f"{path}: not an image Pillow can read (expected JPEG or PNG)") from err
+        raise ImageError(f"{name}: not an image Pillow can read (expected JPEG or PNG)") from err
     except (OSError, SyntaxError, ValueError) as err:
         kind = "truncated image" if "truncated" in str(err) or "broken data stream" in str(err) else "unreadable image"
-        raise DataError(f"{path}: {kind} ({err})") from err
+        raise ImageError(f"{name}: {kind} ({err}); expected JPEG or PNG") from err
     return np.asarray(rgb.resize((size, size), Image.BILINEAR), dtype=np.uint8)  # (size, size, 3)
 
 

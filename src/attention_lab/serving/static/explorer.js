@@ -65,8 +65,12 @@ function onModelChange() {
   $("text").hidden = caption;
   $("example").hidden = caption;
   $("image-field").hidden = !caption;
-  if (caption) {
+  if (caption && m.image_input === "photo") {
+    $("image").accept = "image/jpeg,image/png";
+    $("image-hint").textContent = "a JPEG or PNG photo, any size";
+  } else if (caption) {
     const [h, w] = m.graphs[0].inputs[0].shape.slice(1);
+    $("image").accept = "image/png";
     $("image-hint").textContent = Number.isInteger(h) && Number.isInteger(w) ? `${w}×${h} pixels` : "";
   }
   const text = $("text");
@@ -139,9 +143,33 @@ function showClassification(result) {
   }));
 }
 
-function showCaption(result) {
+function photoCard(src, word, attention) {  // the photo under word's attention (h, w), scaled to its own maximum
+  const [h, w] = [attention.length, attention[0].length];
+  const heat = el("canvas", { className: "heat", width: w, height: h });  // the browser smooths it to the photo's size
+  const top = Math.max(...attention.flat(), 1e-9);
+  const pixels = heat.getContext("2d").createImageData(w, h);
+  attention.flat().forEach((a, k) => pixels.data.set([220, 38, 38, Math.round(200 * a / top)], 4 * k));
+  heat.getContext("2d").putImageData(pixels, 0, 0);
+  heat.addEventListener("mousemove", (e) => {
+    const i = Math.min(h - 1, Math.floor(e.offsetY / heat.clientHeight * h));
+    const j = Math.min(w - 1, Math.floor(e.offsetX / heat.clientWidth * w));
+    showTooltip(e, `${word} ← region (${i}, ${j}): ${attention[i][j].toFixed(3)}`);
+  });
+  heat.addEventListener("mouseleave", hideTooltip);
+  return el("div", { className: "word-card" }, [el("div", { className: "photo" }, [el("img", { src, alt: word }), heat]),
+    el("span", { className: "strip-word", textContent: word })]);
+}
+
+function showCaption(result, m) {
   $("caption").textContent = result.caption || "(empty)";
   $("no-caption-attention").hidden = result.has_attention;
+  const photo = m.image_input === "photo";
+  $("overlay").hidden = photo;  // a photo model's words are drawn over the photo itself, below
+  if (photo) {
+    const src = URL.createObjectURL($("image").files[0]);
+    $("word-strip").replaceChildren(...result.words.map((word, t) => photoCard(src, word, result.attention[t])));
+    return;
+  }
   const [h, w] = result.grid;
   $("word-strip").replaceChildren(...result.words.map((word, t) => {
     const grid = el("div", { className: "attn-grid" });
@@ -165,7 +193,7 @@ function showCaption(result) {
 function request(m) {  // fetch options for the chosen model's endpoint, or a message when input is missing
   if (m.task === "caption") {
     const file = $("image").files[0];
-    if (!file) return "choose a PNG image first";
+    if (!file) return m.image_input === "photo" ? "choose a JPEG or PNG photo first" : "choose a PNG image first";
     const form = new FormData();
     form.append("model", m.name);
     form.append("beam", String(Number($("beam").value) || 1));
@@ -193,7 +221,7 @@ async function run(event) {
     $("classify-view").hidden = m.task !== "classify";
     $("caption-view").hidden = m.task !== "caption";
     if (m.task === "translate") showTranslation(result);
-    else if (m.task === "caption") showCaption(result);
+    else if (m.task === "caption") showCaption(result, m);
     else showClassification(result);
     $("latency").textContent = `${result.latency_ms.toFixed(1)} ms on the server`;
     $("output").hidden = false;
