@@ -195,7 +195,7 @@ def test_every_example_config_prepares(repo, example):
 
 def test_there_is_an_example_per_layout():
     assert {f"{p.parent.parent.name}/{yaml.safe_load(p.read_text())['source']}" for p in EXAMPLES} == {
-                "translate/parallel_files", "translate/tsv", "classify/labeled_files", "classify/label_folders",
+        "translate/parallel_files", "translate/tsv", "classify/labeled_files", "classify/label_folders",
         "caption/image_captions"}
 
 
