@@ -202,14 +202,14 @@ def test_runs_side_by_side_match_runs_one_after_another(prepared, one_torch_thre
 
 
 def test_plateau_schedule_cuts_the_rate_then_early_stopping_ends_the_run(prepared):
-    # min_delta so large that only the first validation counts as an improvement: the second one halves the rate,
-    # and with patience 1 early stopping ends the run there, long before the epoch cap
-    stopped = run(20, "train.schedule=plateau", "train.decay=0.5", "train.min_delta=1e9", "train.patience=1",
+    # min_delta so large that only the first validation counts as an improvement: the second halves the rate for
+    # the third epoch, the third halves it again and (patience 2) early stopping ends the run, long before the cap
+    stopped = run(20, "train.schedule=plateau", "train.decay=0.5", "train.min_delta=1e9", "train.patience=2",
                   "train.warmup_steps=1")
-    assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] < 20
+    assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] == 3
     cfg = stage_config(["family=bahdanau", *SMALL])
     last = torch.load(seed_dir(cfg, 0) / "last.ckpt", weights_only=False)
-    assert last["lr_scale"] == 0.5 and math.isfinite(last["best_val"])
+    assert last["lr_scale"] == 0.25 and math.isfinite(last["best_val"])
     assert last["lr_schedulers"][0]["_last_lr"][0] == pytest.approx(cfg.train.lr * 0.5)
 
 
