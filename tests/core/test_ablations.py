@@ -8,6 +8,7 @@ def exp_row(typ: str, rev: str, feeding: bool, bleu: float, name: str | None = N
             "translate.family_params.luong_general.model.input_feeding": feeding,
             "translate.family_params.bahdanau.train.teacher_forcing.schedule": "constant",
             "metrics/translate/luong_general.json:test/bleu": bleu,
+            "metrics/translate/luong_general.json:test/bleu_len_1_10": bleu + 5,
             "metrics/translate/luong_general.json:test/bleu_len_41_plus": bleu - 5,
             "metrics/translate/luong_general.json:test/aer": 0.3,
             "metrics/translate/bahdanau.json:test/bleu": 90.0}
@@ -22,9 +23,9 @@ def test_rows_name_the_changed_switch_and_both_metrics():
     row = rows[0]
     assert row["family"] == "luong_general" and row["experiment"] == "no-feeding"
     assert row["changes"] == ["model.input_feeding: True → False"]
-    assert row["BLEU"] == (80.0, 70.0) and row["BLEU 41+"] == (75.0, 65.0)
+    assert row["BLEU"] == (80.0, 70.0) and row["BLEU 1–10"] == (85.0, 75.0) and row["BLEU 41+"] == (75.0, 65.0)
     text = render({"translate": rows, "classify": []})
-    assert "| `luong_general` | model.input_feeding: True → False | 80.0 → 70.0 | 75.0 → 65.0 | 0.300 → 0.300 |" in text
+    assert "| `luong_general` | model.input_feeding: True → False | 80.0 → 70.0 | 85.0 → 75.0 | 75.0 → 65.0 | 0.300 → 0.300 |" in text
 
 
 def test_no_experiments_says_how_to_run_them():
