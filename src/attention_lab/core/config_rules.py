@@ -120,6 +120,7 @@ RULES: dict[str, Range | tuple] = {
     "data.src_column": COUNT, "data.tgt_column": COUNT,
     "data.format": ("jsonl", "csv"),
     "data.height": Range(1, 4096, integer=True), "data.width": Range(1, 4096, integer=True),
+    "data.image_size": Range(32, 4096, integer=True),
     "data.digit_size": Range(1, 4096, integer=True),
     "data.noise": Range(0, 1),
     "data.max_gap": COUNT, "data.max_offset": COUNT,
