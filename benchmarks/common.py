@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -110,3 +111,31 @@ def torch_threads(n: int):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+MARKED = re.compile(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", re.DOTALL)  # a section another script writes and keeps
+
+
+def write_marked_section(md: Path, name: str, lines: list[str], figures: dict) -> None:
+    """Replace (or append) section `name` of md, between its markers, and its key in md's .json twin."""
+    text = md.read_text(encoding="utf-8") if md.is_file() else "# Speed benchmarks\n"
+    block = "\n".join([f"<!-- {name}:start -->", *lines, f"<!-- {name}:end -->"])
+    pattern = re.compile(rf"<!-- {name}:start -->.*?<!-- {name}:end -->", re.DOTALL)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    md.write_text(text, encoding="utf-8")
+    js = md.with_suffix(".json")
+    summary = json.loads(js.read_text(encoding="utf-8")) if js.is_file() else {}
+    summary[name] = figures
+    js.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+
+
+def keep_marked_sections(md: Path, text: str, summary: dict) -> tuple[str, dict]:
+    """(text, summary) of a rewrite of md with the marked sections of the old md (and their .json keys) kept."""
+    old = md.read_text(encoding="utf-8") if md.is_file() else ""
+    js = md.with_suffix(".json")
+    old_json = json.loads(js.read_text(encoding="utf-8")) if js.is_file() else {}
+    for m in MARKED.finditer(old):
+        text = text.rstrip() + "\n\n" + m.group(0) + "\n"
+        if m.group(1) in old_json:
+            summary = {**summary, m.group(1): old_json[m.group(1)]}
+    return text, summary

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/speed.py` finds the package
 
-from benchmarks.common import ROOT, find_families, machine, table
+from benchmarks.common import ROOT, find_families, keep_marked_sections, machine, table
 
 SECTIONS = ("ort", "transformer", "lightning", "flops", "quant", "settings")
 FULL = {"sentences": 256, "batch1": 100, "sweep": 40, "repeats": 2, "batch": 32,
@@ -147,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     text = "\n".join(header(args, info, sizes, load, seconds) + targets(results) + body)
-    args.out.write_text(text.rstrip() + "\n", encoding="utf-8")
     summary = {"machine": info, "quick": args.quick, "sizes": sizes, "seconds": seconds, "results": results}
+    text, summary = keep_marked_sections(args.out, text, summary)  # e.g. benchmarks/photo_pipeline.py's section
+    args.out.write_text(text.rstrip() + "\n", encoding="utf-8")
     args.out.with_suffix(".json").write_text(json.dumps(jsonable(summary), indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out} and {args.out.with_suffix('.json')} in {seconds:.0f} s", file=sys.stderr)
     return 0

@@ -142,9 +142,11 @@ def export_caption(root: Path, family: str = "show_attend_tell") -> Path:
 PHOTO_WORDS = ["a", "red", "green", "blue", "circle", "square", "triangle", "on", "white"]
 
 
-def export_photo_caption(root: Path, family: str = "show_attend_tell", max_len: int = 4, max_pixels: int = 10**6):
-    """root/<family>/onnx from a random-weight photo model (cached-annotation sizes: 7×7×1280) with the real frozen
-    EfficientNet-Lite0 in front (special tokens pushed down: max_len-word captions) -> (torch path, folder, parity)."""
+def export_photo_caption(root: Path, family: str = "show_attend_tell", max_len: int = 4, max_pixels: int = 10**6,
+                         size: int = 224):
+    """root/<family>/onnx from a random-weight photo model (cached-annotation sizes: (size/32)²×1280, 7×7 at 224) with
+    the real frozen EfficientNet-Lite0 in front (special tokens pushed down: max_len-word captions) -> (torch path,
+    folder, parity)."""
     import torch
 
     from attention_lab.caption.export import PhotoCaptioner, export_and_check_captioner
@@ -154,7 +156,7 @@ def export_photo_caption(root: Path, family: str = "show_attend_tell", max_len: 
     tok_path = root / f"{family}-tokenizer.json"
     root.mkdir(parents=True, exist_ok=True)
     tok.save(str(tok_path))
-    model = tiny_model(family, tok.get_vocab_size(), height=224, width=224, feature_dim=1280, feature_stride=32)
+    model = tiny_model(family, tok.get_vocab_size(), height=size, width=size, feature_dim=1280, feature_stride=32)
     with torch.no_grad():
         (model.L_o if hasattr(model, "L_o") else model.out).bias[:4] = -30.0   # never pad, bos, eos or unk
     path = PhotoCaptioner(model, "efficientnet_lite0", max_pixels).eval()

@@ -13,7 +13,7 @@ from PIL import Image
 
 from attention_lab.caption.data.features import annotations
 from attention_lab.caption.data.photos import ImageError, read_photo
-from attention_lab.caption.export import ExportError, export_captioner
+from attention_lab.caption.export import ExportError, PhotoCaptioner, export_captioner
 from attention_lab.caption.search import caption_batch
 from attention_lab.caption.serve import OnnxCaptioner
 from tests.caption.test_photos import zero_png
@@ -63,6 +63,31 @@ def test_onnx_reads_photos_of_any_size_as_prepare_does(photo_export, tmp_path):
     for c, h in zip(ours, hyps):
         assert c.attention.shape == (4, 7, 7) and np.allclose(c.attention.sum((1, 2)), 1.0, atol=1e-4)
         np.testing.assert_allclose(c.attention.reshape(4, 49), h.attention, atol=1e-5)
+
+
+def test_export_and_serving_use_the_models_image_size(tmp_path):
+    """data.image_size=448 (the paper's 14×14 grid): the export reads the size off the model's grid, meta.json records
+    it, and onnxruntime squashes any photo to it as prepare does, attending over 196 cells."""
+    from tests.tiny_models import export_photo_caption
+
+    path, folder, parity = export_photo_caption(tmp_path, "show_attend_tell", size=448)
+    meta = json.loads((folder / "meta.json").read_text())
+    assert parity["ok"] and (path.size, meta["height"], meta["width"], meta["grid"]) == (448, 448, 448, [14, 14])
+    captioner = OnnxCaptioner(folder)
+    (tmp_path / "wide.jpg").write_bytes(photo_png(500, 375, "JPEG"))
+    pixels = captioner.read(tmp_path / "wide.jpg")
+    np.testing.assert_array_equal(pixels, read_photo(tmp_path / "wide.jpg", 448, 10**6))  # prepare's reader
+    _, (memory, _) = captioner.encode(pixels[None])
+    assert memory.shape == (1, 196, 1280)
+    np.testing.assert_allclose(memory, annotations(pixels[None]).astype(np.float32), atol=2e-2, rtol=2e-3)
+    [caption] = captioner.caption([pixels])
+    assert caption.attention.shape == (4, 14, 14)
+
+
+def test_a_photo_model_needs_a_square_grid():
+    model = tiny_model("show_tell", 12, height=224, width=448, feature_dim=1280, feature_stride=32)
+    with pytest.raises(ExportError, match="square grid .* got 7×14"):
+        PhotoCaptioner(model, "efficientnet_lite0", 10**6)
 
 
 def test_cli_captions_a_photo_without_torch(photo_export, tmp_path):

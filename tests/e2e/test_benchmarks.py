@@ -144,3 +144,33 @@ def test_settings_side_by_side(tmp_path):
     assert finite_positive(row["ratio"]) and a["tokens_per_update"] > b["tokens_per_update"]
     text = "\n".join(render_settings(r))
     assert "## 6. Today's settings against the new ones" in text and "| bahdanau | translate |" in text
+
+
+def test_the_photo_pipeline_section_survives_a_speed_rewrite(tmp_path):
+    """benchmarks/photo_pipeline.py writes its section between markers (and its .json key); speed.py's rewrite of the
+    report keeps both, and a second write replaces the section instead of adding one."""
+    from benchmarks.common import keep_marked_sections, write_marked_section
+
+    md = tmp_path / "benchmarks.md"
+    md.write_text("# Speed benchmarks\n\nold body\n")
+    write_marked_section(md, "photo_pipeline", ["## Photos", "first"], {"total_seconds": 1.0})
+    write_marked_section(md, "photo_pipeline", ["## Photos", "second"], {"total_seconds": 2.0})
+    assert md.read_text().count("## Photos") == 1 and "second" in md.read_text() and "old body" in md.read_text()
+    text, summary = keep_marked_sections(md, "# Speed benchmarks\n\nnew body\n", {"results": {}})
+    assert "new body" in text and "second" in text and "old body" not in text
+    assert summary == {"results": {}, "photo_pipeline": {"total_seconds": 2.0}}
+
+
+def test_the_drawn_photo_set_reads_as_flickr8k(tmp_path):
+    """The benchmark's photos: JPEGs of Flickr8k-like sizes, five captions each, read by the image_captions source."""
+    from PIL import Image
+
+    from attention_lab.caption.data.photos import read_captions
+    from benchmarks.photo_pipeline import SIZES, write_photo_set
+
+    info = write_photo_set(tmp_path, 6)
+    captions, _ = read_captions(tmp_path / "captions.txt")
+    assert info["captions"] == 30 and sorted(captions) == [f"photo_{k:04d}.jpg" for k in range(6)]
+    assert all(len(c) == 5 for c in captions.values())
+    with Image.open(tmp_path / "Images" / "photo_0000.jpg") as im:
+        assert im.format == "JPEG" and im.size in SIZES

@@ -56,3 +56,26 @@ def test_a_missing_photo_stops_prepare_and_writes_nothing(project):
     with pytest.raises(DataError, match=r"Images: 1 image\(s\) named in captions.txt not found, e.g. circle_red_1.png"):
         prepare.main(["task=caption"])
     assert not OUT.exists()
+
+
+def test_image_size_448_caches_the_papers_14x14_grid(project, one_torch_thread):
+    """data.image_size=448: photos squashed to 448×448, a 14×14 grid of annotations (L = 196, Xu et al. 2015's), and
+    the models composed for it."""
+    from attention_lab.core.config import load_config
+
+    use_photos(project, image_size=448)
+    prepare.main(["task=caption"])
+    rows = read_jsonl(OUT / "train.jsonl")
+    features = np.load(OUT / "train.npy")
+    assert features.shape == (len(rows), 196, 1280) and features.dtype == np.float16
+    cfg = load_config([], family="show_attend_tell", task="caption")
+    assert (cfg.model.height, cfg.model.width) == (448, 448)
+
+
+def test_an_image_size_off_the_stride_is_refused(project):
+    from attention_lab.core.config import ConfigError
+
+    use_photos(project, image_size=400)
+    with pytest.raises(ConfigError, match="data.image_size=400: must be a multiple of 32"):
+        prepare.main(["task=caption"])
+    assert not OUT.exists()

