@@ -170,7 +170,7 @@ def test_the_summary_says_what_stopped_training(prepared):
     """train.json's stopped_by: the epoch cap when every epoch ran; early stopping when val/loss stopped improving for
     train.patience validations (a zero learning rate after warm-up never improves on the first validation)."""
     assert run(2)["stopped_by"] == "epoch cap"
-    stopped = run(6, "train.patience=1", "train.lr=1e-9", "train.warmup_steps=1")
+    stopped = run(6, "train.patience=1", "train.lr=1e-9", "train.warmup_steps=1", "train.min_epochs=0")
     assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] < 6
 
 
@@ -202,15 +202,19 @@ def test_runs_side_by_side_match_runs_one_after_another(prepared, one_torch_thre
 
 
 def test_plateau_schedule_cuts_the_rate_then_early_stopping_ends_the_run(prepared):
-    # min_delta so large that only the first validation counts as an improvement: the second halves the rate for
+    # min_delta so large that only the first counted validation is an improvement: the second halves the rate for
     # the third epoch, the third halves it again and (patience 2) early stopping ends the run, long before the cap
-    stopped = run(20, "train.schedule=plateau", "train.decay=0.5", "train.min_delta=1e9", "train.patience=2",
-                  "train.warmup_steps=1")
+    plateau = ["train.schedule=plateau", "train.decay=0.5", "train.min_delta=1e9", "train.patience=2",
+               "train.warmup_steps=1"]
+    stopped = run(20, *plateau, "train.min_epochs=0")
     assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] == 3
     cfg = stage_config(["family=bahdanau", *SMALL])
     last = torch.load(seed_dir(cfg, 0) / "last.ckpt", weights_only=False)
     assert last["lr_scale"] == 0.25 and math.isfinite(last["best_val"])
     assert last["lr_schedulers"][0]["_last_lr"][0] == pytest.approx(cfg.train.lr * 0.5)
+    # min_epochs 4: validations 1-3 neither cut the rate nor count for early stopping; 4 is the first counted
+    later = run(20, *plateau, "train.min_epochs=4")
+    assert later["epochs"] == 6, later
 
 
 def test_max_source_words_keeps_short_training_pairs_only(prepared):

@@ -69,6 +69,7 @@ RULES: dict[str, Range | tuple] = {
     "*.warmup_steps": COUNT,
     "*.patience": COUNT,
     "train.min_delta": Range(0, None),
+    "train.min_epochs": COUNT,
     "train.schedule": ("plateau", "cosine"),
     "train.decay": Range(0, 1, open_low=True),
     "train.weight_decay": Range(0, 1),

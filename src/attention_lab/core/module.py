@@ -10,6 +10,7 @@ import time
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.callbacks import EarlyStopping
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
@@ -18,6 +19,31 @@ from attention_lab.core.tokenization import PAD
 
 class NonFiniteLossError(FloatingPointError):
     """Training produced a NaN/inf loss: the run stops instead of saving a broken model."""
+
+
+def validations(trainer: pl.Trainer) -> int:
+    """Validations so far, counted at the end of one: epochs of all the training labels (a share f of them validates
+    every 1/f epochs)."""
+    return (trainer.current_epoch + 1) // max(1, trainer.check_val_every_n_epoch or 1)
+
+
+class EarlyStoppingAfter(EarlyStopping):
+    """Lightning's EarlyStopping on val/loss that neither counts nor stops before `start` validations: a run still on
+    its initial plateau is not taken for converged (Luong et al. 2015 §4.1 start halving after epoch 5)."""
+
+    def __init__(self, patience: int, min_delta: float, start: int):
+        super().__init__("val/loss", patience=patience, min_delta=min_delta)
+        self.start = start
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or validations(trainer) < self.start:
+            return
+        super().on_validation_end(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:  # where it checks
+        if validations(trainer) < self.start:  # when every epoch validates
+            return
+        super().on_train_epoch_end(trainer, pl_module)
 
 
 class TaskModule(pl.LightningModule):
@@ -74,10 +100,12 @@ class TaskModule(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def on_validation_end(self) -> None:
-        """train.schedule `plateau`: a validation whose val/loss is not below the best by train.min_delta multiplies
-        the rate by train.decay (from the next step). The same value on every process (val/loss is averaged)."""
+        """train.schedule `plateau`: from validation train.min_epochs on, one whose val/loss is not below the best by
+        train.min_delta multiplies the rate by train.decay (from the next step). The same on every process (val/loss
+        is averaged)."""
         t = self.cfg.train
-        if self.trainer.sanity_checking or t.get("schedule", "cosine") != "plateau":
+        if (self.trainer.sanity_checking or t.get("schedule", "cosine") != "plateau"
+                or validations(self.trainer) < t.get("min_epochs", 0)):
             return
         loss = self.trainer.callback_metrics.get("val/loss")
         if loss is None:

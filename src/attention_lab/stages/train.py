@@ -29,6 +29,7 @@ from attention_lab.core import tracking
 from attention_lab.core.checkpoints import CheckpointError, count_parameters, read_checkpoint
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import read_json, write_json, write_text
+from attention_lab.core.module import EarlyStoppingAfter
 from attention_lab.core.paths import partial_dir, seed_dir
 from attention_lab.core.progress import progress_callback
 from attention_lab.core.task import get_task
@@ -90,8 +91,8 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
                          max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
                          logger=logger, default_root_dir=partial, enable_progress_bar=sys.stdout.isatty(),
                          use_distributed_sampler=False,  # the datamodules shard each global batch themselves
-                         callbacks=[ckpt, early := EarlyStopping("val/loss", patience=cfg.train.patience,
-                                                                min_delta=cfg.train.min_delta),
+                         callbacks=[ckpt, early := EarlyStoppingAfter(cfg.train.patience, cfg.train.min_delta,
+                                                                     cfg.train.get("min_epochs", 0)),
                                     progress_callback(stage, cfg.family, seed),
                                     *callbacks], **trainer_options)
     if stage == "tune" and trainer.world_size > 1:
