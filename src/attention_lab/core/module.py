@@ -10,8 +10,8 @@ import time
 
 import lightning.pytorch as pl
 import torch
-from lightning.pytorch.callbacks import EarlyStopping
 from hydra.utils import instantiate
+from lightning.pytorch.callbacks import EarlyStopping
 from omegaconf import OmegaConf
 
 from attention_lab.core.tokenization import PAD
