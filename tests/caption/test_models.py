@@ -89,3 +89,17 @@ def test_caption_batch_greedy_matches_argmax_loop():
     assert [h.tokens for h in hyps] == tokens
     assert all(h.attention.shape == (len(h.tokens), 64) for h in hyps)
     assert np.isfinite([h.score for h in hyps]).all()
+
+
+def test_show_attend_tell_projects_the_annotations_once_per_image():
+    """encode returns [a_i; U a_i]: decode steps reuse the projection, and attend exactly as projecting each step."""
+    model = small("show_attend_tell").eval()
+    images = torch.rand(2, 16, 64)
+    memory, state = model.encode(images)
+    d = model.cnn.out_dim
+    a = memory[..., :d]
+    torch.testing.assert_close(memory[..., d:], model.attention.project_keys(a))
+    mask = model.grid_mask(memory)
+    _, _, alpha = model.decode_step(torch.tensor([1, 1]), state, memory, mask)
+    _, expected = model.attention(state[0], a, a, mask)
+    torch.testing.assert_close(alpha, expected)

@@ -29,13 +29,18 @@ class ShowAttendTell(Captioner):
         self.L_o = nn.Linear(emb_dim, vocab_size)
 
     def encode(self, images: Tensor) -> tuple[Tensor, State]:
-        memory = self.cnn(images)  # (B, L, D) annotation vectors a_i
-        mean = memory.mean(1)  # (B, D)
+        """memory = [a_i; U a_i] (B, L, D + A): the annotation vectors and their projection for f_att, computed once
+        per image rather than at every word."""
+        a = self.cnn(images)  # (B, L, D) annotation vectors a_i
+        mean = a.mean(1)  # (B, D)
+        memory = torch.cat([a, self.attention.project_keys(a)], -1)  # (B, L, D + A)
         return memory, (torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)))
 
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, grid_mask: Tensor) -> tuple[Tensor, State, Tensor]:
         h, c = state  # (B, H) x 2
-        context, alpha = self.attention(h, memory, memory, grid_mask)  # (B, D), (B, L)
+        d = self.cnn.out_dim
+        a, keys = memory[..., :d], memory[..., d:]  # (B, L, D), (B, L, A)
+        context, alpha = self.attention(h, a, a, grid_mask, projected_keys=keys)  # (B, D), (B, L)
         z = torch.sigmoid(self.gate(h)) * context  # (B, D): ẑ_t = β_t Σ α_ti a_i
         y = self.drop(self.embed(prev))  # (B, E): E y_{t-1}
         h, c = self.lstm(torch.cat([y, z], -1), (h, c))
