@@ -185,7 +185,8 @@ def test_sigkilled_tuning_resumes_the_study_without_losing_or_repeating_trials(t
     assert {str(n) for n, t in after.items() if t.state in FINISHED} <= set(per_trial)
     killed = mlflow.get_run(killed_run)  # what the killed trial left: its run closed, its partial run removed
     assert (killed.info.status, killed.data.tags["optuna.state"]) == ("KILLED", "FAIL")
-    assert not any(workdir.iterdir())
+    best = tuned["study"]["best_trial"]  # only the best trial's run stays (the first seed's run of the train stage)
+    assert [p.name for p in workdir.iterdir()] == [f"trial{best}"]
 
 
 # --- damaged and hostile checkpoints -------------------------------------------------------------------------------

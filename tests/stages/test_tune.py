@@ -1,5 +1,5 @@
 """The tune stage: the study, MLflow parent + nested trial runs, tuned/<family>.yaml merged by training, resuming,
-the parameter cap, and two or three workers sharing one study (search spaces themselves: tests/core/test_tuning.py)."""
+the parameter cap, the best trial taken as the first seed's run, and two or three workers sharing one study (search spaces themselves: tests/core/test_tuning.py)."""
 
 import os
 import subprocess
@@ -11,8 +11,10 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from attention_lab.core.files import read_json
+from attention_lab.core.paths import seed_dir
 from attention_lab.core.tuning import load_space, open_study
-from attention_lab.stages import prepare, tokenizer, tune
+from attention_lab.stages import prepare, tokenizer, train, tune
 from attention_lab.stages.common import stage_config
 from tests.tiny_models import stage_overrides
 
@@ -114,3 +116,45 @@ def test_workers_share_one_study_and_run_every_trial_once(prepared, workers, rdb
     assert {r.data.tags["mlflow.parentRunId"] for r in runs} == {parent.info.run_id}
     assert parent.info.status == "FINISHED" and parent.data.metrics["trials"] == 4
     assert OmegaConf.to_container(OmegaConf.load(prepared / "tuned" / "bahdanau.yaml"))["study"]["trials"] == 4
+
+
+def test_the_best_trial_is_the_first_seed_s_run_when_it_trained_the_same_config(prepared, capsys):
+    """The tune stage keeps its best complete trial, a full run at the first seed, in models/<family>/tuning (and only
+    it under tuned/.trials); the train stage takes it as that seed's run (the same checkpoint, the same figures as
+    training it again; a training run in MLflow with the trial's curves) and trains the other seeds; with another
+    config it trains the first seed itself."""
+    params = prepared / "params.yaml"
+    params.write_text(yaml.safe_dump({**yaml.safe_load(params.read_text()), "seeds": [0, 1]}, sort_keys=False))
+    args = ["family=bahdanau", *SMALL, "tune.trials=2"]
+    tune.main(args)
+    best = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())["study"]["best_trial"]
+    kept = prepared / "models" / "bahdanau" / "tuning"
+    assert read_json(kept / "trial.json") == {"trial": best, "seed": 0, "kept": True}
+    assert [p.name for p in (prepared / "tuned" / ".trials" / "bahdanau").iterdir()] == [f"trial{best}"]
+
+    train.main(args)
+    assert f"the best tuning trial ({best}) trained this very config" in capsys.readouterr().out
+    cfg = stage_config(args)
+    seed0, seed1 = seed_dir(cfg, 0), seed_dir(cfg, 1)
+    assert (seed0 / "best.ckpt").read_bytes() == (kept / "best.ckpt").read_bytes()
+    assert read_json(seed0 / "train.json") == read_json(kept / "train.json")
+    assert read_json(seed1 / "train.json")["seed"] == 1
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    client, trial_run = mlflow.MlflowClient(), read_json(kept / "run.json")["run_id"]
+    run = client.get_run(read_json(seed0 / "run.json")["run_id"])
+    assert run.info.run_id != trial_run and run.info.status == "FINISHED"
+    assert (run.data.tags["stage"], run.data.tags["seed"], run.data.tags["tuning_run_id"]) == ("train", "0", trial_run)
+    assert run.data.params["train.lr"] == str(cfg.train.lr)
+    curve = [(m.step, m.value) for m in client.get_metric_history(trial_run, "val/loss")]
+    assert curve and [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val/loss")] == curve
+
+    figures = read_json(kept / "train.json")
+    (kept / "config.yaml").rename(kept / "config.yaml.away")  # no kept run: the train stage trains seed 0 itself
+    train.main(args)
+    assert "trained this very config" not in capsys.readouterr().out
+    again = read_json(seed0 / "train.json")
+    assert (again["best_val_loss"], again["steps"]) == (figures["best_val_loss"], figures["steps"])
+    (kept / "config.yaml.away").rename(kept / "config.yaml")
+    train.main([*args, "model.dropout=0.25"])  # another config than the trial's: trained, not taken
+    assert "trained this very config" not in capsys.readouterr().out
+    assert (seed0 / "best.ckpt").read_bytes() != (kept / "best.ckpt").read_bytes()

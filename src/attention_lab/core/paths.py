@@ -14,6 +14,12 @@ def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, fraction: fl
     return (checkpoints if fraction == 1 else checkpoints / f"labels{fraction * 100:g}") / f"seed{seed}"
 
 
+def tuning_dir(cfg: DictConfig, family: str | None = None) -> Path:
+    """models/<family>/tuning: the tune stage's best trial, a full run at the first seed (seed_dir's files and
+    trial.json), which the train stage takes as that seed's run when it trained the very same config."""
+    return Path(cfg.root) / cfg.paths.models / (family or cfg.family) / "tuning"
+
+
 def partial_dir(out: Path, dvc_out: Path) -> Path:
     """Where a run works before it moves to `out` (inside the stage's DVC output `dvc_out`): beside dvc_out, never in
     it, because DVC clears a stage's outputs before running it and the partial run must survive to be resumed."""

@@ -165,3 +165,28 @@ def reopen_run(cfg: DictConfig, run_id: str):
     mlflow.set_tracking_uri(tracking_uri(cfg))
     with mlflow.start_run(run_id=run_id) as run:
         yield run
+
+
+def copy_run(cfg: DictConfig, source: str, stage: str = "train", tags: dict | None = None) -> str:
+    """A new run of cfg's (family, seed) with the params, metric histories and artifacts of run `source` (a tuning
+    trial that is also a seed's training run), so the task's training runs stay one per (family, seed); its id."""
+    import mlflow
+    from mlflow.entities import Param
+
+    client = mlflow.MlflowClient(tracking_uri(cfg))
+    old = client.get_run(source)
+    run = client.create_run(experiment_id(cfg), run_name=run_name(cfg, stage), tags={**run_tags(cfg, stage),
+                                                                                     **(tags or {})})
+    rid = run.info.run_id
+    params = [Param(k, v) for k, v in flatten(cfg).items()]
+    for i in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
+        client.log_batch(rid, params=params[i:i + 100])
+    for key in old.data.metrics:
+        history = client.get_metric_history(source, key)
+        for i in range(0, len(history), 1000):
+            client.log_batch(rid, metrics=history[i:i + 1000])
+    with contextlib.suppress(OSError):  # artifacts of a remote store may not be reachable from here
+        local = Path(mlflow.artifacts.download_artifacts(run_id=source, tracking_uri=tracking_uri(cfg)))
+        client.log_artifacts(rid, str(local))
+    client.set_terminated(rid, "FINISHED")
+    return rid

@@ -28,9 +28,9 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.core import tracking
 from attention_lab.core.checkpoints import CheckpointError, count_parameters, read_checkpoint
 from attention_lab.core.config import ConfigError
-from attention_lab.core.files import read_json, write_json, write_text
+from attention_lab.core.files import atomic_path, read_json, write_json, write_text
 from attention_lab.core.module import EarlyStoppingAfter
-from attention_lab.core.paths import partial_dir, seed_dir
+from attention_lab.core.paths import partial_dir, seed_dir, tuning_dir
 from attention_lab.core.progress import progress_callback
 from attention_lab.core.task import get_task
 from attention_lab.stages.common import run_stage, stage_config
@@ -75,7 +75,7 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     module, dm = (build or get_task(cfg.task.name).build)(cfg, seed)
 
     run_file, config_file = partial / "run.json", partial / "config.yaml"
-    config_text = OmegaConf.to_yaml(cfg, resolve=True)
+    config_text = run_config(cfg, seed)
     # every process decides the same: rank 0 only deletes or writes these files after deciding, and a process that
     # looks later sees either the same crashed run or no last.ckpt
     resume = (partial / "last.ckpt").is_file() and run_file.is_file()
@@ -146,8 +146,17 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     return summary
 
 
+def run_config(cfg: DictConfig, seed: int) -> str:
+    """The resolved config of cfg's run at `seed`, as its config.yaml records it."""
+    run_cfg = cfg.copy()
+    OmegaConf.set_struct(run_cfg, False)
+    run_cfg.seed = seed
+    return OmegaConf.to_yaml(run_cfg, resolve=True)
+
+
 def train_run(cfg: DictConfig, fraction: float, seed: int) -> dict | None:
-    """One (label fraction, seed) run of the family."""
+    """One (label fraction, seed) run of the family (at the first seed on all labels, the tune stage's best trial
+    when it trained this very config: reuse_tuned_run)."""
     run_cfg = cfg.copy()
     OmegaConf.set_struct(run_cfg, False)
     if "label_fractions" in cfg.train:  # tasks with labels to hold back (classify)
@@ -157,7 +166,28 @@ def train_run(cfg: DictConfig, fraction: float, seed: int) -> dict | None:
     every = max(1, round(1 / fraction))
     run_cfg.train.max_epochs = cfg.train.max_epochs * every
     out = seed_dir(cfg, seed, fraction=fraction)
+    if fraction == 1 and (summary := reuse_tuned_run(run_cfg, seed, out)) is not None:
+        return summary
     return train_one(run_cfg, seed, out, partial_dir(out, seed_dir(cfg, seed).parent), check_val_every_n_epoch=every)
+
+
+def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
+    """The tune stage's best trial (models/<family>/tuning) as this run when it trained exactly this config at this
+    seed, the full schedule to early stopping: its checkpoints and train.json are copied to `out`, and a training run
+    in MLflow gets its params and curves (tags `tuning_trial`, `tuning_run_id`); None when it is not that run."""
+    kept = tuning_dir(cfg)
+    if not (kept / "config.yaml").is_file() or (kept / "config.yaml").read_text("utf-8") != run_config(cfg, seed):
+        return None
+    trial, source = read_json(kept / "trial.json")["trial"], read_json(kept / "run.json")["run_id"]
+    OmegaConf.set_struct(cfg, False)
+    cfg.seed = seed
+    run_id = tracking.copy_run(cfg, source, tags={"tuning_trial": str(trial), "tuning_run_id": source})
+    with atomic_path(out) as tmp:
+        shutil.copytree(kept, tmp)
+        write_json(tmp / "run.json", {"run_id": run_id})
+    print(f"{cfg.family} seed {seed}: the best tuning trial ({trial}) trained this very config; taken as this run "
+          f"(MLflow run {run_id}, from {source})")
+    return read_json(out / "train.json")
 
 
 def side_by_side(argv: list[str], fraction: float, seed: int) -> dict | None:
