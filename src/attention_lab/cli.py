@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import unicodedata
@@ -280,6 +281,12 @@ def _ablations(args: argparse.Namespace) -> int:
     return 0
 
 
+def _repro(args) -> int:
+    from attention_lab.core.repro import repro
+
+    return repro(Path.cwd(), args.jobs, say=lambda line: print(line, flush=True))
+
+
 def build_parser() -> argparse.ArgumentParser:
     from attention_lab.serving.schemas import MAX_BEAM
 
@@ -344,6 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_readme)
     a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S <task>.family_params...` runs")
     a.set_defaults(func=_ablations)
+    d = sub.add_parser("repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)")
+    d.add_argument("--jobs", type=_int_in(1, 64), default=os.cpu_count() or 1,
+                   help="chains at once, one thread each (default: the machine's cores, %(default)s)")
+    d.set_defaults(func=_repro)
     return parser
 
 

@@ -118,22 +118,23 @@ def test_workers_share_one_study_and_run_every_trial_once(prepared, workers, rdb
     assert OmegaConf.to_container(OmegaConf.load(prepared / "tuned" / "bahdanau.yaml"))["study"]["trials"] == 4
 
 
-def test_the_best_trial_is_the_first_seed_s_run_when_it_trained_the_same_config(prepared, capsys):
-    """The tune stage keeps its best complete trial, a full run at the first seed, in models/<family>/tuning (and only
-    it under tuned/.trials); the train stage takes it as that seed's run (the same checkpoint, the same figures as
-    training it again; a training run in MLflow with the trial's curves) and trains the other seeds; with another
-    config it trains the first seed itself."""
+def test_the_best_trial_is_the_first_seed_s_run_when_it_is_that_very_run(prepared, capsys):
+    """The tune stage keeps its best complete trial's run (a full run at the first seed) in tuned/.trials/<family>;
+    the train stage takes it as that seed's run when config, data, code and threads are the same (the same checkpoint,
+    the same figures as training it again; a training run in MLflow with the trial's curves) and trains the other
+    seeds; with another config it trains the first seed itself."""
     params = prepared / "params.yaml"
     params.write_text(yaml.safe_dump({**yaml.safe_load(params.read_text()), "seeds": [0, 1]}, sort_keys=False))
     args = ["family=bahdanau", *SMALL, "tune.trials=2"]
     tune.main(args)
     best = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())["study"]["best_trial"]
-    kept = prepared / "models" / "bahdanau" / "tuning"
-    assert read_json(kept / "trial.json") == {"trial": best, "seed": 0, "kept": True}
-    assert [p.name for p in (prepared / "tuned" / ".trials" / "bahdanau").iterdir()] == [f"trial{best}"]
+    trials = prepared / "tuned" / ".trials" / "bahdanau"
+    assert [p.name for p in trials.iterdir()] == [f"trial{best}"]
+    kept = trials / f"trial{best}"
+    assert read_json(kept / "reuse.json")["trial"] == best
 
     train.main(args)
-    assert f"the best tuning trial ({best}) trained this very config" in capsys.readouterr().out
+    assert f"tuning trial {best} was this very run" in capsys.readouterr().out
     cfg = stage_config(args)
     seed0, seed1 = seed_dir(cfg, 0), seed_dir(cfg, 1)
     assert (seed0 / "best.ckpt").read_bytes() == (kept / "best.ckpt").read_bytes()
@@ -149,12 +150,12 @@ def test_the_best_trial_is_the_first_seed_s_run_when_it_trained_the_same_config(
     assert curve and [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val/loss")] == curve
 
     figures = read_json(kept / "train.json")
-    (kept / "config.yaml").rename(kept / "config.yaml.away")  # no kept run: the train stage trains seed 0 itself
+    (kept / "reuse.json").rename(kept / "reuse.away")  # no kept run: the train stage trains seed 0 itself
     train.main(args)
-    assert "trained this very config" not in capsys.readouterr().out
+    assert "was this very run" not in capsys.readouterr().out
     again = read_json(seed0 / "train.json")
     assert (again["best_val_loss"], again["steps"]) == (figures["best_val_loss"], figures["steps"])
-    (kept / "config.yaml.away").rename(kept / "config.yaml")
+    (kept / "reuse.away").rename(kept / "reuse.json")
     train.main([*args, "model.dropout=0.25"])  # another config than the trial's: trained, not taken
-    assert "trained this very config" not in capsys.readouterr().out
+    assert "was this very run" not in capsys.readouterr().out
     assert (seed0 / "best.ckpt").read_bytes() != (kept / "best.ckpt").read_bytes()

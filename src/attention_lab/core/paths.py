@@ -14,10 +14,10 @@ def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, fraction: fl
     return (checkpoints if fraction == 1 else checkpoints / f"labels{fraction * 100:g}") / f"seed{seed}"
 
 
-def tuning_dir(cfg: DictConfig, family: str | None = None) -> Path:
-    """models/<family>/tuning: the tune stage's best trial, a full run at the first seed (seed_dir's files and
-    trial.json), which the train stage takes as that seed's run when it trained the very same config."""
-    return Path(cfg.root) / cfg.paths.models / (family or cfg.family) / "tuning"
+def trials_dir(cfg: DictConfig, family: str | None = None) -> Path:
+    """tuned/.trials/<family>: where the tune stage's trials train; the best complete trial's run stays there (a full
+    run at the first seed, and its reuse.json), for the train stage to take as that seed's run (stages/train.py)."""
+    return Path(cfg.root) / "tuned" / ".trials" / (family or cfg.family)
 
 
 def partial_dir(out: Path, dvc_out: Path) -> Path:

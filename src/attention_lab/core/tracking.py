@@ -130,6 +130,15 @@ def data_hash(cfg: DictConfig) -> str:
     return h.hexdigest()[:16]
 
 
+def code_hash() -> str:
+    """Short SHA-256 over the package's Python sources, so a kept run can tell the code that trained it."""
+    h = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def run_name(cfg: DictConfig, stage: str = "train") -> str:
     """<family>-seed<k>, with -labels<percent> for a run on a fraction of the labels and pretrain- for pretraining."""
     fraction = cfg.train.get("label_fraction", 1.0)

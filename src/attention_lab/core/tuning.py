@@ -23,7 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.core import tracking
 from attention_lab.core.checkpoints import count_parameters
 from attention_lab.core.config import CONF_DIR, TUNED_DIR, ConfigError, check_value
-from attention_lab.core.files import atomic_path, read_json, write_json
+from attention_lab.core.files import read_json, write_json
+from attention_lab.core.paths import trials_dir
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 COUNTED = (*FINISHED, optuna.trial.TrialState.RUNNING)  # the budget: finished trials and those under way
@@ -222,7 +223,7 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, c
     value of tune.metric. Pruned at a rung, or cut by the budget, it ends PRUNED."""
     from optuna_integration import PyTorchLightningPruningCallback
 
-    from attention_lab.stages.train import train_one
+    from attention_lab.stages.train import run_key, train_one
 
     def run(trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", worker_id())
@@ -244,6 +245,7 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, c
             trial.set_user_attr("stopped_by", "budget" if budget.cut else result["stopped_by"])
             if budget.cut:
                 raise optuna.TrialPruned(f"tune.updates spent after {result['steps']} updates")
+            write_json(out / "reuse.json", {"trial": trial.number, "key": run_key(run_cfg, cfg.seeds[0])})
         except BaseException as err:  # pruned, or failed: nothing of the trial is kept
             shutil.rmtree(out, ignore_errors=True)
             if isinstance(err, optuna.TrialPruned):  # its MLflow run says so (Lightning closed it as FAILED)
@@ -270,35 +272,14 @@ def trial_dirs(workdir: Path, number: int) -> tuple[Path, Path]:
     return workdir / f"trial{number}", workdir / f".partial-trial{number}"
 
 
-def keep_best(study: optuna.Study, workdir: Path) -> Path | None:
-    """Remove the runs of complete trials other than the study's best; the best's run folder, if this machine has it."""
-    complete = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+def keep_best(study: optuna.Study, workdir: Path) -> None:
+    """Remove the runs of complete trials other than the study's best (which the train stage may take as its first
+    seed's run: stages/train.py, reuse_tuned_run)."""
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     best = study.best_trial.number if complete else None
     for t in complete:
         if t.number != best:
             shutil.rmtree(trial_dirs(workdir, t.number)[0], ignore_errors=True)
-    kept = trial_dirs(workdir, best)[0] if best is not None else None
-    return kept if kept is not None and (kept / "train.json").is_file() else None
-
-
-def write_best_run(cfg: DictConfig, study: optuna.Study | None, dest: Path) -> dict:
-    """dest (models/<family>/tuning) := a copy of the best trial's run (checkpoints, train.json, run.json,
-    config.yaml: a full run at the first seed) and trial.json, which says which trial it is or why none is kept; the
-    train stage takes it as that seed's run when its own config is the same (stages/train.py, reuse_tuned_run)."""
-    kept = keep_best(study, Path(cfg.root) / TUNED_DIR / ".trials" / str(cfg.family)) if study else None
-    best = study.best_trial.number if study and kept is None and any(
-        t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False)) else None
-    info = ({"trial": int(kept.name.removeprefix("trial")), "seed": int(cfg.seeds[0]), "kept": True} if kept else
-            {"trial": best, "kept": False,
-             "why": "no study (tune.trials: 0 or nothing searched)" if study is None else
-                    f"trial {best}'s run is not on this machine (another worker trained it)"})
-    with atomic_path(dest) as tmp:
-        if kept:
-            shutil.copytree(kept, tmp)
-        else:
-            tmp.mkdir()
-        write_json(tmp / "trial.json", info)
-    return info
 
 
 def discard_dead_trials(cfg: DictConfig, numbers: list[int], workdir: Path) -> None:
@@ -387,32 +368,23 @@ def summary(cfg: DictConfig, study: optuna.Study) -> dict:
             "trials": rows}
 
 
-def tune(cfg: DictConfig, best_run: Path | None = None) -> dict:
+def tune(cfg: DictConfig) -> dict:
     """Run this worker's share of the family's study until tune.trials trials are finished or under way, or the
     budget of tune.updates is spent; returns summary() (trials: 0 -> no study, empty params: train with the family's
-    own settings). With best_run, the best trial's run is copied there (write_best_run)."""
-    result, study = run_study(cfg)
-    if best_run is not None:
-        write_best_run(cfg, study, best_run)
-    return result
-
-
-def run_study(cfg: DictConfig) -> tuple[dict, optuna.Study | None]:
-    """tune() without its output: (summary, the study), or (no-study summary, None)."""
+    own settings)."""
     import mlflow
 
-    no_study = {"params": {}, "study": {"trials": 0}}
     if cfg.tune.trials <= 0:
-        return no_study, None
+        return {"params": {}, "study": {"trials": 0}}
     space = load_space(space_path(cfg), cfg)
     if fixed := [key for key in space if key in cfg.explicit]:  # set in family_params or on the command line
         print(f"tune@{cfg.family}: not searching {', '.join(fixed)} (set explicitly)")
         space = {key: spec for key, spec in space.items() if key not in fixed}
     if not space:
-        return no_study, None
+        return {"params": {}, "study": {"trials": 0}}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = open_study(cfg, space)
-    workdir = Path(cfg.root) / TUNED_DIR / ".trials" / str(cfg.family)
+    workdir = trials_dir(cfg)
     if dead := fail_dead_trials(study):
         print(f"tune@{cfg.family}: trials {dead} were left running by a killed worker; marked failed")
         discard_dead_trials(cfg, dead, workdir)
@@ -434,7 +406,7 @@ def run_study(cfg: DictConfig) -> tuple[dict, optuna.Study | None]:
         for key, value in study.best_trial.params.items():  # tags, not params: a resumed study may find a new best
             client.set_tag(parent, f"best.{key}", value)
         client.set_terminated(parent, "FINISHED")
-    return result, study
+    return result
 
 
 def trial_line(cfg: DictConfig, study: optuna.Study, counted: int, elapsed: float) -> str:

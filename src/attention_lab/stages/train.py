@@ -16,6 +16,7 @@ process takes part in each collective (fit, checkpoint saves, the token count), 
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sys
 from pathlib import Path
@@ -30,7 +31,7 @@ from attention_lab.core.checkpoints import CheckpointError, count_parameters, re
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
 from attention_lab.core.module import EarlyStoppingAfter
-from attention_lab.core.paths import partial_dir, seed_dir, tuning_dir
+from attention_lab.core.paths import partial_dir, seed_dir, trials_dir
 from attention_lab.core.progress import progress_callback
 from attention_lab.core.task import get_task
 from attention_lab.stages.common import run_stage, stage_config
@@ -154,9 +155,18 @@ def run_config(cfg: DictConfig, seed: int) -> str:
     return OmegaConf.to_yaml(run_cfg, resolve=True)
 
 
+def run_key(cfg: DictConfig, seed: int) -> str:
+    """What decides a run's every figure on a given machine: its config at `seed`, the prepared data, the package's
+    code and the intra-op threads (their sums' order); two runs with one key are the same run (tests/stages)."""
+    import torch
+
+    what = [run_config(cfg, seed), tracking.data_hash(cfg), tracking.code_hash(), str(torch.get_num_threads())]
+    return hashlib.sha256("\0".join(what).encode()).hexdigest()
+
+
 def train_run(cfg: DictConfig, fraction: float, seed: int) -> dict | None:
-    """One (label fraction, seed) run of the family (at the first seed on all labels, the tune stage's best trial
-    when it trained this very config: reuse_tuned_run)."""
+    """One (label fraction, seed) run of the family (on all labels, the tune stage's best trial when it was this very
+    run: reuse_tuned_run)."""
     run_cfg = cfg.copy()
     OmegaConf.set_struct(run_cfg, False)
     if "label_fractions" in cfg.train:  # tasks with labels to hold back (classify)
@@ -172,21 +182,27 @@ def train_run(cfg: DictConfig, fraction: float, seed: int) -> dict | None:
 
 
 def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
-    """The tune stage's best trial (models/<family>/tuning) as this run when it trained exactly this config at this
-    seed, the full schedule to early stopping: its checkpoints and train.json are copied to `out`, and a training run
-    in MLflow gets its params and curves (tags `tuning_trial`, `tuning_run_id`); None when it is not that run."""
-    kept = tuning_dir(cfg)
-    if not (kept / "config.yaml").is_file() or (kept / "config.yaml").read_text("utf-8") != run_config(cfg, seed):
+    """The tune stage's best trial (kept in tuned/.trials/<family>) as this run when it is this very run (the same
+    run_key: config and seed, data, code, threads), so it is not trained twice: its checkpoints and train.json are
+    copied to `out`, and a training run in MLflow gets its params and curves (tags `tuning_trial`,
+    `tuning_run_id`); None when no kept trial is this run."""
+    key = None
+    for kept in sorted(trials_dir(cfg).glob("trial*/reuse.json")):
+        key = key or run_key(cfg, seed)
+        if read_json(kept)["key"] == key:
+            break
+    else:
         return None
-    trial, source = read_json(kept / "trial.json")["trial"], read_json(kept / "run.json")["run_id"]
+    kept, trial = kept.parent, read_json(kept)["trial"]
+    source = read_json(kept / "run.json")["run_id"]
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
     run_id = tracking.copy_run(cfg, source, tags={"tuning_trial": str(trial), "tuning_run_id": source})
     with atomic_path(out) as tmp:
-        shutil.copytree(kept, tmp)
+        shutil.copytree(kept, tmp, ignore=shutil.ignore_patterns("reuse.json"))
         write_json(tmp / "run.json", {"run_id": run_id})
-    print(f"{cfg.family} seed {seed}: the best tuning trial ({trial}) trained this very config; taken as this run "
-          f"(MLflow run {run_id}, from {source})")
+    print(f"{cfg.family} seed {seed}: tuning trial {trial} was this very run (config, data, code, threads); taken, "
+          f"not trained again (MLflow run {run_id}, from {source})")
     return read_json(out / "train.json")
 
 

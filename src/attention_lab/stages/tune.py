@@ -1,6 +1,5 @@
 """DVC stages `tune_<task>@<family>`: one Optuna study per family under the task's budget (params.yaml `<task>.tune`,
-search space conf/tune/<family>.yaml) -> tuned/<family>.yaml, which the family's train stage merges, and
-models/<family>/tuning, the best trial's full run at the first seed, which the train stage takes as that seed's run.
+search space conf/tune/<family>.yaml) -> tuned/<family>.yaml, which the family's train stage merges.
 
 Resumable: re-running continues the study in tuned/<family>.journal (or tune.storage); several processes running this
 stage at once share the study's trials.
@@ -15,14 +14,13 @@ import yaml
 
 from attention_lab.core.config import TUNED_DIR
 from attention_lab.core.files import write_text
-from attention_lab.core.paths import tuning_dir
 from attention_lab.core.tuning import tune
 from attention_lab.stages.common import run_stage, stage_config
 
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv, tuned=False)  # the search starts from the family's own settings
-    result = tune(cfg, best_run=tuning_dir(cfg))
+    result = tune(cfg)
     head = (f"# Written by the tune stage of {cfg.family} (do not edit): the best trial's values, merged by its train "
             "stage.\n")
     write_text(Path(cfg.root) / TUNED_DIR / f"{cfg.family}.yaml", head + yaml.safe_dump(result, sort_keys=False))
