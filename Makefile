@@ -20,8 +20,9 @@ browser:
 	  { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	    $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver fonts-nanum; }
 
+# `dvc repro` with the families' chains of stages side by side, one per core (attention-lab repro; JOBS=1: one at a time)
 pipeline: $(STAMP)  ## run the whole DVC pipeline on the built-in data
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/dvc repro
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/attention-lab repro $(if $(JOBS),--jobs $(JOBS))
 
 # A test file per core, one thread each: two workers' OpenMP threads spinning on the same cores slow both many-fold.
 test: $(STAMP) browser  ## run the whole test suite (end-to-end included)

@@ -284,7 +284,7 @@ def _ablations(args: argparse.Namespace) -> int:
 def _repro(args) -> int:
     from attention_lab.core.repro import repro
 
-    return repro(Path.cwd(), args.jobs, say=lambda line: print(line, flush=True))
+    return repro(Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -354,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)")
     d.add_argument("--jobs", type=_int_in(1, 64), default=os.cpu_count() or 1,
                    help="chains at once, one thread each (default: the machine's cores, %(default)s)")
+    d.add_argument("--task", action="append", default=None, help="only this task's stages and the reports reading "
+                   "them (repeatable; default: every task in params.yaml)")
     d.set_defaults(func=_repro)
     return parser
 

@@ -30,3 +30,9 @@ def test_the_project_s_plan_covers_every_stage_once():
     assert len(every) == len(set(every)) and set(got.tail) == {"report_index", *(f"report@{t}" for t in params["tasks"])}
     assert [s.partition("@")[0] for s in got.chains["bert"]] == ["pretrain", "tune_finetuned", "finetune_classify",
                                                                   "evaluate_finetuned", "export_finetuned"]
+
+
+def test_a_task_s_plan_holds_its_chains_and_the_reports_that_read_them():
+    got = pipeline_plan(ROOT, ["caption"])
+    assert list(got.chains) == ["show_tell", "show_attend_tell"]
+    assert got.head == ["prepare@caption", "tokenize@caption"] and got.tail == ["report@caption", "report_index"]

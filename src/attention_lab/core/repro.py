@@ -6,7 +6,7 @@ idled through every tune stage. After the stages the families share (prepare, to
 stages `<kind>@<family>`: [pretrain,] tune, train, evaluate, export) is independent of every other family's, so N
 chains run at once, each stage as `dvc --wait-for-lock repro --single-item <stage>` (DVC releases its repo lock while
 a stage's command runs, and --single-item keeps it from locking the shared stages' outputs that the other chains
-read), then one plain `dvc repro` does the rest (reports). Every stage process runs on one thread (OMP_NUM_THREADS=1),
+read), then one plain `dvc repro` does the rest (reports; with --task, only the reports that read those tasks). Every stage process runs on one thread (OMP_NUM_THREADS=1),
 whatever N is, so the results are the same for any --jobs; an up-to-date stage is skipped as in `dvc repro`, a failed
 one stops its chain only, and the command exits 1 naming it after the other chains have finished (what they
 finished stays recorded in dvc.lock).
@@ -37,32 +37,39 @@ class Plan:
     tail: list[str]
 
 
-def plan(order: list[str], upstream: dict[str, set[str]], families: list[str]) -> Plan:
+def plan(order: list[str], upstream: dict[str, set[str]], families: list[str], every: bool = True) -> Plan:
     """Split stages (`order`: an execution order; `upstream`: each stage's ancestors) into the families' chains (a
-    stage named `<kind>@<family>`), the head (what any chain needs that is in none) and the tail (the rest)."""
+    stage named `<kind>@<family>`), the head (what any chain needs that is in none) and the tail: every other stage,
+    or with every=False only those downstream of a chain (a task's report, the index of the reports)."""
     chains = {f: [s for s in order if s.rpartition("@")[2] == f and "@" in s] for f in families}
     chains = {f: stages for f, stages in chains.items() if stages}
     in_chain = {s for stages in chains.values() for s in stages}
     needed = set().union(*(upstream[s] for s in in_chain)) if in_chain else set()
     head = [s for s in order if s in needed and s not in in_chain]
-    return Plan(head=head, chains=chains, tail=[s for s in order if s not in in_chain and s not in needed])
+    tail = [s for s in order if s not in in_chain and s not in needed]
+    if not every:
+        tail = [s for s in tail if upstream[s] & in_chain]
+    return Plan(head=head, chains=chains, tail=tail)
 
 
-def pipeline_plan(root: Path) -> Plan:
-    """plan() of the project's dvc.yaml (DVC's stage graph) and params.yaml (the families of every task)."""
+def pipeline_plan(root: Path, tasks: list[str] | None = None) -> Plan:
+    """plan() of the project's dvc.yaml (DVC's stage graph) and params.yaml (the families of every task, or of
+    `tasks` only)."""
     import networkx as nx
 
     from attention_lab.core.config import families, pretrained_families, read_params
     from attention_lab.core.provenance import _name, _repo
 
     params = read_params(root)
-    names = [f for task in params.get("tasks", []) for f in [*families(params, task),
-                                                               *pretrained_families(params, task)]]
+    chosen = tasks or params.get("tasks", [])
+    if unknown := [t for t in chosen if t not in params.get("tasks", [])]:
+        raise ValueError(f"no task {', '.join(unknown)} in params.yaml `tasks`: {params.get('tasks', [])}")
+    names = [f for task in chosen for f in [*families(params, task), *pretrained_families(params, task)]]
     with _repo(root) as repo:
         graph = repo.index.graph  # edges point from a stage to the stages it depends on
         order = [_name(s) for s in reversed(list(nx.topological_sort(graph)))]
         upstream = {_name(s): {_name(d) for d in nx.descendants(graph, s)} for s in graph.nodes}
-    return plan(order, upstream, names)
+    return plan(order, upstream, names, every=not tasks)
 
 
 def dvc(*args: str) -> list[str]:
@@ -82,9 +89,10 @@ def run_logged(cmd: list[str], root: Path, label: str, env: dict, say: Callable[
     return proc.wait(), last
 
 
-def repro(root: Path, jobs: int, say: Callable[[str], None] = print) -> int:
-    """Run the pipeline (see the module's docstring); 0 when every stage is done, else 1 after naming what failed."""
-    work = pipeline_plan(root)
+def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[str], None] = print) -> int:
+    """Run the pipeline, or only `tasks`' stages and the reports that read them (see the module's docstring); 0 when
+    every stage is done, else 1 after naming what failed."""
+    work = pipeline_plan(root, tasks)
     env = {**os.environ, **ONE_THREAD}
     lock = threading.Lock()
 
@@ -110,9 +118,11 @@ def repro(root: Path, jobs: int, say: Callable[[str], None] = print) -> int:
     failures = {stage: last for stage, last in filter(None, results)}
     if failures:
         return failed(failures, say)
-    code, last = run_logged(dvc("repro"), root, "rest", env, said)
-    if code:
-        return failed({"the remaining stages": last}, say)
+    for stage in work.tail if tasks else [None]:  # a task's report and the index; else whatever is left
+        args = ("repro", "--single-item", stage) if stage else ("repro",)
+        code, last = run_logged(dvc(*args), root, stage or "rest", env, said)
+        if code:
+            return failed({stage or "the remaining stages": last}, say)
     say(f"attention-lab repro: the pipeline is done ({len(work.chains)} chains, --jobs {jobs}) in "
         f"{(time.monotonic() - started) / 60:.1f} min")
     return 0
