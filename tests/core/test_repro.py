@@ -1,7 +1,10 @@
-"""repro.py: how `attention-lab repro` splits the pipeline into the shared head, the families' chains and the rest (the
-command itself runs the real pipeline in tests/e2e/test_pipeline.py)."""
+"""repro.py: how `attention-lab repro` splits the pipeline into the shared head, the families' chains and the rest, and
+how it runs them with real DVC on a small project of its own (it runs the real pipeline in tests/e2e/test_pipeline.py).
+"""
 
-from attention_lab.core.repro import pipeline_plan, plan
+import subprocess
+
+from attention_lab.core.repro import dvc, pipeline_plan, plan, repro
 from tests.conftest import ROOT
 
 
@@ -36,3 +39,54 @@ def test_a_task_s_plan_holds_its_chains_and_the_reports_that_read_them():
     got = pipeline_plan(ROOT, ["caption"])
     assert list(got.chains) == ["show_tell", "show_attend_tell"]
     assert got.head == ["prepare@caption", "tokenize@caption"] and got.tail == ["report@caption", "report_index"]
+
+
+DVC_YAML = """stages:
+  shared:
+    cmd: python -c "open('shared.txt', 'w').write('x')"
+    outs: [shared.txt]
+  first:
+    foreach: [a, b]
+    do:
+      cmd: python -c "import os, sys; '${item}' == os.environ.get('BROKEN') and sys.exit('${item} is broken');
+        open('first_${item}.txt', 'w').write(os.environ['OMP_NUM_THREADS'])"
+      deps:
+        - shared.txt
+      outs:
+        - first_${item}.txt
+  second:
+    foreach: [a, b]
+    do:
+      cmd: python -c "open('second_${item}.txt', 'w').write('y')"
+      deps:
+        - first_${item}.txt
+      outs:
+        - second_${item}.txt
+  report:
+    cmd: python -c "open('report.txt', 'w').write('z')"
+    deps: [second_a.txt, second_b.txt]
+    outs: [report.txt]
+"""
+
+
+def test_a_failed_stage_stops_its_chain_only_and_a_rerun_continues(tmp_path, monkeypatch):
+    """Two chains side by side under real DVC: b's first stage fails, a's chain still finishes (recorded in dvc.lock),
+    the report waits, and the command names the stage; run again once b is fixed, only what is left runs."""
+    (tmp_path / "params.yaml").write_text("tasks: [caption]\ncaption: {families: [a, b]}\n")
+    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
+    subprocess.run([dvc()[0], "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    monkeypatch.setenv("BROKEN", "b")
+    said: list[str] = []
+    assert repro(tmp_path, jobs=2, say=said.append) == 1
+    log = "\n".join(said)
+    assert "first@b failed" in log and "b is broken" in log and "1 failed (first@b)" in log
+    assert (tmp_path / "second_a.txt").is_file() and not (tmp_path / "report.txt").exists()
+    assert (tmp_path / "first_a.txt").read_text() == "1", "every stage runs on one thread"
+    assert "second@a" in (tmp_path / "dvc.lock").read_text()
+
+    monkeypatch.delenv("BROKEN")
+    said.clear()
+    assert repro(tmp_path, jobs=2, say=said.append) == 0
+    ran = {line.split("] ")[0].split("[")[-1] for line in said if "Running stage" in line}
+    assert ran == {"first@b", "second@b", "rest"}, said
+    assert (tmp_path / "report.txt").is_file() and "the pipeline is done (2 chains, --jobs 2)" in said[-1]
