@@ -57,14 +57,14 @@ def pipeline_plan(root: Path, tasks: list[str] | None = None) -> Plan:
     `tasks` only)."""
     import networkx as nx
 
-    from attention_lab.core.config import families, read_params
+    from attention_lab.core.config import families, pretrained_families, read_params
     from attention_lab.core.provenance import _name, _repo
 
     params = read_params(root)
     chosen = tasks or params.get("tasks", [])
     if unknown := [t for t in chosen if t not in params.get("tasks", [])]:
         raise ValueError(f"no task {', '.join(unknown)} in params.yaml `tasks`: {params.get('tasks', [])}")
-    names = [f for task in chosen for f in families(params, task)]  # the pretrained ones included
+    names = [f for task in chosen for f in [*families(params, task), *pretrained_families(params, task)]]
     with _repo(root) as repo:
         graph = repo.index.graph  # edges point from a stage to the stages it depends on
         order = [_name(s) for s in reversed(list(nx.topological_sort(graph)))]
