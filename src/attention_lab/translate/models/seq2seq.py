@@ -57,7 +57,7 @@ class LSTMEncoderDecoder(Seq2Seq):
 
     has_attention = False
 
-    def __init__(self, vocab_size: int, pad_id: int = 0, emb_dim: int = 128, hidden_dim: int = 256, layers: int = 2,
+    def __init__(self, vocab_size: int, pad_id: int = 0, emb_dim: int = 128, hidden_dim: int = 256, layers: int = 1,
                  dropout: float = 0.1, reverse_source: bool = True, init_range: float | None = 0.08):
         super().__init__(vocab_size, pad_id)
         self.encoder = LSTMEncoder(vocab_size, emb_dim, hidden_dim, layers, dropout, reverse_source, pad_id)
@@ -65,12 +65,13 @@ class LSTMEncoderDecoder(Seq2Seq):
         self.drop = nn.Dropout(dropout)
         self.rnn = nn.LSTM(emb_dim, hidden_dim, layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
         self.out = nn.Linear(hidden_dim, vocab_size)
-        if init_range is not None:  # Sutskever §3.4: "all of the LSTM's parameters" uniform in [-0.08, 0.08]
+        # Sutskever §3.4: "all of the LSTM's parameters" uniform in [-0.08, 0.08]; the word embeddings keep N(0, 1):
+        # at 128 dimensions, ±0.08 tables starve the LSTM's inputs and it learned far slower (docs/tasks.md)
+        if init_range is not None:
+            tables = {id(self.encoder.embed.weight), id(self.embed.weight)}
             for param in self.parameters():
-                nn.init.uniform_(param, -init_range, init_range)
-            with torch.no_grad():  # the padding rows stay zero, as nn.Embedding(padding_idx) made them
-                self.encoder.embed.weight[pad_id].zero_()
-                self.embed.weight[pad_id].zero_()
+                if id(param) not in tables:
+                    nn.init.uniform_(param, -init_range, init_range)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
         """memory = the top layer's final h (B, 1, H), for shape only; state = the final (h, c), each (B, L, H)."""
