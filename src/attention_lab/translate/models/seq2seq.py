@@ -68,9 +68,8 @@ class LSTMEncoderDecoder(Seq2Seq):
         # Sutskever §3.4: "all of the LSTM's parameters" uniform in [-0.08, 0.08]; the word embeddings keep N(0, 1):
         # at 128 dimensions, ±0.08 tables starve the LSTM's inputs and it learned far slower (docs/tasks.md)
         if init_range is not None:
-            tables = {id(self.encoder.embed.weight), id(self.embed.weight)}
-            for param in self.parameters():
-                if id(param) not in tables:
+            for module in (self.encoder.rnn, self.rnn, self.out):
+                for param in module.parameters():
                     nn.init.uniform_(param, -init_range, init_range)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
