@@ -62,7 +62,9 @@ def test_report_stage_ranks_tests_and_logs_the_comparison(project, seeds):
     trained = page.split("## Configuration that trained")[1]  # the runs' own config.yaml, not the task's defaults
     row = next(line for line in trained.splitlines() if line.startswith("| `show_tell` |"))
     assert row.startswith("| `show_tell` | 40 | 1 | early stopping |")
-    assert all(s in row for s in ("train.lr=0.001", "train.batch_size=32", "model.emb_dim=", "train.penalty=0.0"))
+    assert all(s in row for s in ("train.lr=0.001", "train.batch_size=32", "model.emb_dim=", "train.penalty=0.0",
+                                  "train.schedule=plateau", "train.patience=", "train.min_epochs="))
+    assert "then its `train.schedule` (`plateau`: from validation" in page.split("## Ranking")[0]  # not "cosine"
     by = rows(table)
     assert list(by) == ["show_attend_tell", "show_tell"]
     assert summary["show_attend_tell"]["rank"] == 1 and summary["show_tell"]["significance"]["baseline"] == "show_tell"

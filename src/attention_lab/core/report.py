@@ -152,12 +152,16 @@ def render_index(summaries: dict[str, dict[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-PROTOCOL = ("Every family trains with Adam, linear warm-up then cosine decay, keeping the checkpoint of best validation "
-            "loss; its learning rate, batch, epochs and sizes are the ones it trained with, listed under "
-            "\"Configuration that trained\" (tuned values included); families are listed in timeline order.")
+PROTOCOL = ("Every family trains with Adam and a linear warm-up, then its `train.schedule` (`plateau`: from validation "
+            "`train.min_epochs` on, the rate times `train.decay` after each validation that improves val/loss by less "
+            "than `train.min_delta`, and early stopping after `train.patience` of them in a row; `cosine`: decay to 5% "
+            "by `train.max_epochs`), keeping the checkpoint of best validation loss; its learning rate, batch, schedule, "
+            "epochs and sizes are the ones it trained with, listed under \"Configuration that trained\" (tuned values "
+            "included); families are listed in timeline order.")
 
 
-TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "max_epochs", "weight_decay", "label_smoothing", "penalty", "clip")
+TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "schedule", "decay", "min_epochs", "patience", "min_delta",
+              "max_epochs", "weight_decay", "label_smoothing", "penalty", "clip")
 
 
 def trained_settings(config: dict) -> dict[str, object]:
