@@ -11,7 +11,16 @@ import pytest
 import yaml
 
 from attention_lab.core.config import ConfigError
-from attention_lab.core.tuning import fail_dead_trials, load_space, nested, open_study, study_name, suggest
+from attention_lab.core.tuning import (
+    defaults,
+    fail_dead_trials,
+    load_space,
+    nested,
+    open_study,
+    requeue_default,
+    study_name,
+    suggest,
+)
 from attention_lab.stages.common import stage_config
 
 
@@ -71,6 +80,11 @@ def test_trials_of_a_killed_worker_are_failed_and_leave_the_budget(project):
     states = {t.number: t.state for t in study.get_trials()}
     assert states == {trial.number: optuna.trial.TrialState.FAIL, alive.number: optuna.trial.TrialState.RUNNING}
     assert study.study_name == study_name(cfg, space)
+    # the dead trial was the untuned default (trial 0): it is queued again, once, so the study still measures it
+    assert trial.number == 0 and trial.user_attrs["default"]
+    assert requeue_default(study, cfg, space) and not requeue_default(study, cfg, space)
+    again = study.ask()
+    assert again.user_attrs["default"] and suggest(again, space) == defaults(cfg, space)
 
 
 def test_each_family_study_has_its_own_sampler_seed():

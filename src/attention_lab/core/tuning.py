@@ -164,6 +164,16 @@ def fail_dead_trials(study: optuna.Study) -> list[int]:
     return dead
 
 
+def requeue_default(study: optuna.Study, cfg: DictConfig, space: dict) -> bool:
+    """The untuned default queued again when its trial died with a killed worker (marked FAIL): every study measures
+    it, for the gain tuning bought. True when queued."""
+    default = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("default")]
+    if not default or any(t.state != optuna.trial.TrialState.FAIL for t in default):
+        return False
+    study.enqueue_trial(defaults(cfg, space), user_attrs={"default": True})
+    return True
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -388,6 +398,8 @@ def tune(cfg: DictConfig) -> dict:
     if dead := fail_dead_trials(study):
         print(f"tune@{cfg.family}: trials {dead} were left running by a killed worker; marked failed")
         discard_dead_trials(cfg, dead, workdir)
+    if requeue_default(study, cfg, space):
+        print(f"tune@{cfg.family}: the untuned default's trial died with its worker; queued again")
     parent = study_run(cfg, study)
     started = time.perf_counter()
     while (counted := len(study.get_trials(deepcopy=False, states=COUNTED))) < cfg.tune.trials:
