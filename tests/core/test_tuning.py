@@ -12,12 +12,15 @@ import yaml
 
 from attention_lab.core.config import ConfigError
 from attention_lab.core.tuning import (
+    COUNTED,
+    Halving,
     defaults,
     fail_dead_trials,
     load_space,
     nested,
     open_study,
     requeue_default,
+    sampler,
     study_name,
     suggest,
 )
@@ -93,6 +96,55 @@ def test_each_family_study_has_its_own_sampler_seed():
     seeds = {family: sampler_seed(0, family) for family in ("bahdanau", "luong_dot", "transformer", "han")}
     assert len(set(seeds.values())) == len(seeds) and seeds["bahdanau"] == sampler_seed(0, "bahdanau")
     assert sampler_seed(1, "bahdanau") != seeds["bahdanau"]
+
+
+class Killed(Exception):
+    """The worker dies inside a trial."""
+
+
+def test_a_study_resumed_after_a_kill_ends_as_an_uninterrupted_one(project):
+    """tune()'s loop (a sampler seeded per live trial, halving blind to failed trials) on a cheap objective, once
+    without a break and once killed in the first trial from trial 5 on that passed its first rung, and resumed in a
+    new Study object (as a new process would): the live trials are the same points, pruned at the same rungs, with
+    the same values."""
+    cfg = stage_config(["family=bahdanau"], tuned=False)
+    space = load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+
+    def objective(kill: bool):
+        def run(trial: optuna.Trial) -> float:
+            v = suggest(trial, space)
+            for step in range(10):  # rungs at steps 1, 3, 9
+                loss = (v["train.lr"] * 1e3 - 2.0) ** 2 + v["model.dropout"] + 64 / v["model.attn_dim"] / (step + 1)
+                trial.report(loss, step)
+                if trial.should_prune():
+                    raise optuna.TrialPruned
+                if kill and trial.number >= 5 and step == 2:
+                    raise Killed
+            return loss
+        return run
+
+    def study(storage, name):
+        return optuna.create_study(study_name=name, storage=storage, sampler=sampler(cfg, 0), load_if_exists=True,
+                                   pruner=Halving(min_resource=1, reduction_factor=3))
+
+    def tune(storage, name, kill: bool, trials: int = 14):
+        s = study(storage, name)
+        while (live := len(s.get_trials(deepcopy=False, states=COUNTED))) < trials:
+            s.sampler = sampler(cfg, live)
+            try:
+                s.optimize(objective(kill), n_trials=1)
+            except Killed:
+                s, kill = study(storage, name), False  # a new worker resumes the study
+        return [(t.params, t.state, t.intermediate_values) for t in s.trials if t.state in COUNTED]
+
+    storage = optuna.storages.InMemoryStorage()
+    once, resumed = tune(storage, "once", kill=False), tune(storage, "resumed", kill=True)
+    failed = [t for t in optuna.load_study(study_name="resumed", storage=storage).trials
+              if t.state == optuna.trial.TrialState.FAIL]
+    assert len(failed) == 1 and failed[0].intermediate_values  # killed after it had reported (and reached a rung)
+    assert resumed == once
+    assert {state for _, state, _ in once} == {optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED}
+    assert len({tuple(sorted(params.items())) for params, _, _ in once}) == len(once)  # no point drawn twice
 
 
 def test_a_key_set_explicitly_is_not_searched(project, capsys):

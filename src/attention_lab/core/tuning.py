@@ -28,6 +28,7 @@ from attention_lab.core.paths import trials_dir
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 COUNTED = (*FINISHED, optuna.trial.TrialState.RUNNING)  # the budget: finished trials and those under way
+DRAWS = "tpe seeded per live trial; failed trials ignored"  # how trials are drawn: part of a study's name
 SPEC_KEYS = {"low", "high", "log", "choices"}
 
 
@@ -106,10 +107,10 @@ def nested(flat: dict[str, object]) -> dict:
 
 
 def study_name(cfg: DictConfig, space: dict) -> str:
-    """<task>-<family>-<hash of the space, the budget and the config trials start from>: a changed search space or
-    budget starts a new study; the same one resumes."""
+    """<task>-<family>-<hash of the space, the budget, the config trials start from and how trials are drawn>: a
+    changed search space or budget starts a new study; the same one resumes."""
     what = {"space": space, **{k: OmegaConf.to_container(cfg[k], resolve=True)
-                               for k in ("model", "train", "data", "tune")}, "seed": cfg.seeds[0]}
+                               for k in ("model", "train", "data", "tune")}, "seed": cfg.seeds[0], "draws": DRAWS}
     what["tune"].pop("storage", None)
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return f"{cfg.task.name}-{cfg.family}-{digest}"
@@ -131,15 +132,47 @@ def sampler_seed(seed: int, family: str) -> int:
     return int(hashlib.sha256(f"{seed}:{family}".encode()).hexdigest()[:8], 16)
 
 
+def sampler(cfg: DictConfig, live: int) -> optuna.samplers.TPESampler:
+    """TPE for the next trial, seeded by the family's seed and the number of live (not failed) trials before it.
+    Optuna seeds a sampler once per process, so a study resumed after a kill would draw other points than one run
+    without a break (and repeat its first random draws); seeded per trial, the trial that replaces a killed one
+    draws the killed one's point, and the study ends as an uninterrupted one would."""
+    return optuna.samplers.TPESampler(seed=sampler_seed(cfg.tune.seed, cfg.family) + live,
+                                      n_startup_trials=cfg.tune.startup_trials)
+
+
+class _LiveTrials:
+    """A study as the pruner sees it: without its failed trials."""
+
+    def __init__(self, study: optuna.Study):
+        self._study = study
+
+    def __getattr__(self, name: str):
+        return getattr(self._study, name)
+
+    def get_trials(self, deepcopy: bool = True, states=None) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in self._study.get_trials(deepcopy=deepcopy, states=states)
+                if t.state != optuna.trial.TrialState.FAIL]
+
+
+class Halving(optuna.pruners.SuccessiveHalvingPruner):
+    """Successive halving (Li et al. 2018) that ignores failed trials: a killed worker's trial reached its rungs, and
+    the trial that replaces it reaches them again with the same values; counting both would prune otherwise than a
+    study that was never interrupted."""
+
+    def prune(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> bool:
+        return super().prune(_LiveTrials(study), trial)
+
+
 def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
     """The family's study (created or resumed), with a TPE sampler seeded per family and successive halving (rungs at
     validation min_resource·reduction_factor^k, counted from 0); the worker that creates it enqueues the untuned
     default as trial 0 and is recorded (user attribute `creator`): it alone creates the study's MLflow run."""
     t = cfg.tune
-    sampler = optuna.samplers.TPESampler(seed=sampler_seed(t.seed, cfg.family), n_startup_trials=t.startup_trials)
-    pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=t.min_resource, reduction_factor=t.reduction_factor)
+    pruner = Halving(min_resource=t.min_resource, reduction_factor=t.reduction_factor)
     direction = "minimize" if t.direction == "minimize" else "maximize"
-    opened = {"study_name": study_name(cfg, space), "storage": storage(cfg), "sampler": sampler, "pruner": pruner}
+    opened = {"study_name": study_name(cfg, space), "storage": storage(cfg), "sampler": sampler(cfg, 0),
+              "pruner": pruner}
     try:  # the storage's unique study name decides which of several workers starting at once creates it
         study = optuna.create_study(**opened, direction=direction)
     except optuna.exceptions.DuplicatedStudyError:
@@ -406,6 +439,7 @@ def tune(cfg: DictConfig) -> dict:
         left = None if cfg.tune.updates is None else cfg.tune.updates - spent(study)
         if left is not None and left < epoch_updates(study):
             break
+        study.sampler = sampler(cfg, counted)
         study.optimize(objective(cfg, space, parent, workdir, cap=left), n_trials=1, gc_after_trial=True)
         keep_best(study, workdir)
         print(trial_line(cfg, study, counted, time.perf_counter() - started), flush=True)
