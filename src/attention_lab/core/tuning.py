@@ -165,9 +165,10 @@ class Halving(optuna.pruners.SuccessiveHalvingPruner):
 
 
 def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
-    """The family's study (created or resumed), with a TPE sampler seeded per family and successive halving (rungs at
-    validation min_resource·reduction_factor^k, counted from 0); the worker that creates it enqueues the untuned
-    default as trial 0 and is recorded (user attribute `creator`): it alone creates the study's MLflow run."""
+    """The family's study (created or resumed), with a TPE sampler (`sampler`, reseeded per trial by tune()) and
+    successive halving blind to failed trials (`Halving`; rungs at validation min_resource·reduction_factor^k, counted
+    from 0); the worker that creates it enqueues the untuned default as trial 0 and is recorded (user attribute
+    `creator`): it alone creates the study's MLflow run."""
     t = cfg.tune
     pruner = Halving(min_resource=t.min_resource, reduction_factor=t.reduction_factor)
     direction = "minimize" if t.direction == "minimize" else "maximize"
