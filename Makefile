@@ -25,8 +25,9 @@ pipeline: $(STAMP)  ## run the whole DVC pipeline on the built-in data
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/attention-lab repro $(if $(JOBS),--jobs $(JOBS))
 
 # A test file per core, one thread each: two workers' OpenMP threads spinning on the same cores slow both many-fold.
+# Files go out in tests/conftest.py's order, the longest first.
 test: $(STAMP) browser  ## run the whole test suite (end-to-end included)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadfile
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP) browser  ## unit tests only
 	$(BIN)/python -m pytest -m "not slow"
