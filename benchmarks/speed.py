@@ -15,8 +15,10 @@ with whatever else runs, so take the final figures on a quiet machine.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -24,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/speed.py` finds the package
 
-from benchmarks.common import ROOT, find_families, keep_marked_sections, machine, table
+from benchmarks.common import MARKED, ROOT, find_families, keep_marked_sections, machine, table
 
-SECTIONS = ("ort", "transformer", "lightning", "flops", "quant", "settings")
+SECTIONS = ("ort", "transformer", "lightning", "flops", "quant", "settings")  # the report's sections 1-6, in order
 FULL = {"sentences": 256, "batch1": 100, "sweep": 40, "repeats": 2, "batch": 32,
         "train_batches": 8, "warmup": 5, "train_repeats": 5,
         "lightning_batches": 8, "lightning_steps": 60, "lightning_warmup": 10, "lightning_repeats": 3,
@@ -57,10 +59,29 @@ def header(args, info: dict, sizes: dict, load: tuple[float, float, float], seco
             ["torch threads (training sections)", args.threads], ["OMP_NUM_THREADS", info["OMP_NUM_THREADS"]],
             ["load average at start (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in load)],
             ["models", f"`{args.models}`"], ["data", f"`{args.data}`"], ["mode", mode],
-            ["sections", ", ".join(args.sections)], ["run time", f"{seconds:.0f} s"]]
-    command = "python benchmarks/speed.py " + " ".join(args.argv)
-    intro = f"Produced by `{command.strip()}` (`benchmarks/speed.py`); every figure below comes from that run."
+            ["sections", ", ".join(args.sections)], ["date", args.date], ["run time", f"{seconds:.0f} s"]]
+    intro = f"Produced by `{args.command}` (`benchmarks/speed.py`); every figure below comes from that run"
+    intro += ", except in the sections marked as kept from an earlier one." if args.kept else "."
     return ["# Speed benchmarks", "", intro, ""] + table(["machine", ""], rows) + [""]
+
+
+def earlier_sections(md: Path) -> tuple[dict[str, list[str]], dict]:
+    """The numbered sections of an earlier report (name -> its lines) and its figures (.json results), to keep."""
+    if not md.is_file():
+        return {}, {}
+    old = MARKED.sub("", md.read_text(encoding="utf-8"))
+    command = re.search(r"^Produced by `([^`]+)`", old, re.MULTILINE)
+    date = re.search(r"^\| date \| ([^|]+) \|", old, re.MULTILINE)
+    note = (f"_Kept from an earlier run: `{command.group(1) if command else 'benchmarks/speed.py'}`"
+            f"{f', {date.group(1).strip()}' if date else ''}._")
+    sections = {}
+    for number, body in re.findall(r"^## (\d)\. (.*?)(?=^## |\Z)", old, re.MULTILINE | re.DOTALL):
+        lines = f"## {number}. {body}".rstrip().splitlines()
+        if not any(line.startswith("_Kept from an earlier run") for line in lines):
+            lines[1:1] = ["", note]
+        sections[SECTIONS[int(number) - 1]] = lines + [""]
+    js = md.with_suffix(".json")
+    return sections, json.loads(js.read_text(encoding="utf-8")).get("results", {}) if js.is_file() else {}
 
 
 def targets(results: dict) -> list[str]:
@@ -82,6 +103,16 @@ def targets(results: dict) -> list[str]:
         r = results["lightning"]["ratio"]
         rows.append(["Lightning / plain loop per step ≤ 1.10", f"{r:.3f}", "met" if r <= 1.10 else "**not met**"])
     return (["## Targets", ""] + table(["target", "measured", ""], rows) + [""]) if rows else []
+
+
+def split_sections(body: list[str]) -> list[list[str]]:
+    """This run's body, one list of lines per numbered section."""
+    parts: list[list[str]] = []
+    for line in body:
+        if re.match(r"## \d\. ", line):
+            parts.append([])
+        parts[-1].append(line)
+    return parts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     if unknown := sorted(set(args.sections) - set(SECTIONS)):
         parser.error(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
+    args.command = ("python benchmarks/speed.py " + " ".join(args.argv)).strip()
+    args.date = datetime.date.today().isoformat()
     args.data = args.data or args.models.resolve().parent / "data"
     sizes = {**(QUICK if args.quick else FULL), **({"side_steps": args.steps} if args.steps else {})}
     torch.set_num_threads(args.threads)
@@ -145,9 +178,15 @@ def main(argv: list[str] | None = None) -> int:
         body += train_speed.render_settings(results["settings"])
 
     seconds = time.perf_counter() - t0
+    kept_text, kept_results = earlier_sections(args.out)
+    args.kept = [s for s in SECTIONS if s not in args.sections and s in kept_text]
+    if args.kept:  # the report's sections in order, the measured ones from this run
+        mine = {s: lines for s, lines in zip((s for s in SECTIONS if s in args.sections), split_sections(body))}
+        body = [line for s in SECTIONS for line in mine.get(s, kept_text.get(s, []))]
+    figures = {**{s: kept_results[s] for s in args.kept if s in kept_results}, **results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    text = "\n".join(header(args, info, sizes, load, seconds) + targets(results) + body)
-    summary = {"machine": info, "quick": args.quick, "sizes": sizes, "seconds": seconds, "results": results}
+    text = "\n".join(header(args, info, sizes, load, seconds) + targets(figures) + body)
+    summary = {"machine": info, "quick": args.quick, "sizes": sizes, "seconds": seconds, "results": figures}
     text, summary = keep_marked_sections(args.out, text, summary)  # e.g. benchmarks/photo_pipeline.py's section
     args.out.write_text(text.rstrip() + "\n", encoding="utf-8")
     args.out.with_suffix(".json").write_text(json.dumps(jsonable(summary), indent=1) + "\n", encoding="utf-8")

@@ -110,6 +110,37 @@ def test_quick_benchmark_writes_every_section(tmp_path, one_torch_thread):
         assert "error" in row or (finite_positive(row["fp32"]["ms"]) and finite_positive(row["int8"]["ms"])), row
 
 
+def test_a_run_of_some_sections_keeps_the_others_marked_with_their_run(tmp_path, one_torch_thread):
+    """--sections lightning rewrites section 3 and keeps sections 1, 2, 4 and 5 of the earlier report (text, figures
+    and the target they feed), each marked with the command that measured it; kept twice, marked once."""
+    from benchmarks.speed import earlier_sections, main
+
+    models, out = tiny_setup(tmp_path), tmp_path / "reports" / "benchmarks.md"
+    out.parent.mkdir(parents=True)
+    titles = ["1. onnxruntime", "2. Our Transformer", "3. Lightning", "4. Achieved FLOP/s", "5. Dynamic int8"]
+    out.write_text("# Speed benchmarks\n\nProduced by `python benchmarks/speed.py --models old`.\n\n"
+                   + "".join(f"## {t}\n\nold figures of {t[0]}\n\n" for t in titles))
+    ort = {"rows": [{"family": "bahdanau", "speedup_b1": 3.5}], "chosen": [1, "basic"]}
+    out.with_suffix(".json").write_text(json.dumps({"results": {"ort": ort, "lightning": {"ratio": 9.0}}}))
+    args = ["--models", str(models), "--quick", "--threads", "1", "--sections", "lightning", "--out", str(out)]
+    assert main(args) == 0
+    text = out.read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if re.match(r"## \d\. ", line)]
+    assert [h[3:5] for h in headings] == ["1.", "2.", "3.", "4.", "5."]
+    assert "old figures of 3" not in text and "## 3. Lightning vs a plain PyTorch loop" in text
+    for n in "1245":
+        assert f"old figures of {n}" in text
+    assert text.count("_Kept from an earlier run: `python benchmarks/speed.py --models old`._") == 4
+    assert "except in the sections marked as kept from an earlier one" in text
+    assert "lowest 3.50× (bahdanau)" in text  # the kept section's figure still feeds its target
+    results = json.loads(out.with_suffix(".json").read_text())["results"]
+    assert results["ort"] == ort and results["lightning"]["ratio"] != 9.0
+    kept_again, _ = earlier_sections(out)  # what a next run keeps: each section marked once, by its own run
+    notes = {s: [line for line in kept_again[s] if line.startswith("_Kept")] for s in ("ort", "lightning")}
+    assert len(notes["ort"]) == len(notes["lightning"]) == 1
+    assert "--models old" in notes["ort"][0] and "--sections lightning" in notes["lightning"][0]
+
+
 def tiny_settings(dest: Path, processes: int, batch_size: int) -> Path:
     """A tiny-profile copy of the project: bahdanau at STAGE_TINY sizes, train.processes and batch size as given."""
     root = copy_project(dest)
