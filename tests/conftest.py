@@ -105,7 +105,8 @@ def pytest_collection_modifyitems(items):
     """The longest files first, then the other end-to-end ones: `make test` hands whole files to two workers in this
     order (--no-loadscope-reorder; xdist's default order, most tests first, started both long files late on one worker)."""
     def rank(item) -> tuple[int, bool]:
-        path = item.path.relative_to(ROOT / "tests").as_posix()
-        return (LONGEST.index(path) if path in LONGEST else len(LONGEST), item.get_closest_marker("slow") is None)
+        longest = next((i for i, name in enumerate(LONGEST) if item.path.as_posix().endswith(f"/tests/{name}")),
+                       len(LONGEST))
+        return longest, item.get_closest_marker("slow") is None
 
     items.sort(key=rank)
