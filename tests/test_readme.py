@@ -58,3 +58,15 @@ def test_design_notes_name_each_family_class_as_conf_does():
     for conf in sorted((ROOT / "conf" / "model").glob("*.yaml")):
         target = yaml.safe_load(conf.read_text())["_target_"].removeprefix("attention_lab.")
         assert f"| `{conf.stem}` | `{target}` |" in design, f"docs/design.md: no row `{conf.stem}` -> `{target}`"
+
+
+def test_readme_cost_is_the_committed_cost_report():
+    """README's cost table is the one `attention-lab readme` writes from reports/cost.json (benchmarks/pipeline_cost.py)."""
+    from attention_lab.cli import cost_table
+
+    cost = ROOT / "reports" / "cost.json"
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- results:cost:begin.*?-->\n(.*?)<!-- results:cost:end -->", readme, re.DOTALL)
+    assert bool(block) == cost.is_file(), "README.md's cost markers and reports/cost.json come together"
+    if block:
+        assert block.group(1) == cost_table(read_json(cost)) + "\n"

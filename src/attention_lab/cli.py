@@ -222,6 +222,17 @@ def _tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+def cost_table(summary: dict) -> str:
+    """README's cost table from reports/cost.json (benchmarks/pipeline_cost.py): per task, its stages' wall minutes
+    added up and its costliest family."""
+    rows = ["| task | stage minutes, added up | costliest family | stages stopped and resumed |", "|---|---|---|---|"]
+    for task, t in summary["tasks"].items():
+        family, seconds = max(t["families"].items(), key=lambda kv: kv[1])
+        rows.append(f"| {task} | {t['seconds'] / 60:,.1f} | {family} {seconds / 60:,.1f} | {t['stopped']} |")
+    source = f"From the logs {', '.join(summary['logs'])} ({summary['date']}, {summary['cpu']}; [reports/cost.md](reports/cost.md))."
+    return "\n".join([*rows, "", source, ""])
+
+
 def _readme(args: argparse.Namespace) -> int:
     """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json) between its markers,
     and the provenance block (the commit that recorded dvc.lock, what `dvc status` says changed since). With --check,
@@ -242,6 +253,8 @@ def _readme(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
         results = {f: read_json(path) for f, path in paths.items()}
         text = splice_results(text, get_task(task).table(results, cfg), task)
+    if (cost := root / "reports" / "cost.json").is_file():
+        text = splice_results(text, cost_table(read_json(cost)), "cost")
     fresh = provenance.freshness(root)
     block = provenance.readme_block(fresh)
     text = provenance.splice_block(text, block)

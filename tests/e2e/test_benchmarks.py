@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.conftest import ROOT, copy_project
 from tests.tiny_models import (
@@ -205,3 +206,36 @@ def test_the_drawn_photo_set_reads_as_flickr8k(tmp_path):
     assert all(len(c) == 5 for c in captions.values())
     with Image.open(tmp_path / "Images" / "photo_0000.jpg") as im:
         assert im.format == "JPEG" and im.size in SIZES
+
+
+def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
+    """benchmarks/pipeline_cost.py: a stage runs from DVC's "Running stage" to its chain's last line (past midnight
+    too), a stage DVC did not record counts as stopped, and a log with no stage is refused by name."""
+    from benchmarks import pipeline_cost
+
+    log = tmp_path / "caption.log"
+    lines = [
+        "23:50:00 [shared] Running stage 'prepare@caption':",
+        "23:50:30 [shared] Updating lock file 'dvc.lock'",
+        "23:51:00 [tune_caption@show_tell] Running stage 'tune_caption@show_tell':",
+        "23:55:00 [train_caption@show_attend_tell] Running stage 'train_caption@show_attend_tell':",
+        "not a line of the repro log",
+        "00:01:00 [tune_caption@show_tell] Updating lock file 'dvc.lock'",
+        "00:01:00 [tune_caption@show_tell] Running stage 'train_caption@show_tell':",
+        "00:03:00 [train_caption@show_attend_tell] tune show_attend_tell seed 0: epoch 1/40 val/loss 2.36",
+        "00:11:00 [tune_caption@show_tell] Updating lock file 'dvc.lock'",
+    ]
+    log.write_text("".join(f"{line}\n" for line in lines))
+    out = tmp_path / "cost"
+    assert pipeline_cost.main([str(log), "--out", str(out)]) == 0
+    summary = json.loads(out.with_suffix(".json").read_text())
+    caption = summary["tasks"]["caption"]
+    assert summary["logs"] == {"caption.log": 21 * 60.0}
+    assert caption["families"] == {"(shared stages)": 30.0, "show_tell": 20 * 60.0, "show_attend_tell": 8 * 60.0}
+    assert (caption["stages"], caption["stopped"]) == (3, 1)
+    assert "| caption | 28.5 | 3 | 1 |" in out.with_suffix(".md").read_text()
+
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing here\n")
+    with pytest.raises(SystemExit):
+        pipeline_cost.main([str(empty), "--out", str(out)])

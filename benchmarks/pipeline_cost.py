@@ -1,0 +1,137 @@
+"""What the pipeline cost: every stage's wall time, read from the logs of `attention-lab repro` (lines
+`HH:MM:SS [label] text`, one label per chain), added up per family and per task -> reports/cost.md and reports/cost.json.
+
+    python benchmarks/pipeline_cost.py logs/caption.log [more logs ...]
+
+A stage starts at DVC's "Running stage '<name>'" line and ends at its chain's last line before the next stage; it
+finished when DVC updated the lock file, else it was stopped (killed or failed: its time still counts, as the run
+paid it). A run in pieces (several logs, stopped and resumed stages) has no one wall time: its stage times add up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+import sys
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import ROOT, cpu_model, num, table
+
+LINE = re.compile(r"^(\d\d):(\d\d):(\d\d) \[([^\]]+)\] ?(.*)$")
+START = re.compile(r"Running stage '([^']+)'")
+DONE = "Updating lock file"
+
+
+@dataclass
+class Attempt:
+    """One stage's run in one log: its seconds, and whether DVC recorded it."""
+
+    stage: str
+    log: str
+    seconds: float
+    finished: bool
+
+
+def read_log(path: Path) -> tuple[list[Attempt], float]:
+    """The stage attempts of one log and its wall time (first to last line; times past midnight roll over)."""
+    attempts, open_ = [], {}  # label -> [stage, start, last, finished]
+    day, previous, first, last = 0, None, None, None
+    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        m = LINE.match(raw)
+        if not m:
+            continue
+        h, mi, s, label, text = m.groups()
+        t = int(h) * 3600 + int(mi) * 60 + int(s)
+        if previous is not None and t + day * 86400 < previous - 43200:
+            day += 1
+        t, previous = t + day * 86400, t + day * 86400
+        first = t if first is None else first
+        last = t
+        if started := START.search(text):
+            if label in open_:
+                attempts.append(_close(open_.pop(label), path))
+            open_[label] = [started.group(1), t, t, False]
+        elif label in open_:
+            open_[label][2] = t
+            open_[label][3] |= DONE in text
+    attempts += [_close(o, path) for o in open_.values()]
+    return attempts, float((last or 0) - (first or 0))
+
+
+def _close(o: list, path: Path) -> Attempt:
+    return Attempt(stage=o[0], log=path.name, seconds=float(o[2] - o[1]), finished=o[3])
+
+
+def task_and_family(stage: str, family_task: dict[str, str]) -> tuple[str, str]:
+    """(task, family or '') of a stage name: `<kind>@<family>`, `<kind>@<task>` or a stage of no task."""
+    item = stage.partition("@")[2]
+    if item in family_task:
+        return family_task[item], item
+    return (item, "") if item else ("all", "")
+
+
+def summarise(logs: list[Path]) -> dict:
+    """Per task: the logs' stage seconds added up, per family (its chain) and for the shared stages."""
+    from attention_lab.core.config import TASKS, families, read_params
+
+    params = read_params(ROOT)
+    family_task = {f: t for t in TASKS if t in params for f in families(params, t)}
+    attempts, walls = [], {}
+    for log in logs:
+        found, walls[log.name] = read_log(log)
+        attempts += found
+    tasks: dict = defaultdict(lambda: {"seconds": 0.0, "families": defaultdict(float), "stages": 0, "stopped": 0})
+    for a in attempts:
+        task, family = task_and_family(a.stage, family_task)
+        t = tasks[task]
+        t["seconds"] += a.seconds
+        t["families"][family or "(shared stages)"] += a.seconds
+        t["stages"] += a.finished
+        t["stopped"] += not a.finished
+    order = ["(shared stages)", *family_task]  # the families in params.yaml's order
+    return {"date": dt.date.today().isoformat(), "cpu": cpu_model(), "logs": walls,
+            "tasks": {k: {**v, "families": dict(sorted(v["families"].items(), key=lambda kv: order.index(kv[0])))}
+                      for k, v in tasks.items()},
+            "attempts": [asdict(a) for a in attempts]}
+
+
+def markdown(summary: dict) -> list[str]:
+    lines = ["# What the pipeline cost", "",
+             (f"Stage wall times from the logs of `attention-lab repro` ({', '.join(summary['logs'])}), added up by "
+             f"`python benchmarks/pipeline_cost.py`; {summary['date']}, {summary['cpu']}. A chain's stage runs on one "
+             "thread, a training stage's seeds side by side, so one stage's wall time is about the machine's time "
+             "while two chains share it."), ""]
+    rows = [[task, num(t["seconds"] / 60), t["stages"], t["stopped"]] for task, t in summary["tasks"].items()]
+    lines += table(["task", "stage minutes, added up", "stages finished", "stopped and resumed"], rows)
+    lines += ["", "Logs, first line to last:", ""]
+    lines += table(["log", "wall minutes"], [[name, num(s / 60)] for name, s in summary["logs"].items()])
+    for task, t in summary["tasks"].items():
+        lines += ["", f"## {task}", ""]
+        lines += table(["family", "stage minutes"], [[f, num(s / 60)] for f, s in t["families"].items()])
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("logs", nargs="+", type=Path, help="logs of `attention-lab repro` (or lines of its shape)")
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "cost", help="writes <out>.md and <out>.json")
+    args = ap.parse_args(argv)
+    if missing := [str(p) for p in args.logs if not p.is_file()]:
+        ap.error(f"no such log: {', '.join(missing)}")
+    summary = summarise(args.logs)
+    if not summary["attempts"]:
+        ap.error(f"no stage of `attention-lab repro` in {', '.join(map(str, args.logs))} "
+                 "(expected lines `HH:MM:SS [label] Running stage '<name>':`)")
+    args.out.with_suffix(".md").write_text("\n".join(markdown(summary)) + "\n", encoding="utf-8")
+    args.out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {args.out.with_suffix('.md')} and .json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
