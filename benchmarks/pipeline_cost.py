@@ -3,6 +3,9 @@
 
     python benchmarks/pipeline_cost.py logs/caption.log [more logs ...]
 
+Logs named in an earlier reports/cost.json and not given again are kept (--fresh forgets them): a run in pieces, one log
+a piece (name them apart), adds up over the sessions that ran it.
+
 A stage starts at DVC's "Running stage '<name>'" line and ends at its chain's last line before the next stage; it
 finished when DVC updated the lock file, else it was stopped (killed or failed: its time still counts, as the run
 paid it). A run in pieces (several logs, stopped and resumed stages) has no one wall time: its stage times add up.
@@ -75,13 +78,17 @@ def task_and_family(stage: str, family_task: dict[str, str]) -> tuple[str, str]:
     return (item, "") if item else ("all", "")
 
 
-def summarise(logs: list[Path]) -> dict:
-    """Per task: the logs' stage seconds added up, per family (its chain) and for the shared stages."""
+def summarise(logs: list[Path], earlier: dict | None = None) -> dict:
+    """Per task: the logs' stage seconds added up, per family (its chain) and for the shared stages; with the attempts
+    and wall times of `earlier` (a cost.json) from the logs not given again (a run in pieces, one log a piece)."""
     from attention_lab.core.config import TASKS, families, read_params
 
     params = read_params(ROOT)
     family_task = {f: t for t in TASKS if t in params for f in families(params, t)}
-    attempts, walls = [], {}
+    given = {log.name for log in logs}
+    earlier = earlier or {"logs": {}, "attempts": []}
+    attempts = [Attempt(**a) for a in earlier["attempts"] if a["log"] not in given]
+    walls = {name: s for name, s in earlier["logs"].items() if name not in given}
     for log in logs:
         found, walls[log.name] = read_log(log)
         attempts += found
@@ -120,12 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("logs", nargs="+", type=Path, help="logs of `attention-lab repro` (or lines of its shape)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "cost", help="writes <out>.md and <out>.json")
+    ap.add_argument("--fresh", action="store_true", help="forget the logs of an earlier <out>.json (default: keep "
+                    "those not given again, so a run in pieces adds up)")
     args = ap.parse_args(argv)
     if missing := [str(p) for p in args.logs if not p.is_file()]:
         ap.error(f"no such log: {', '.join(missing)}")
-    summary = summarise(args.logs)
-    if not summary["attempts"]:
-        ap.error(f"no stage of `attention-lab repro` in {', '.join(map(str, args.logs))} "
+    earlier = args.out.with_suffix(".json")
+    summary = summarise(args.logs, None if args.fresh or not earlier.is_file() else json.loads(earlier.read_text()))
+    if empty := [str(p) for p in args.logs if not any(a["log"] == p.name for a in summary["attempts"])]:
+        ap.error(f"no stage of `attention-lab repro` in {', '.join(empty)} "
                  "(expected lines `HH:MM:SS [label] Running stage '<name>':`)")
     args.out.with_suffix(".md").write_text("\n".join(markdown(summary)) + "\n", encoding="utf-8")
     args.out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")

@@ -235,6 +235,15 @@ def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
     assert (caption["stages"], caption["stopped"]) == (3, 1)
     assert "| caption | 28.5 | 3 | 1 |" in out.with_suffix(".md").read_text()
 
+    second = tmp_path / "translate.log"  # a later piece of the run adds to the earlier one's figures
+    second.write_text("10:00:00 [shared] Running stage 'prepare@translate':\n10:02:00 [shared] Updating lock file\n")
+    pipeline_cost.main([str(second), "--out", str(out)])
+    summary = json.loads(out.with_suffix(".json").read_text())
+    assert summary["logs"] == {"caption.log": 21 * 60.0, "translate.log": 120.0}
+    assert summary["tasks"]["caption"]["seconds"] == 28.5 * 60 and summary["tasks"]["translate"]["stages"] == 1
+    pipeline_cost.main([str(second), "--out", str(out), "--fresh"])
+    assert list(json.loads(out.with_suffix(".json").read_text())["tasks"]) == ["translate"]
+
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     with pytest.raises(SystemExit):
