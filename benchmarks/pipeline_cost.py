@@ -8,7 +8,7 @@ a piece (name them apart), adds up over the sessions that ran it.
 
 A stage starts at DVC's "Running stage '<name>'" line and ends at its chain's last line before the next stage; it
 finished when DVC updated the lock file, else it was stopped (killed or failed: its time still counts, as the run
-paid it). A run in pieces (several logs, stopped and resumed stages) has no one wall time: its stage times add up.
+paid it).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def read_log(path: Path) -> tuple[list[Attempt], float]:
         t = int(h) * 3600 + int(mi) * 60 + int(s)
         if previous is not None and t + day * 86400 < previous - 43200:
             day += 1
-        t, previous = t + day * 86400, t + day * 86400
+        t = previous = t + day * 86400
         first = t if first is None else first
         last = t
         if started := START.search(text):
