@@ -146,3 +146,11 @@ def test_each_documented_ablation_changes_what_trains(project, task, family, key
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     cfg = load_config(root=project, task=task, family=family)
     assert OmegaConf.select(cfg, key) == want != before and key in cfg.explicit
+
+
+def test_each_documented_ablation_runs_its_own_familys_train_and_evaluate_stages():
+    """Each command runs `-s train_<task>@<family> evaluate_<task>@<family>` of the family its `-S` changes."""
+    commands = re.findall(r"^dvc exp run .*$", (ROOT / "docs" / "tuning.md").read_text(), re.M)
+    assert len(commands) == len(ABLATIONS) >= 6
+    for command, (task, family, _, _) in zip(commands, ABLATIONS):
+        assert command.endswith(f" -s train_{task}@{family} evaluate_{task}@{family}"), command
