@@ -150,7 +150,7 @@ def test_each_documented_ablation_changes_what_trains(project, task, family, key
 
 def test_each_documented_ablation_runs_its_own_familys_train_and_evaluate_stages():
     """Each command runs `-s train_<task>@<family> evaluate_<task>@<family>` of the family its `-S` changes."""
-    commands = re.findall(r"^dvc exp run .*$", (ROOT / "docs" / "tuning.md").read_text(), re.M)
+    commands = re.findall(r"^dvc exp run .*$", (ROOT / "docs" / "tuning.md").read_text(), re.MULTILINE)
     assert len(commands) == len(ABLATIONS) >= 6
     for command, (task, family, _, _) in zip(commands, ABLATIONS):
         assert command.endswith(f" -s train_{task}@{family} evaluate_{task}@{family}"), command
