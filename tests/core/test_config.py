@@ -118,8 +118,8 @@ def test_an_explicit_setting_beats_the_tuned_value(project):
     assert load_config(root=project, family="luong_local_m", tuned=False).model.dropout != 0.25
 
 
-ABLATIONS = re.findall(r"dvc exp run .*-S (\w+)\.family_params\.(\w+)\.([\w.]+)=(\S+)",
-                       (ROOT / "docs" / "tuning.md").read_text())
+TUNING_DOC = (ROOT / "docs" / "tuning.md").read_text()
+ABLATIONS = re.findall(r"dvc exp run .*-S (\w+)\.family_params\.(\w+)\.([\w.]+)=(\S+)", TUNING_DOC)
 
 
 @pytest.mark.parametrize("task, family, key, value", ABLATIONS, ids=[f"{f}.{k}={v}" for _, f, k, v in ABLATIONS])
@@ -150,7 +150,7 @@ def test_each_documented_ablation_changes_what_trains(project, task, family, key
 
 def test_each_documented_ablation_runs_its_own_familys_train_and_evaluate_stages():
     """Each command runs `-s train_<task>@<family> evaluate_<task>@<family>` of the family its `-S` changes."""
-    commands = re.findall(r"^dvc exp run .*$", (ROOT / "docs" / "tuning.md").read_text(), re.MULTILINE)
+    commands = re.findall(r"^dvc exp run .*$", TUNING_DOC, re.MULTILINE)
     assert len(commands) == len(ABLATIONS) >= 6
     for command, (task, family, _, _) in zip(commands, ABLATIONS):
         assert command.endswith(f" -s train_{task}@{family} evaluate_{task}@{family}"), command

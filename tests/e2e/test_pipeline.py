@@ -311,8 +311,7 @@ def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
     sh(["attention-lab", "ablations"], tiny)
     table = (tiny / "reports" / "ablations.md").read_text()
     assert "| `luong_general` | model.input_feeding: True → False |" in table and "`no-feeding`" in table
-    sh(["git", "checkout", "--", "."], tiny)  # back to the baseline (the experiment kept the study it did not run)
-    sh(["dvc", "checkout"], tiny)
+    sh(["git", "checkout", "--", "."], tiny)  # back to the baseline: `--temp` left the workspace but for the table
 
 
 def test_dvc_remote_push_then_a_fresh_clone_pulls_everything_and_has_nothing_to_run(tiny, tmp_path):
