@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from attention_lab.core.runtime import DECODER_FILE, ENCODER_FILE, TOKENIZER_FILE, ort_step
 from attention_lab.core.tokenization import load_tokenizer
-from attention_lab.serving.runtime import DECODER_FILE, ENCODER_FILE, TOKENIZER_FILE, ort_step
 from attention_lab.translate.serve import OnnxTranslator
 from benchmarks.common import ORT_LEVELS, clock, geomean, median, num, table, torch_threads
 

@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
                "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", "GIT_AUTHOR_NAME": "bench",
                "GIT_AUTHOR_EMAIL": "bench@example.com", "GIT_COMMITTER_NAME": "bench",
                "GIT_COMMITTER_EMAIL": "bench@example.com"}
-        for cmd in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
+        for cmd in (["attention-lab", "stages"], ["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
                     ["git", "add", "-A"], ["git", "commit", "-qm", "project"]):
             sh(cmd, dest, env)
         before, sampler = os.getloadavg(), LoadSampler()

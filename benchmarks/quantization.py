@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from attention_lab.serving.runtime import META_FILE, TOKENIZER_FILE
+from attention_lab.core.runtime import META_FILE, TOKENIZER_FILE
 from benchmarks.common import clock, median, num, table
 from benchmarks.ort_vs_torch import batch1, batched, ort_decoder, test_rows, translator
 

@@ -287,10 +287,11 @@ def side_config(family: str, task: str, root: Path, models: Path, data: Path) ->
     """The family's config under the settings at root (params.yaml, conf/, tuned/), reading data under data."""
     from attention_lab.core.config import load_config
     from attention_lab.core.paths import pretrained_dir
+    from attention_lab.core.task import get_task
+    from attention_lab.core.training import run_settings
 
     cfg = with_paths(load_config(family=family, task=task, root=root), task, models, data)
-    if "label_fractions" in cfg.train:  # classify: the run on every label, as the train stage sets it
-        cfg.train.label_fraction = 1.0
+    cfg = run_settings(cfg, get_task(task).full_run(cfg, cfg.seeds[0]))  # the run on all the data (classify: labels)
     if cfg.pretrained and not pretrained_dir(cfg).is_dir():
         raise FileNotFoundError(f"{pretrained_dir(cfg)} (the pretrain@{family} stage's output; pass --models)")
     return cfg

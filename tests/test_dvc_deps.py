@@ -1,101 +1,35 @@
-"""Every stage of dvc.yaml depends on the code it runs: the project modules its entry point imports (transitively, read
-statically) lie in its `deps:`, so `dvc repro` re-runs a stage whenever its code changes. No dep names a path that does
-not exist (a stale path after a move), and DVC does not hash the bytecode in the code folders it depends on.
-
-Over-approximate on purpose: the imports of a module are all its import statements (inside functions too), and a
-task's lazy hooks ("attention_lab.<task>.<module>:<function>" in <task>/task.py) count as imports of their modules."""
+"""dvc.yaml follows the code: it is what `attention-lab stages` writes (attention_lab.dvc_yaml), every stage's code deps
+are the source files its command can import (attention_lab.code_deps, read statically), no dep names a path that does
+not exist, and the tooling (serving, the CLI, reports, charts, provenance, repro, ablations, benchmarks) is a dep of no
+tune, train, pretrain or evaluate stage."""
 
 from __future__ import annotations
 
-import ast
 import functools
-import re
-import shlex
+import textwrap
 from pathlib import Path
 
 import pytest
 import yaml
 from dvc.dependency import ParamsDependency
 
+from attention_lab.code_deps import Source
+from attention_lab.dvc_yaml import render, write
 from tests.conftest import ROOT
 
-PACKAGE = "attention_lab"
-SRC = ROOT / "src"
-HOOK = re.compile(rf"^({PACKAGE}(?:\.\w+)+):\w+$")  # core.task.lazy("attention_lab.x.y:function")
-
-
-def module_file(name: str) -> Path | None:
-    """attention_lab.x.y -> src/attention_lab/x/y.py or src/attention_lab/x/y/__init__.py (None: not a module)."""
-    base = SRC.joinpath(*name.split("."))
-    for path in (base.with_suffix(".py"), base / "__init__.py"):
-        if path.is_file():
-            return path
-    return None
-
-
-def package_of(name: str, path: Path) -> str:
-    return name if path.name == "__init__.py" else name.rpartition(".")[0]
-
-
-@functools.cache
-def direct_imports(name: str) -> frozenset[str]:
-    """The project modules one module names: every import statement anywhere in it (functions included), the module
-    after `from package import module`, and the modules of lazy hook strings "attention_lab.x.y:name"."""
-    path = module_file(name)
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: from the module's own package upwards
-                parts = package_of(name, path).split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)  # kept below only if it is a module
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and (hook := HOOK.match(node.value)):
-            found.add(hook.group(1))
-    return frozenset(m for m in found if m.split(".")[0] == PACKAGE and module_file(m) is not None)
-
-
-def closure(roots: set[str]) -> set[Path]:
-    """The files of `roots` and of every project module they import, transitively, with the __init__.py of every
-    package on the way (importing a.b.c runs a/__init__.py and a/b/__init__.py first)."""
-    seen: set[str] = set()
-    todo = list(roots)
-    while todo:
-        name = todo.pop()
-        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
-        for module in (name, *parents):
-            if module not in seen and module_file(module) is not None:
-                seen.add(module)
-                todo.extend(direct_imports(module))
-    return {module_file(m) for m in seen}
-
-
-def entry_modules(cmd: str) -> set[str]:
-    """`python -m attention_lab.stages.X task=T family=F ...` -> the modules that command runs: the entry point, the
-    task's registry module attention_lab.T.task (core.task.get_task imports it by name), and the family's model
-    module (conf/model/F.yaml `_target_`, built by hydra.utils.instantiate)."""
-    args = shlex.split(cmd)
-    assert args[:2] == ["python", "-m"] and args[2].startswith(f"{PACKAGE}.stages."), f"unexpected cmd {cmd!r}"
-    named = dict(a.split("=", 1) for a in args[3:] if a.startswith(("task=", "family=")))
-    roots = {args[2]}
-    if "task" in named:
-        roots.add(f"{PACKAGE}.{named['task']}.task")
-    if "family" in named:
-        target = yaml.safe_load((ROOT / "conf" / "model" / f"{named['family']}.yaml").read_text())["_target_"]
-        module = next((m for m in (target, target.rpartition(".")[0]) if module_file(m) is not None), None)
-        assert module, f"conf/model/{named['family']}.yaml: _target_ {target} is in no module under {SRC}"
-        roots.add(module)
-    return roots
+SOURCE = Source(ROOT / "src", ROOT / "conf")
+TOOLING = ("src/attention_lab/serving/", "src/attention_lab/cli.py", "src/attention_lab/core/report.py",
+           "src/attention_lab/core/charts.py", "src/attention_lab/core/provenance.py", "src/attention_lab/core/repro.py",
+           "src/attention_lab/core/ablations.py", "src/attention_lab/dvc_yaml.py", "src/attention_lab/code_deps.py",
+           "src/attention_lab/translate/report.py", "src/attention_lab/classify/report.py",
+           "src/attention_lab/caption/report.py", "benchmarks/")
+TRAINING = ("tune_", "train_", "finetune_", "pretrain@", "evaluate_")
 
 
 @functools.cache
 def pipeline() -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...], tuple[str, ...]]:
-    """((name, cmd, file deps) of every stage, the outputs of every stage), resolved by DVC itself (foreach, vars,
-    anchors, interpolation), as `dvc repro` sees them."""
+    """((name, cmd, file deps) of every stage, the outputs of every stage), resolved by DVC itself, as `dvc repro`
+    sees them."""
     from dvc.repo import Repo
 
     with Repo(str(ROOT)) as repo:
@@ -105,8 +39,16 @@ def pipeline() -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...], tuple[str,
     return stages, outs
 
 
+def code_of(cmd: str) -> set[str]:
+    return {p.relative_to(ROOT).as_posix() for p in SOURCE.stage_files(cmd)}
+
+
 def inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
+
+
+def test_dvc_yaml_and_the_rerun_table_are_what_the_generator_writes():
+    assert write(ROOT, check=True), "dvc.yaml or docs/pipeline.md's re-run table is stale: run `attention-lab stages`"
 
 
 def test_stages_resolve():
@@ -126,21 +68,87 @@ def test_every_dep_exists():
 
 
 @pytest.mark.parametrize("name", [name for name, _, _ in pipeline()[0]])
-def test_stage_deps_cover_its_code(name):
-    _, cmd, deps = next(s for s in pipeline()[0] if s[0] == name)
-    folders = [(ROOT / d).resolve() for d in deps]
-    uncovered = sorted(p.relative_to(ROOT).as_posix() for p in closure(entry_modules(cmd))
-                       if not any(inside(p, f) for f in folders))
-    assert not uncovered, "\n".join(f"{name}: {p} not covered by deps" for p in uncovered)
+def test_stage_code_deps_are_what_its_command_imports(name):
+    """A stage misses no file its command can import; it names only files that its command, or (for a file DVC must
+    list once for a whole foreach group) another item of its group, imports; and it names no other family's model
+    module that only that family imports (so an edit to one family's model re-runs that family alone)."""
+    stages = pipeline()[0]
+    _, cmd, deps = next(s for s in stages if s[0] == name)
+    code = {d for d in deps if d.startswith("src/")}
+    own = code_of(cmd)
+    assert not own - code, f"{name} misses files its command imports: {sorted(own - code)}"
+    group = [c for n, c, _ in stages if n.rpartition("@")[0] == name.rpartition("@")[0]]
+    anyone = set().union(*map(code_of, group))
+    assert not code - anyone, f"{name} names files no stage of its group imports: {sorted(code - anyone)}"
+    owners: dict[str, set[str]] = {}
+    for n, c, _ in stages:
+        if "family=" in c:
+            family = c.rpartition("family=")[2].split()[0]
+            owners.setdefault(SOURCE.module_file(SOURCE.model_module(family)).relative_to(ROOT).as_posix(), set()).add(c)
+    private = [m for m in code - own if m in owners and not any(m in code_of(c) for c in group if c not in owners[m])]
+    assert not private, f"{name} names another family's own model module: {private}"
+
+
+def test_tooling_is_a_dep_of_no_training_or_evaluate_stage():
+    """Editing serving/, cli.py, benchmarks/ or the report, chart, provenance, repro and ablation code re-runs no
+    tune, train, pretrain or evaluate stage."""
+    found = [f"{name}: {dep}" for name, _, deps in pipeline()[0] if name.startswith(TRAINING)
+             for dep in deps if dep.startswith(TOOLING)]
+    assert not found, "\n".join(found)
 
 
 def test_bytecode_in_code_folders_is_dvcignored():
     """DVC hashes a folder dep whole: unless .dvcignore drops __pycache__/, the bytecode Python writes beside the
-    sources (the package is installed editable) changes every code folder's hash, so every stage looks changed after
-    any run and in a fresh clone."""
+    sources would change every code folder's hash."""
     from dvc.repo import Repo
 
     folders = sorted({d for _, _, deps in pipeline()[0] for d in deps if (ROOT / d).is_dir() and d.startswith("src/")})
     with Repo(str(ROOT)) as repo:
         counted = [d for d in folders if not repo.dvcignore.is_ignored_dir(str(ROOT / d / "__pycache__"))]
     assert not counted, f"add `__pycache__/` to .dvcignore: DVC hashes the bytecode in {', '.join(counted)}"
+
+
+def test_imports_are_read_from_every_kind_of_statement(tmp_path):
+    """code_deps follows absolute, relative and function-level imports, `from package import module`, the parents'
+    __init__.py, and a task hook's module only where a stage uses that hook."""
+    pkg = tmp_path / "src" / "attention_lab"
+    files = {
+        "__init__.py": "",
+        "core/__init__.py": "",
+        "core/task.py": "",
+        "core/a.py": "from . import b\n",
+        "core/b.py": "def f():\n    import attention_lab.core.c\n",
+        "core/c.py": "",
+        "toy/__init__.py": "",
+        "toy/task.py": 'TASK = Task(build=lazy("attention_lab.toy.module:build"), page=lazy("attention_lab.toy.page:page"))\n',
+        "toy/module.py": "",
+        "toy/page.py": "",
+        "toy/model.py": "from ..core.a import x\n",
+        "stages/__init__.py": "",
+        "stages/train.py": "from attention_lab.core.task import get_task\nget_task('toy').build(1)\n",
+    }
+    for name, text in files.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    (tmp_path / "conf" / "model" / "toy.yaml").write_text("_target_: attention_lab.toy.model.Model\n")
+    source = Source(tmp_path / "src", tmp_path / "conf")
+    got = {p.relative_to(pkg).as_posix() for p in source.stage_files("python -m attention_lab.stages.train task=toy "
+                                                                       "family=toy")}
+    assert got == {"__init__.py", "core/__init__.py", "core/task.py", "core/a.py", "core/b.py", "core/c.py",
+                   "toy/__init__.py", "toy/task.py", "toy/module.py", "toy/model.py", "stages/__init__.py",
+                   "stages/train.py"}  # not toy/page.py: train uses the build hook only
+
+
+def test_a_subset_of_tasks_defines_only_their_stages(tmp_path):
+    """With params.yaml `tasks: [caption]`, dvc.yaml has no stage of translate or classify."""
+    for name in ("conf", "src", "tuned"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["tasks"] = ["caption"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    stages = yaml.safe_load(render(tmp_path))["stages"]
+    text = textwrap.dedent(yaml.safe_dump(stages))
+    assert "translate" not in text and "classify" not in text
+    assert set(stages) == {"prepare", "tokenize", "tune_caption", "train_caption", "evaluate_caption", "export_caption",
+                           "report", "report_index"}

@@ -185,9 +185,10 @@ def _serve_from(args: argparse.Namespace, fetched: Path) -> int:
 
     models, skipped = discover(args.models, args.threads) if Path(args.models).is_dir() else ({}, [])
     for i, ref in enumerate(args.registry_model):
+        from attention_lab.core.tracking import default_tracking_uri
         from attention_lab.serving.mlflow_models import fetch_folder
 
-        name, uri, folder = fetch_folder(ref, str(fetched / str(i)), _tracking_uri())
+        name, uri, folder = fetch_folder(ref, str(fetched / str(i)), default_tracking_uri(Path.cwd()))
         if name in models:
             raise ValueError(f"registry model {name!r} has the name of a folder under {args.models}")
         models[name] = load_model(folder, name, args.threads, source=uri)
@@ -206,20 +207,15 @@ def _serve_from(args: argparse.Namespace, fetched: Path) -> int:
 
 def _register(args: argparse.Namespace) -> int:
     """Log an exported folder to the MLflow model registry (onnx flavour) for `serve --registry-model`."""
+    from attention_lab.core.tracking import default_tracking_uri
     from attention_lab.serving.mlflow_models import log_folder
 
     folder = resolve_model_dir(args.model).resolve()
     name = args.name or (folder.parent.name if folder.name == "onnx" else folder.name)
-    version = log_folder(folder, name, _tracking_uri())
-    print(f"registered {folder} as {name} version {version} in {_tracking_uri()}")
+    uri = default_tracking_uri(Path.cwd())
+    version = log_folder(folder, name, uri)
+    print(f"registered {folder} as {name} version {version} in {uri}")
     return 0
-
-
-def _tracking_uri() -> str:
-    """$MLFLOW_TRACKING_URI, else the project's sqlite:///<cwd>/mlflow.db (never the ./mlruns file store)."""
-    import os
-
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
 def cost_table(summary: dict) -> str:
@@ -271,6 +267,7 @@ def _ablations(args: argparse.Namespace) -> int:
     """reports/ablations.md from the DVC experiments that changed a family's family_params."""
     import dvc.api
     from dvc.exceptions import DvcException
+    from omegaconf import OmegaConf
 
     from attention_lab.core.ablations import ablation_rows, render
     from attention_lab.core.config import families, load_config, read_params
@@ -287,10 +284,76 @@ def _ablations(args: argparse.Namespace) -> int:
     for task in params.get("tasks", []):
         files = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
         own = {f: set(read_json(path)) if path.is_file() else set() for f, path in files.items()}
-        tables[task] = ablation_rows(experiments, task, families(params, task), own)
+        def below(family: str, key: str, task: str = task):
+            return OmegaConf.select(load_config(root=root, task=task, family=family), key)
+
+        tables[task] = ablation_rows(experiments, task, families(params, task), own, below)
     out = root / cfg.paths.reports / "ablations.md"
     write_text(out, render(tables))
     print(f"wrote {out} ({sum(map(len, tables.values()))} ablation rows)")
+    return 0
+
+
+def _stages(args: argparse.Namespace) -> int:
+    """Write dvc.yaml from params.yaml and the code's imports; with --check, write nothing and fail unless it is so."""
+    from attention_lab.dvc_yaml import write
+
+    current = write(Path.cwd(), check=args.check)
+    if args.check and not current:
+        print("dvc.yaml is not what `attention-lab stages` writes from params.yaml and the code: run it", file=sys.stderr)
+        return 1
+    print("dvc.yaml is current" if current else "wrote dvc.yaml")
+    return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    """Print the config a stage of task=<task> family=<family> trains with (YAML), or with --explain the layer that
+    set each key (load_config's layers: conf/ files, params.yaml, tuned/, family_params, the profile, the command line)."""
+    import yaml
+    from omegaconf import OmegaConf
+
+    from attention_lab.core.config import (
+        ConfigError,
+        explain_config,
+        families,
+        leaf_values,
+        read_params,
+        task_params,
+    )
+
+    items, explain = list(args.items), args.explain
+    if explain is not None and "=" in explain:  # `--explain task=translate ...`: the flag alone, then the items
+        items, explain = [explain, *items], "all"
+    stage = {k: v for k, _, v in (i.partition("=") for i in items) if k in ("task", "family")}
+    overrides = [i for i in items if i.partition("=")[0] not in ("task", "family")]
+    task, family = stage.get("task", "translate"), stage.get("family")
+    root = Path.cwd()
+    params = read_params(root)
+    task_params(params, root, task)  # an unknown task, named
+    valid = families(params, task)
+    if family not in valid:
+        raise ConfigError(f"{'no family given' if family is None else f'unknown family {family!r}'} for task {task}; "
+                          f"give family=<name>, one of {', '.join(valid)} (params.yaml `{task}.families`, "
+                          f"`{task}.pretrained`)")
+    cfg, origins = explain_config(overrides, family=family, root=root, task=task)
+    if explain is None:
+        print(OmegaConf.to_yaml(cfg, resolve=True), end="")
+        return 0
+    keys = list(origins) if explain == "all" else [k for k in origins if k == explain or k.startswith(explain + ".")]
+    if not keys:
+        raise ConfigError(f"no key {explain!r} in the config of {task}/{family} (keys look like model.dropout, "
+                          f"train.lr; `--explain all` lists every one)")
+
+    def show(value) -> str:
+        return yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("\n...\n").strip()
+
+    values = leaf_values(OmegaConf.to_container(cfg, resolve=True))
+    for key in keys:
+        *lower, (layer, _) = origins[key]
+        line = f"{key}: {show(values[key])}  <- {layer}"
+        if lower:
+            line += "  (over " + "; ".join(f"{name} = {show(value)}" for name, value in reversed(lower)) + ")"
+        print(line)
     return 0
 
 
@@ -364,6 +427,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.set_defaults(func=_readme)
     a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S <task>.family_params...` runs")
     a.set_defaults(func=_ablations)
+    f = sub.add_parser("config", help="print the config a stage trains with, or with --explain which layer set a value "
+                       "(conf/, params.yaml, tuned/, family_params, the profile, the command line)")
+    f.add_argument("items", nargs="*", metavar="task=<task> family=<family> [key=value ...]",
+                   help="the stage's arguments and overrides, as `python -m attention_lab.stages.train` takes them")
+    f.add_argument("--explain", nargs="?", const="all", default=None, metavar="KEY",
+                   help="for KEY (a leaf such as model.input_feeding, or a section such as model), or every key without "
+                   "one: its value, the layer that set it and the values of the layers below it")
+    f.set_defaults(func=_config)
+    w = sub.add_parser("stages", help="write dvc.yaml from params.yaml (`tasks`, families) and the code's imports "
+                       "(repro does it first)")
+    w.add_argument("--check", action="store_true", help="write nothing; exit 1 unless dvc.yaml is current")
+    w.set_defaults(func=_stages)
     d = sub.add_parser("repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)")
     d.add_argument("--jobs", type=_int_in(1, 64), default=os.cpu_count() or 1,
                    help="chains at once, one thread each (default: the machine's cores, %(default)s)")

@@ -215,3 +215,15 @@ def test_attention_penalty_by_hand():
     spread = torch.tensor([[[1.0, 0.0, 0.0], [0.2, 0.3, 0.5]]])  # A Aᵀ − I = [[0, .2], [.2, .38 − 1]]
     penalty = attention_penalty(torch.cat([same, spread]))
     torch.testing.assert_close(penalty, torch.tensor([1.0, 2 * 0.2 ** 2 + 0.62 ** 2]))
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTIONS))
+def test_a_packed_memory_unpacks_to_the_keys_and_their_projection(name):
+    """pack_memory = [keys; project_keys(keys)]; unpack_memory splits it back, whatever the projection's width."""
+    torch.manual_seed(0)
+    attn = build_attention(name, D, 6 if name in ("additive", "general", "concat") else D, attn_dim=7)
+    keys = torch.randn(B, S, attn.key_dim)
+    memory = attn.pack_memory(keys)
+    unpacked, projected = attn.unpack_memory(memory)
+    assert torch.equal(unpacked, keys) and torch.equal(projected, attn.project_keys(keys))
+    assert memory.shape == (B, S, attn.key_dim + projected.shape[-1])

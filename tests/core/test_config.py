@@ -4,7 +4,16 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from attention_lab.core.config import ConfigError, families, load_config
+from attention_lab.cli import main
+from attention_lab.core.config import (
+    ConfigError,
+    conf_layers,
+    explain_config,
+    families,
+    load_config,
+    read_params,
+    resolve_config,
+)
 from tests.conftest import ROOT
 
 
@@ -62,22 +71,32 @@ def test_profile_data_sizes_ignored_for_files_and_length_mix_replaced(project):
     assert cfg.data.source == "tsv" and "n_train" not in cfg.data
 
 
+def edit_params(project, edit) -> None:
+    path = project / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    edit(params)
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
 def test_family_params_reach_only_their_family(project):
-    params = project / "params.yaml"
-    params.write_text(params.read_text().replace(
-        "luong_general: {model: {input_feeding: true,", "luong_general: {model: {input_feeding: false,", 1))
+    edit_params(project, lambda p: p["translate"]["family_params"].update(
+        luong_general={"model": {"input_feeding": False}}))
     assert load_config(root=project, family="luong_general").model.input_feeding is False
     assert load_config(root=project, family="luong_dot").model.input_feeding is True
     assert "input_feeding" not in load_config(root=project, family="bahdanau").model
 
 
-def test_every_family_has_family_params_and_bad_ones_are_named(project):
-    import yaml
-
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    for task in params["tasks"]:  # dvc.yaml's train stages read each entry
-        assert set(params[task]["family_params"]) == set(families(params, task))
+def test_family_params_entries_are_optional_and_bad_ones_are_named(project):
     text = (project / "params.yaml").read_text()
+    params = yaml.safe_load(text)
+    for task in params["tasks"]:  # entries name families of the task (dvc.yaml's stages name each family's entry)
+        assert set(params[task]["family_params"]) <= set(families(params, task))
+    with_entry = load_config(root=project, family="transformer")
+    edit_params(project, lambda p: p["translate"]["family_params"].pop("transformer"))
+    without = load_config(root=project, family="transformer")  # a missing entry is {}
+    assert without == with_entry and list(without.explicit) == []
+    edit_params(project, lambda p: p["translate"].pop("family_params"))
+    assert load_config(root=project, family="luong_local_m").model.window == 10  # conf/model/luong_local_m.yaml
     (project / "params.yaml").write_text(text.replace("  transformer: {}", "  transformer: 3"))
     with pytest.raises(ConfigError, match="family_params.transformer must be a mapping"):
         load_config(root=project, family="transformer")
@@ -119,13 +138,17 @@ def test_an_explicit_setting_beats_the_tuned_value(project):
 
 
 TUNING_DOC = (ROOT / "docs" / "tuning.md").read_text()
-ABLATIONS = re.findall(r"dvc exp run .*-S (\w+)\.family_params\.(\w+)\.([\w.]+)=(\S+)", TUNING_DOC)
+ABLATIONS = re.findall(r"dvc exp run .*-S (\+{0,2}(\w+)\.family_params\.(\w+)\.([\w.]+)=(\S+))", TUNING_DOC)
 
 
-@pytest.mark.parametrize("task, family, key, value", ABLATIONS, ids=[f"{f}.{k}={v}" for _, f, k, v in ABLATIONS])
-def test_each_documented_ablation_changes_what_trains(project, task, family, key, value):
-    """`dvc exp run -S <task>.family_params.<family>.<key>=<value>` (docs/tuning.md) edits params.yaml; the family's
-    train stage then trains with that value, even where its tuned/<family>.yaml holds another one."""
+@pytest.mark.parametrize("override, task, family, key, value", ABLATIONS,
+                         ids=[f"{f}.{k}={v}" for _, _, f, k, v in ABLATIONS])
+def test_each_documented_ablation_changes_what_trains(project, override, task, family, key, value):
+    """`dvc exp run -S ++<task>.family_params.<family>.<key>=<value>` (docs/tuning.md) edits params.yaml as DVC does
+    (its Hydra override, whether or not the family's entry has the key); the family's train stage then trains with
+    that value, even where its tuned/<family>.yaml holds another one."""
+    from dvc.utils.hydra import apply_overrides
+
     want = yaml.safe_load(value)
     (project / "tuned").mkdir(exist_ok=True)
     decoy = {"window": 7, "penalty": 0.5, "input_feeding": True, "reverse_source": True, "schedule": "linear",
@@ -138,12 +161,9 @@ def test_each_documented_ablation_changes_what_trains(project, task, family, key
     node[leaf] = decoy[leaf]
     (project / "tuned" / f"{family}.yaml").write_text(yaml.safe_dump(tuned))
     before = OmegaConf.select(load_config(root=project, task=task, family=family), key)
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    node = params[task]["family_params"].setdefault(family, {})
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[leaf] = want
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    apply_overrides(project / "params.yaml", [override])
+    assert OmegaConf.select(OmegaConf.create(yaml.safe_load((project / "params.yaml").read_text())),
+                            f"{task}.family_params.{family}.{key}") == want
     cfg = load_config(root=project, task=task, family=family)
     assert OmegaConf.select(cfg, key) == want != before and key in cfg.explicit
 
@@ -152,5 +172,83 @@ def test_each_documented_ablation_runs_its_own_familys_train_and_evaluate_stages
     """Each command runs `-s train_<task>@<family> evaluate_<task>@<family>` of the family its `-S` changes."""
     commands = re.findall(r"^dvc exp run .*$", TUNING_DOC, re.MULTILINE)
     assert len(commands) == len(ABLATIONS) >= 6
-    for command, (task, family, _, _) in zip(commands, ABLATIONS):
+    for command, (_, task, family, _, _) in zip(commands, ABLATIONS):
         assert command.endswith(f" -s train_{task}@{family} evaluate_{task}@{family}"), command
+
+
+def every_family():
+    params = read_params(ROOT)
+    return [(task, family) for task in params["tasks"] for family in families(params, task)]
+
+
+@pytest.mark.parametrize("task, family", every_family())
+def test_explain_attributes_the_conf_files_as_hydra_composes_them(task, family):
+    """explain_config reads conf/'s files one by one to say which set a value: merged in order they are what Hydra
+    composed, and every leaf of the config has an origin."""
+    resolved = resolve_config(family=family, task=task, root=ROOT)
+    merged = OmegaConf.merge(*(OmegaConf.create(layer.values) for layer in conf_layers(ROOT, resolved.choices)))
+    from attention_lab.core.config import _compose
+
+    composed = _compose(ROOT, [f"{group}={name}" for group, name in resolved.choices.items()])
+    assert OmegaConf.to_container(merged) == OmegaConf.to_container(composed)
+    _, origins = explain_config(family=family, task=task, root=ROOT)
+    assert all(history and history[0][0] != "(unknown)" for history in origins.values())
+
+
+@pytest.mark.parametrize("task, family", every_family())
+def test_no_value_is_set_twice(task, family):
+    """params.yaml `<task>.family_params.<family>` holds only what differs from the layers below it (conf/model, the
+    task's files, params.yaml `<task>:`), and no model value that conf/model/<family>.yaml sets: those live there, in
+    one place. The one exception, a pin: a key of the family's search space (conf/tune/<family>.yaml) repeated here
+    with the value below, so that the tune stage, which does not search explicit keys, leaves it alone."""
+    _, origins = explain_config(family=family, task=task, root=ROOT, tuned=False)
+    space = yaml.safe_load((ROOT / "conf" / "tune" / f"{family}.yaml").read_text()) or {}
+    own = f"params.yaml {task}.family_params.{family}"
+    for key, history in origins.items():
+        names = [name for name, _ in history]
+        if own not in names:
+            continue
+        i = names.index(own)
+        below = history[i - 1] if i else None
+        if key in space and below and below[1] == history[i][1]:
+            continue  # a pin (its value changed below, it would fail here: the pinned value would no longer train)
+        assert below is None or below[1] != history[i][1], f"{own}: {key} = {below[1]!r} repeats {below[0]}"
+        assert not any(name.startswith("model (conf/model/") for name in names[:i]), \
+            f"{own}: {key} is a model value, set in conf/model/{family}.yaml: change it there"
+    assert origins["model._target_"][-1][0] == f"model (conf/model/{family}.yaml)"
+
+
+def test_explain_names_the_layer_that_set_each_value(project):
+    _, origins = explain_config(family="luong_general", root=project)
+    assert origins["model.input_feeding"] == [("model (conf/model/luong_general.yaml)", True)]
+    assert [name for name, _ in origins["train.val_bleu_sentences"]] == ["task (conf/task/translate.yaml)",
+                                                                          "profile (conf/profile/tiny.yaml)"]
+    assert origins["train.lr"][-1] == ("params.yaml translate:", 0.002)
+    assert origins["data.length_mix.1-10"] == [("params.yaml translate:", 0.3)]  # the conf/data mix is replaced whole
+    assert origins["trainer.accelerator"] == [("trainer (conf/trainer/cpu.yaml)", "cpu")]
+    edit_params(project, lambda p: p["translate"]["family_params"].update(
+        luong_general={"model": {"input_feeding": False}}))
+    _, origins = explain_config(["model.dropout=0.2"], family="luong_general", root=project)
+    assert origins["model.input_feeding"][-1] == ("params.yaml translate.family_params.luong_general", False)
+    assert origins["model.dropout"][-1] == ("command line", 0.2)
+
+
+def test_config_command_prints_the_config_and_explains_a_key(project, capsys):
+    assert main(["config", "task=translate", "family=luong_general", "--explain", "model.input_feeding"]) == 0
+    assert capsys.readouterr().out == "model.input_feeding: true  <- model (conf/model/luong_general.yaml)\n"
+    assert main(["config", "task=translate", "family=luong_general", "train.lr=0.01", "--explain", "train.lr"]) == 0
+    assert capsys.readouterr().out.startswith("train.lr: 0.01  <- command line  (over params.yaml translate: = 0.002;")
+    assert main(["config", "task=caption", "family=show_tell", "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert "model.image_input: every_step  <- model (conf/model/show_tell.yaml)\n" in out
+    assert "data.n_train: 300  <- profile (conf/profile/tiny.yaml)" in out
+    assert main(["config", "task=classify", "family=han"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["model"]["_target_"].endswith(".HAN") and printed["data"]["n_train"] == 300
+    for argv, message in [(["family=luong_general", "--explain", "model.nope"],
+                           "no key 'model.nope' in the config of translate/luong_general"),
+                          (["task=translate", "family=han"], "unknown family 'han' for task translate; give family="),
+                          (["task=translat", "family=han"], "unknown task 'translat'"),
+                          (["family=bahdanau", "model.nope=3"], "override 'model.nope=3': Key 'nope' is not in struct")]:
+        assert main(["config", *argv]) == 2
+        assert message in capsys.readouterr().err

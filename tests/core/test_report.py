@@ -4,7 +4,7 @@ Pareto view and the index page (the report stage itself: tests/stages/test_repor
 
 import pytest
 
-from attention_lab.core import plots
+from attention_lab.core import charts
 from attention_lab.core.report import (
     bucket_series,
     pareto_front,
@@ -81,9 +81,9 @@ def test_pareto_front_keeps_the_undominated_families_by_cost():
 
 
 def test_pictures_with_and_without_bands(tmp_path):
-    plots.by_length({"a": {"1-10": (10.0, None), "11-20": (8.0, None)},
+    charts.by_length({"a": {"1-10": (10.0, None), "11-20": (8.0, None)},
                      "b": {"1-10": (12.0, 1.0), "11-20": (9.0, 2.0)}}, tmp_path / "len.png")
-    plots.pareto({"a": (10.0, 0.5, None), "b": (200.0, 0.9, 0.02)}, ["a", "b"], tmp_path / "pareto.png",
+    charts.pareto({"a": (10.0, 0.5, None), "b": (200.0, 0.9, 0.02)}, ["a", "b"], tmp_path / "pareto.png",
                  ylabel="accuracy")
     assert (tmp_path / "len.png").stat().st_size > 1000 and (tmp_path / "pareto.png").stat().st_size > 1000
 

@@ -5,6 +5,7 @@ import ast
 import importlib
 import inspect
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -56,3 +57,17 @@ def test_every_family_class_is_in_a_module_named_after_the_family():
 def test_no_module_shadows_the_standard_library():
     shadowing = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if p.stem in sys.stdlib_module_names]
     assert not shadowing, f"modules named like standard-library ones: {shadowing}"
+
+
+@pytest.mark.parametrize("name", ["translate", "caption"])
+def test_by_default_a_task_trains_one_full_run_per_seed(name):
+    from omegaconf import OmegaConf
+
+    from attention_lab.core.task import Run
+
+    cfg = OmegaConf.create({"root": "/r", "family": "f", "seeds": [0, 2], "paths": {"models": "models"},
+                            "train": {"label_fraction": 0.5}, "task": {"name": name}})
+    task = get_task(name)
+    runs = task.runs(cfg)
+    assert runs == [Run(0, Path("/r/models/f/checkpoints/seed0")), Run(2, Path("/r/models/f/checkpoints/seed2"))]
+    assert task.full_run(cfg, 2) == runs[1] and task.run_marks(cfg) == ("", {}) and task.train_summary(cfg, None) == {}

@@ -161,6 +161,23 @@ def test_second_repro_does_nothing_and_one_search_space_change_reruns_only_that_
                    "export_translate@transformer", "report@translate", "report_index"}
 
 
+def test_an_edit_of_serving_or_report_code_reruns_no_training_stage(tiny):
+    """Editing serving/app.py and core/report.py in the finished project leaves every tune, train, pretrain and
+    evaluate stage up to date in `dvc status` (the report stages, which import core/report.py, are listed)."""
+    edited = [tiny / "src/attention_lab/serving/app.py", tiny / "src/attention_lab/core/report.py"]
+    before = [path.read_text() for path in edited]
+    try:
+        for path, text in zip(edited, before):
+            path.write_text(text + "\n# an edit\n")
+        changed = json.loads(sh(["dvc", "status", "--json"], tiny).stdout)
+    finally:
+        for path, text in zip(edited, before):
+            path.write_text(text)
+    assert any(name.startswith("report") for name in changed), changed
+    training = [n for n in changed if n.startswith(("tune_", "train_", "finetune_", "pretrain", "evaluate_"))]
+    assert not training, training
+
+
 def test_every_family_was_tuned_under_the_same_budget_and_trains_with_its_best_values(tiny):
     import yaml
 
@@ -301,7 +318,7 @@ def test_ablation_experiment_reruns_one_family_and_fills_the_table(tiny):
     sh(["git", "add", "-A"], tiny)
     sh(["git", "commit", "-qm", "baseline results"], tiny)
     log = sh(["dvc", "exp", "run", "--temp", "-n", "no-feeding", "-S",  # tuned values kept
-              "translate.family_params.luong_general.model.input_feeding=false",
+              "++translate.family_params.luong_general.model.input_feeding=false",
               "-s", "train_translate@luong_general", "evaluate_translate@luong_general"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
     assert ran == {"train_translate@luong_general", "evaluate_translate@luong_general"}

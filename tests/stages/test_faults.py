@@ -23,6 +23,7 @@ import pytest
 import torch
 import yaml
 
+from attention_lab.core import training
 from attention_lab.core.checkpoints import CheckpointError, load_model, read_checkpoint
 from attention_lab.core.export import ExportError
 from attention_lab.core.files import read_json
@@ -336,9 +337,9 @@ RESUMED = [*TRAIN, "train.max_epochs=2"]
 @pytest.fixture
 def crashed_run(translate_data, monkeypatch):
     """The train stage's partial run of RESUMED, crashed after its first epoch: what the stage resumes."""
-    train_one = train.train_one
+    train_one = training.train_one
     with monkeypatch.context() as patch:
-        patch.setattr(train, "train_one", lambda *args, **kwargs: train_one(*args, **kwargs, callbacks=(Crash(),)))
+        patch.setattr(training, "train_one", lambda *args, **kwargs: train_one(*args, **kwargs, callbacks=(Crash(),)))
         with pytest.raises(RuntimeError, match="simulated crash"):
             train.main(RESUMED)
     out = seed_dir(stage_config(RESUMED), 0)

@@ -11,6 +11,7 @@ from attention_lab.core import tracking
 from attention_lab.core.config import load_config
 from attention_lab.core.files import read_json, write_json, write_text
 from attention_lab.core.paths import predictions_path, seed_dir
+from attention_lab.core.task import get_task
 from attention_lab.stages import report as report_stage
 from attention_lab.stages.evaluate import summarize
 from tests.core.test_report import rows
@@ -47,7 +48,7 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
             write_text(seed_dir(cfg, s) / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # as train_one does
         write_json(predictions_path(cfg), {"ids": [f"test-{i}" for i in range(10)], "references": CAPTIONS,
                                            "seeds": outputs})
-        write_json(project / "metrics" / "caption" / f"{f}.json", {"family": f, **summarize(cfg, per_seed, 1.0)})
+        write_json(project / "metrics" / "caption" / f"{f}.json", {"family": f, **summarize(cfg, per_seed, get_task("caption").runs(cfg))})
     return run_ids
 
 

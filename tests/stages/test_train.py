@@ -1,15 +1,15 @@
-"""Training stage: seeded determinism, exact resume, non-finite loss, MLflow run contents, scheduled sampling."""
+"""Training stage: seeded determinism, non-finite loss, MLflow run contents, scheduled sampling, classify and caption
+runs, runs side by side (train_one itself, its resume and summary: tests/core/test_training.py)."""
 
 import math
 import shutil
 
-import lightning.pytorch as pl
 import mlflow
 import pytest
 import torch
 
 from attention_lab.core.files import read_json
-from attention_lab.core.paths import partial_dir, seed_dir
+from attention_lab.core.paths import seed_dir
 from attention_lab.stages import prepare, tokenizer, train
 from attention_lab.stages.common import stage_config
 from tests.tiny_models import stage_overrides
@@ -43,40 +43,6 @@ def test_same_seed_same_metrics_and_mlflow_run(prepared):
     assert logged.data.tags["family"] == "bahdanau" and logged.data.tags["seed"] == "0"
     assert logged.data.params["model.attn_dim"] == "16" and "train.lr" in logged.data.params
     assert "val/loss" in logged.data.metrics and "train_seconds" in logged.data.metrics
-
-
-class Crash(pl.Callback):
-    """Kills training as the second epoch starts, after the first epoch's checkpoint was written."""
-
-    def on_train_epoch_start(self, trainer, module):
-        if trainer.current_epoch == 1:
-            raise RuntimeError("simulated crash")
-
-
-def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
-    straight = run(2)
-    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2"])
-    out = seed_dir(cfg, 0)
-    shutil.rmtree(out)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
-    partial = partial_dir(out, out.parent)
-    assert (partial / "last.ckpt").is_file() and not out.exists()  # nothing half-written in place
-    resumed = run(2)
-    assert resumed["best_val_loss"] == straight["best_val_loss"]
-    assert resumed["steps"] == straight["steps"]
-    assert not partial.exists()
-
-
-def test_a_crashed_run_of_other_settings_is_not_resumed(prepared, capsys):
-    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2", "train.lr=0.01"])
-    out = seed_dir(cfg, 0)
-    with pytest.raises(RuntimeError, match="simulated crash"):
-        train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
-    crashed_run = read_json(partial_dir(out, out.parent) / "run.json")["run_id"]
-    straight = run(2)  # the default lr: a fresh run, not the crashed one's second epoch
-    assert "not resuming" in capsys.readouterr().out
-    assert read_json(out / "run.json")["run_id"] != crashed_run and straight["epochs"] == 2
 
 
 def test_non_finite_loss_stops_with_clear_error(prepared):
@@ -145,33 +111,6 @@ def test_unreachable_tracking_server_fails_before_training_and_writes_nothing(pr
         train.main(["family=bahdanau", *SMALL, "train.max_epochs=1"])
     assert time.monotonic() - start < 30
     assert not (prepared / "models").exists()
-
-
-class FirstBatches(pl.Callback):
-    """Records each training epoch's first batch."""
-
-    def __init__(self):
-        self.first = []
-
-    def on_train_batch_start(self, trainer, module, batch, batch_idx):
-        if batch_idx == 0:
-            self.first.append(batch["src"].clone())
-
-
-def test_every_epoch_reshuffles_the_batches(prepared):
-    cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2"])
-    out = seed_dir(cfg, 0)
-    seen = FirstBatches()
-    train.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(seen,))
-    assert len(seen.first) == 2 and not torch.equal(seen.first[0], seen.first[1])
-
-
-def test_the_summary_says_what_stopped_training(prepared):
-    """train.json's stopped_by: the epoch cap when every epoch ran; early stopping when val/loss stopped improving for
-    train.patience validations (a zero learning rate after warm-up never improves on the first validation)."""
-    assert run(2)["stopped_by"] == "epoch cap"
-    stopped = run(6, "train.patience=1", "train.lr=1e-9", "train.warmup_steps=1", "train.min_epochs=0")
-    assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] < 6
 
 
 def test_a_run_into_a_log_prints_one_line_per_epoch(prepared, capsys):

@@ -10,11 +10,11 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from attention_lab.core.config import load_config
+from attention_lab.core.decoder_step import torch_encode, torch_step
 from attention_lab.core.decoding import pad_batch
 from attention_lab.core.export import max_diff
-from attention_lab.core.search import torch_encode, torch_step
+from attention_lab.core.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, make_session, ort_step
 from attention_lab.core.seq2seq import Seq2Seq
-from attention_lab.serving.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, make_session, ort_step
 from attention_lab.translate.export import check_parity, export_model
 from attention_lab.translate.models.luong import LuongNMT
 from attention_lab.translate.models.seq2seq import LSTMEncoder, LSTMEncoderDecoder
@@ -128,7 +128,8 @@ def test_input_feeding_widens_the_decoder_input():
 def test_source_reversal_reads_within_each_length_and_keeps_padding(reverse):
     torch.manual_seed(0)
     sizes = TINY["seq2seq_lstm"]  # the family's encoder, without dropout
-    encoder = LSTMEncoder(V, sizes["emb_dim"], sizes["hidden_dim"], sizes["layers"], 0.0, reverse, pad_id=0).eval()
+    encoder = LSTMEncoder(V, sizes["emb_dim"], sizes["hidden_dim"], sizes["layers"], dropout=0.0, reverse=reverse,
+                          pad_id=0).eval()
     src, src_mask = batch([5, 3])
     with torch.no_grad():
         states, h, _ = encoder(src, src_mask)

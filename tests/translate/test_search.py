@@ -1,5 +1,5 @@
 """search.py: greedy and beam search over real translate families with random weights, through the torch adapter
-(attention_lab.core.search): beam 1 == greedy, a batch == one sentence at a time."""
+(attention_lab.core.decoder_step): beam 1 == greedy, a batch == one sentence at a time."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def eos_shy_model(family: str, vocab_size: int = 40):
 
 @pytest.mark.parametrize("family", sorted(TRANSLATE))
 def test_real_models_beam_one_greedy_and_batching(family):
-    from attention_lab.core.search import torch_encode, torch_step
+    from attention_lab.core.decoder_step import torch_encode, torch_step
     from attention_lab.translate.search import translate_batch
 
     model = eos_shy_model(family)

@@ -18,7 +18,8 @@ from attention_lab.caption.search import caption_batch
 from attention_lab.core.checkpoints import load_model
 from attention_lab.core.decoding import Hypothesis
 from attention_lab.core.metrics import bucket_key, spread_over_buckets
-from attention_lab.core.paths import seed_dir, tokenizer_path
+from attention_lab.core.paths import tokenizer_path
+from attention_lab.core.task import Run
 from attention_lab.core.tokenization import load_tokenizer
 
 
@@ -83,8 +84,8 @@ def _scores(texts: list[str], rows: list[dict], hits: list[list[bool]]) -> dict[
     return out
 
 
-def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:
-    """Per-seed test/* scores and captions of a captioner; per-word attention overlays (gold boxes in green) of the
+def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[dict[str, dict], dict]:
+    """Per-seed test/* scores and captions of a captioner's runs (Task.runs: one per seed); per-word attention overlays (gold boxes in green) of the
     first seed on cfg.evaluate.overlays test canvases spread over the digit-count buckets."""
     from attention_lab.caption.data.batches import load_canvases
     from attention_lab.caption.serve import overlay
@@ -93,8 +94,9 @@ def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> t
     tok = load_tokenizer(tokenizer_path(cfg))
     rows, images = load_canvases(root / cfg.paths.prepared, "test", tok)
     per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["caption"] for r in rows], "seeds": {}}
-    for seed in cfg.seeds:
-        model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
+    for run in runs:
+        seed = run.seed
+        model, _ = load_model(run.out / "best.ckpt")
         per_seed[str(seed)], hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg)
         if seed != cfg.seeds[0] or not model.has_attention:
             continue

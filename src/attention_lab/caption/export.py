@@ -33,7 +33,7 @@ from attention_lab.core.export import (
     check_dynamic,
     max_diff,
 )
-from attention_lab.serving.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE
+from attention_lab.core.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE
 
 PARITY_BATCHES = [1, 3, 5]  # unlike the export example's batch of 2
 PARITY_TOL = 1e-4

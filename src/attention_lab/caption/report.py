@@ -6,7 +6,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.core import plots
+from attention_lab.core import charts
 from attention_lab.core.metrics import bucket_key, bucket_label
 from attention_lab.core.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt
 
@@ -46,7 +46,7 @@ def render_caption(results: dict[str, dict], buckets, overlays: dict[str, list[s
 
 
 def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
-    plots.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
+    charts.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
                     title="Exact caption accuracy by number of digits", xlabel="digits on the canvas",
                     ylabel="exact accuracy")
     overlays = copy_pictures(cfg, list(results), assets, ("overlay_*.png",))

@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw, UnidentifiedImageError
 
 from attention_lab.caption.data.photos import ImageError, read_photo
 from attention_lab.core.decoding import search
-from attention_lab.serving.runtime import (
+from attention_lab.core.runtime import (
     DECODER_FILE,
     ENCODER_FILE,
     META_FILE,

@@ -15,7 +15,8 @@ from attention_lab.classify.data.batches import collate_documents, model_inputs
 from attention_lab.core import metrics, plots
 from attention_lab.core.checkpoints import load_model
 from attention_lab.core.metrics import spread_over_buckets
-from attention_lab.core.paths import seed_dir, tokenizer_path
+from attention_lab.core.paths import tokenizer_path
+from attention_lab.core.task import Run
 from attention_lab.core.tokenization import load_tokenizer, pool_pieces
 
 
@@ -87,8 +88,9 @@ def evaluate(model, rows: list[dict], cfg) -> tuple[dict, np.ndarray, list[Docum
     return {f"test/{k}": v for k, v in scores.items()}, probs, attentions
 
 
-def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:
-    """Per-seed test/* scores and predicted label ids of a classify family trained on `fraction` of the labels;
+def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[dict[str, dict], dict]:
+    """Per-seed test/* scores and predicted label ids of a classify family's runs (one per seed, all on one share of
+    the labels: classify/label_runs.py);
     document pictures (PNG + HTML) and hop heatmaps of the first seed (pictures=None: none)."""
     from attention_lab.classify.data.batches import load_documents
     from attention_lab.classify.highlights import write_document_html
@@ -96,8 +98,9 @@ def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> t
     root = Path(cfg.root)
     tok = load_tokenizer(tokenizer_path(cfg))
     per_seed, outputs = {}, {"seeds": {}}
-    for seed in cfg.seeds:
-        model, trained = load_model(seed_dir(cfg, seed, fraction=fraction) / "best.ckpt")
+    for run in runs:
+        seed = run.seed
+        model, trained = load_model(run.out / "best.ckpt")
         labels = list(trained.task.labels)
         cfg.task.labels = labels
         t = trained.train

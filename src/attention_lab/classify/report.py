@@ -6,7 +6,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.core import plots
+from attention_lab.core import charts
 from attention_lab.core.files import read_json
 from attention_lab.core.metrics import bucket_key, bucket_label
 from attention_lab.core.paths import predictions_path
@@ -126,7 +126,7 @@ def render_classify(results: dict[str, dict], buckets, top_k: int, pictures: dic
 
 
 def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
-    plots.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
+    charts.by_length(bucket_series(results, cfg.task.buckets, "accuracy"), assets / "accuracy_by_length.png",
                     title="Accuracy by document length", xlabel="document length (sentences)", ylabel="accuracy")
     pictures = copy_pictures(cfg, list(results), assets, ("document_*.png", "document_*.html", "hops_*.png",
                                                           "heads.png"))

@@ -17,4 +17,9 @@ TASK = Task(
     export=lazy("attention_lab.classify.export:export"),
     page=lazy("attention_lab.classify.report:page"),
     table=lazy("attention_lab.classify.report:table"),
+    runs=lazy("attention_lab.classify.label_runs:runs"),
+    full_run=lazy("attention_lab.classify.label_runs:full_run"),
+    run_marks=lazy("attention_lab.classify.label_runs:run_marks"),
+    train_summary=lazy("attention_lab.classify.label_runs:train_summary"),
+    variants="label_fractions",
 )

@@ -13,17 +13,25 @@ def _metric(row: dict, task: str, family: str, name: str, own: set[str]) -> floa
     return value if isinstance(value, (int, float)) else None
 
 
-def _changes(row: dict, baseline: dict, task: str, family: str) -> list[str]:
-    """`key: old → new` for every <task>.family_params.<family>.* value that differs from the baseline."""
+def _changes(row: dict, baseline: dict, task: str, family: str, below=None) -> list[str]:
+    """`key: old → new` for every <task>.family_params.<family>.* value that differs from the baseline; a key the
+    baseline's family_params lacks (set with `-S ++…`) has its old value from `below(family, key)`, the value the
+    layers under family_params gave it (conf/model, params.yaml, tuned/)."""
     own = f"{task}.family_params.{family}."
-    return [f"{key[len(own):]}: {baseline.get(key)} → {value}" for key, value in sorted(row.items())
-            if key.startswith(own) and str(value) != str(baseline.get(key))]
+    changes = []
+    for key, value in sorted(row.items()):
+        if key.startswith(own):
+            old = baseline[key] if key in baseline or below is None else below(family, key[len(own):])
+            if str(value) != str(old):
+                changes.append(f"{key[len(own):]}: {old} → {value}")
+    return changes
 
 
 def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
-                  own_metrics: dict[str, set[str]] | None = None) -> list[dict]:
+                  own_metrics: dict[str, set[str]] | None = None, below=None) -> list[dict]:
     """One row per (experiment, family whose family_params it changed), with metrics of baseline and experiment;
-    own_metrics: the metric names in each family's metrics file (to read metrics only one family has)."""
+    own_metrics: the metric names in each family's metrics file (to read metrics only one family has); below:
+    (family, dotted key) -> the baseline's value of a key its family_params lacks."""
     own_metrics = own_metrics or {}
     baselines = [r for r in exp_rows if r.get("typ") == "baseline" and r.get("rev") != "workspace"]
     if not baselines:
@@ -33,7 +41,7 @@ def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
         if row.get("typ") == "baseline" or row.get("State") not in (None, "Success"):
             continue  # queued, running or failed experiments have no metrics yet
         for family in families:
-            changes = _changes(row, baseline, task, family)
+            changes = _changes(row, baseline, task, family, below)
             own = own_metrics.get(family, set())
             if changes and _metric(row, task, family, get_task(task).ablation_columns[0][1], own) is not None:
                 rows.append({"experiment": row.get("Experiment") or row.get("rev"), "family": family,

@@ -14,7 +14,9 @@ masked gets all-zero weights (never NaN).
 
 The single-query scorers share `Attention`: a new scorer subclasses it, overrides `score` (and `forward` if it reshapes
 the weights) and registers itself in `ATTENTIONS`; callers only use `build_attention(name, ...)` and the forward
-signature, so they never change. `position` (B,) is the decoder step t; only local attention reads it.
+signature, so they never change. `position` (B,) is the decoder step t; only local attention reads it. A decoder
+keeps the keys and their projection as one memory tensor, `pack_memory` / `unpack_memory` (the projection computed
+once per sentence, and one tensor for the search and the ONNX decoder-step graph).
 """
 
 from __future__ import annotations
@@ -38,9 +40,21 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
 class Attention(nn.Module, ABC):
     """One decoder query over a source: keys (B, S, Dk), values (B, S, Dv), mask (B, S) -> context, weights."""
 
+    def __init__(self, key_dim: int):
+        super().__init__()
+        self.key_dim = key_dim  # Dk: where unpack_memory splits a memory
+
     def project_keys(self, keys: Tensor) -> Tensor:
         """The part of the score that depends on the source only; a decoder computes it once per sentence."""
         return keys
+
+    def pack_memory(self, keys: Tensor) -> Tensor:
+        """keys (B, S, Dk) -> memory [keys; project_keys(keys)] (B, S, Dk + P): what a decoder's encode returns."""
+        return torch.cat([keys, self.project_keys(keys)], -1)
+
+    def unpack_memory(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """pack_memory's memory (B, S, Dk + P) -> (keys (B, S, Dk), projected keys (B, S, P))."""
+        return memory[..., :self.key_dim], memory[..., self.key_dim:]
 
     @abstractmethod
     def score(self, query: Tensor, projected_keys: Tensor) -> Tensor:
@@ -66,7 +80,7 @@ class AdditiveAttention(Attention):
     """Bahdanau et al. 2015, eq. 6 (A.1.2): e_ij = vᵀ tanh(W s_{i-1} + U h_j)."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None, bias: bool = True):
-        super().__init__()
+        super().__init__(key_dim)
         attn_dim = attn_dim or query_dim
         self.W = nn.Linear(query_dim, attn_dim, bias=False)
         self.U = nn.Linear(key_dim, attn_dim, bias=bias)
@@ -85,7 +99,7 @@ class DotAttention(Attention):
     """Luong et al. 2015, eq. 8 (dot): score(h_t, h_s) = h_tᵀ h_s; query and key sizes must match."""
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
-        super().__init__()
+        super().__init__(key_dim)
         if query_dim != key_dim:
             raise ValueError(f"dot attention needs query_dim == key_dim, got {query_dim} and {key_dim}")
 
@@ -99,7 +113,7 @@ class GeneralAttention(Attention):
     score = DotAttention.score
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
-        super().__init__()
+        super().__init__(key_dim)
         self.W_a = nn.Linear(key_dim, query_dim, bias=False)
 
     def project_keys(self, keys: Tensor) -> Tensor:
@@ -118,7 +132,7 @@ class LocalAttention(Attention, ABC):
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None, window: int = 10,
                  score: str = "general"):
-        super().__init__()
+        super().__init__(key_dim)
         if window < 0:
             raise ValueError(f"local attention window D must be >= 0, got {window}")
         if score not in GLOBAL_SCORES:

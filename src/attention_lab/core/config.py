@@ -1,7 +1,10 @@
-"""One place that turns conf/ (Hydra groups) + params.yaml (DVC knobs) + CLI overrides into a config."""
+"""One place that turns conf/ (Hydra groups) + params.yaml (DVC knobs) + CLI overrides into a config, and says which
+layer set each of its values (`attention-lab config --explain`)."""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -15,7 +18,7 @@ from attention_lab.core.task import NAMES as TASKS  # params.yaml holds one sect
 PARAMS_FILE = "params.yaml"
 CONF_DIR = "conf"
 TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
-REPLACED = ("data.length_mix",)
+REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
 SET_ELSEWHERE = {"task": "the stage argument task=<task>", "family": "the stage argument family=<family>",
                  "profile": "params.yaml `profile:`", "seeds": "params.yaml `seeds:`", "root": "the working directory",
@@ -125,82 +128,236 @@ def _split_overrides(root: Path, task: str, overrides: list[str]) -> tuple[list[
     return groups, values
 
 
-def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
-                task: str = "translate", tuned: bool = True) -> DictConfig:
-    """Compose conf/config.yaml for one task, pick its data source and model family, merge params.yaml and the profile.
+@dataclass
+class Layer:
+    """One layer of load_config, merged over the ones before it: its name (what `attention-lab config --explain`
+    prints), its values and the keys it replaces whole instead of merging into (`REPLACED`)."""
 
-    Precedence (later wins): conf/ defaults (config.yaml < task/<task>.yaml) < params.yaml `<task>:` <
-    tuned/<family>.yaml (unless tuned=False: the tune stage searches from the untuned config) <
-    `<task>.family_params.<family>` < conf/profile/<profile>.yaml `<task>:` < command-line overrides. An explicit
-    setting (family_params or an override) always beats a tuned value; `cfg.explicit` lists those keys, and the tune
-    stage does not search them.
-    """
+    name: str
+    values: dict
+    replace: tuple[str, ...] = ()
+
+
+def leaf_values(tree, prefix: str = "") -> dict:
+    """{'model': {'window': 10}} -> {'model.window': 10}: lists and empty mappings are leaves too."""
+    if not isinstance(tree, dict) or not tree:
+        return {prefix.removesuffix("."): tree} if prefix else {}
+    leaves = {}
+    for key, value in tree.items():
+        leaves.update(leaf_values(value, f"{prefix}{key}."))
+    return leaves
+
+
+def _package(path: Path, group: str) -> str:
+    """The `# @package` a conf/ file declares in its header comments, else its group (Hydra's default)."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith("# @package"):
+            return line.removeprefix("# @package").strip()
+    return group
+
+
+def conf_layers(root: Path, choices: dict[str, str]) -> list[Layer]:
+    """What Hydra composes, one layer per file in conf/config.yaml's defaults order (`_self_` first, then the groups
+    it names), each file read on its own: where each conf/ value comes from (load_config itself composes with Hydra;
+    tests/core/test_config.py holds the two equal)."""
+    conf = root / CONF_DIR
+    main = yaml.safe_load((conf / "config.yaml").read_text(encoding="utf-8")) or {}
+    layers = []
+    for entry in main.pop("defaults", []):
+        if entry == "_self_":
+            layers.append(Layer("conf default (conf/config.yaml)", main))
+            continue
+        (group, _), = entry.items()
+        path = conf / group / f"{choices[group]}.yaml"
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        package = _package(path, group)
+        if package != "_global_":
+            for part in reversed(package.split(".")):
+                values = {part: values}
+        name = {"task": "task", "data": "data", "model": "model", "trainer": "trainer"}.get(group, group)
+        layers.append(Layer(f"{name} ({path.relative_to(root).as_posix()})", values))
+    return layers
+
+
+def _group_choices(root: Path, picked: list[str]) -> dict[str, str]:
+    """The file picked in each conf/ group: conf/config.yaml's defaults, then `picked` (group=option, in order)."""
+    main = yaml.safe_load((root / CONF_DIR / "config.yaml").read_text(encoding="utf-8")) or {}
+    choices = {k: v for entry in main.get("defaults", []) if isinstance(entry, dict) for k, v in entry.items()}
+    choices.update(item.split("=", 1) for item in picked)
+    return choices
+
+
+def _subtree(values: dict, key: str):
+    """values' node at dotted `key`, or None."""
+    for part in key.split("."):
+        values = values.get(part) if isinstance(values, dict) else None
+    return values
+
+
+def _merge_layer(cfg: DictConfig, layer: Layer) -> DictConfig:
+    """cfg with one layer merged over it: key by key, except its `replace` keys, which take the layer's value whole."""
+    values, replaced = copy.deepcopy(layer.values), {}
+    for key in layer.replace:
+        parent, _, leaf = key.rpartition(".")
+        node = _subtree(values, parent) if parent else values
+        if isinstance(node, dict) and leaf in node:
+            replaced[key] = node.pop(leaf)
+    cfg = OmegaConf.merge(cfg, values)
+    for key, value in replaced.items():
+        if value is not None:
+            OmegaConf.update(cfg, key, value, merge=False)
+    return cfg
+
+
+def profile_layer(root: Path, task: str, profile: str, data_keys) -> Layer:
+    """conf/profile/<profile>.yaml `<task>:`. Its one step of its own: a profile sizes the generated data, so the
+    `data` keys the chosen data source does not have (`data_keys`, e.g. n_train for a user's TSV file) are dropped."""
+    path = root / CONF_DIR / "profile" / f"{profile}.yaml"
+    if not path.is_file():
+        valid = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
+        raise ConfigError(f"{root / PARAMS_FILE}: profile '{profile}' has no file {path}; choose one of {valid}")
+    overlay = OmegaConf.to_container(OmegaConf.load(path)).get(task) or {}
+    if "data" in overlay:
+        overlay["data"] = {k: v for k, v in overlay["data"].items() if k in data_keys}
+    return Layer(f"profile (conf/profile/{profile}.yaml)", overlay)
+
+
+def params_layers(params: dict, root: Path, task: str, family: str | None, tuned: bool, data_keys) -> list[Layer]:
+    """The layers merged over conf/, in order (later wins): params.yaml `<task>:` (its knobs; `families`, `pretrained`
+    and `family_params` are not config keys), tuned/<family>.yaml (unless tuned=False), params.yaml
+    `<task>.family_params.<family>` ({} when the family has no entry), conf/profile/<profile>.yaml `<task>:`."""
+    knobs = {k: v for k, v in params[task].items() if k not in ("families", "pretrained", "family_params")}
+    return [Layer(f"params.yaml {task}:", knobs, replace=REPLACED),
+            Layer(f"{TUNED_DIR}/{family}.yaml", tuned_params(root, family) if tuned else {}),
+            Layer(f"params.yaml {task}.family_params.{family}", family_params(params, root, task, family)),
+            profile_layer(root, task, params.get("profile", "quick"), data_keys)]
+
+
+def _compose(root: Path, choices: list[str]) -> DictConfig:
+    """Hydra's composition of conf/config.yaml with these group choices (task=, data=, model=, trainer=)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
-    root = (root or Path.cwd()).resolve()
-    params = read_params(root)
-    own_task = task_params(params, root, task)
-    profile = params.get("profile", "quick")
-    source = own_task.get("data", {}).get("source", "generated")
-    _check_choice(root, f"data/{task}", source, f"data source {{name}} for task {task} (params.yaml "
-                                                f"`{task}.data.source`)")
-    group_choices = [f"task={task}", f"data={task}/{source}"]
-    if family is not None:
-        _check_choice(root, "model", family, "family {name}")
-        group_choices.append(f"model={family}")
-    groups, cli = _split_overrides(root, task, list(overrides or []))
     try:
         with initialize_config_dir(config_dir=str(root / CONF_DIR), version_base="1.3"):
-            cfg = compose("config", overrides=group_choices + groups)
+            return compose("config", overrides=choices)
     except HydraException as err:  # e.g. a conf/ file that is not valid YAML
         raise ConfigError(f"{root / CONF_DIR}: {err}") from err
-    for item in cli:  # `train=3` would replace the whole section
+
+
+def _command_line(cfg: DictConfig, cli: list[str], task: str) -> tuple[DictConfig, Layer]:
+    """cfg with the key=value overrides merged one by one (a section must be set key by key: `train=3` would replace
+    it), and the layer they make."""
+    for item in cli:
         key, _, value = item.partition("=")
         if isinstance(OmegaConf.select(cfg, key.strip()), DictConfig) and not value.lstrip().startswith("{"):
             raise ConfigError(f"override {item!r}: `{key}` is a section; set one of its keys (e.g. {key}."
                               f"{next(iter(OmegaConf.select(cfg, key.strip())), 'key')}=...)")
-    knobs = {k: v for k, v in own_task.items() if k not in ("families", "pretrained", "family_params")}
-    own = family_params(params, root, task, family)
-    overlay_path = root / CONF_DIR / "profile" / f"{profile}.yaml"
-    if not overlay_path.is_file():
-        valid = ", ".join(sorted(p.stem for p in overlay_path.parent.glob("*.yaml")))
-        raise ConfigError(f"{root / PARAMS_FILE}: profile '{profile}' has no file {overlay_path}; choose one of {valid}")
-    overlay = OmegaConf.load(overlay_path).get(task) or OmegaConf.create({})
-    if "data" in overlay:  # a profile sizes the generated data; other sources ignore those keys
-        overlay.data = {k: v for k, v in overlay.data.items() if k in cfg.data}
-    knobs = OmegaConf.create(knobs)
-    replaced = {key: OmegaConf.select(knobs, key) for key in REPLACED}
-    for key in REPLACED:
-        parent, _, leaf = key.rpartition(".")
-        if OmegaConf.select(knobs, parent) is not None:
-            OmegaConf.select(knobs, parent).pop(leaf, None)
-    try:
-        best = tuned_params(root, family) if tuned else {}
-        cfg = OmegaConf.merge(cfg, knobs, best, own, overlay)
-        for key, value in replaced.items():
-            if value is not None:
-                OmegaConf.update(cfg, key, value, merge=False)
-    except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
-        raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`), {root / TUNED_DIR / f'{family}.yaml'} or "
-                          f"{overlay_path}: {err}") from err
+    values = {}
     for item in cli:
         try:
-            cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist([item]))
-        except Exception as err:  # omegaconf's several types, as above
+            one = OmegaConf.from_dotlist([item])
+            cfg = OmegaConf.merge(cfg, one)
+        except Exception as err:  # omegaconf's several types: all mean "this field is not expected here"
             raise ConfigError(f"override {item!r}: {str(err).splitlines()[0]} (no such key in the {task} config)") \
                 from err
+        values = OmegaConf.to_container(OmegaConf.merge(values, one))
+    return cfg, Layer("command line", values)
+
+
+@dataclass
+class Resolved:
+    """load_config's config and what made it: the group files chosen, and the layers merged over them."""
+
+    cfg: DictConfig
+    choices: dict[str, str]
+    layers: list[Layer]
+
+
+def resolve_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
+                   task: str = "translate", tuned: bool = True) -> Resolved:
+    """load_config, with the layers it merged (see load_config)."""
+    root = (root or Path.cwd()).resolve()
+    params = read_params(root)
+    own_task = task_params(params, root, task)
+    source = own_task.get("data", {}).get("source", "generated")
+    _check_choice(root, f"data/{task}", source, f"data source {{name}} for task {task} (params.yaml "
+                                                f"`{task}.data.source`)")
+    if family is not None:
+        _check_choice(root, "model", family, "family {name}")
+    groups, cli = _split_overrides(root, task, list(overrides or []))
+    # 1. compose conf/: config.yaml < task/<task>.yaml < data/<task>/<source>.yaml < model/<family>.yaml < trainer
+    choices = [f"task={task}", f"data={task}/{source}", *([f"model={family}"] if family is not None else []), *groups]
+    cfg = _compose(root, choices)
+    # 2. the layers: params.yaml `<task>:` < tuned/<family>.yaml < family_params < profile
+    layers = params_layers(params, root, task, family, tuned, set(cfg.data))
+    try:
+        for layer in layers:
+            cfg = _merge_layer(cfg, layer)
+    except ConfigError:
+        raise
+    except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
+        raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`), {root / TUNED_DIR / f'{family}.yaml'} or "
+                          f"{root / CONF_DIR / 'profile' / (params.get('profile', 'quick') + '.yaml')}: {err}") from err
+    # 3. the command line
+    cfg, command_line = _command_line(cfg, cli, task)
+    layers.append(command_line)
     chosen = next((g.split("/", 1)[1] for g in groups if g.startswith("data=")), source)
     if cfg.data.get("source") != chosen:
         raise ConfigError(f"data.source = {cfg.data.get('source')!r}, but the data source chosen is {chosen!r}: pick it "
                           f"with params.yaml `{task}.data.source` (or the override data=<source>), which also brings "
                           f"its keys from conf/data/{task}/<source>.yaml")
+    # 4. what load_config sets itself (SET_ELSEWHERE: no file or override sets these)
+    own = layers[2].values  # family_params
+    set_here = {"family": family, "profile": params.get("profile", "quick"), "root": str(root),
+                "pretrained": family in pretrained_families(params, task), "seeds": params.get("seeds", [0]),
+                "explicit": sorted({*dotted_keys(own), *(item.partition("=")[0].strip() for item in cli)})}
     OmegaConf.set_struct(cfg, False)
-    cfg.family, cfg.profile, cfg.root = family, profile, str(root)
-    cfg.pretrained = family in pretrained_families(params, task)
-    cfg.seeds = params.get("seeds", [0])
-    cfg.explicit = sorted({*dotted_keys(own), *(item.partition("=")[0].strip() for item in cli)})
+    for key, value in set_here.items():
+        cfg[key] = value
     OmegaConf.set_struct(cfg, True)
+    layers += [Layer(f"load_config: {SET_ELSEWHERE[key]}", {key: value}) for key, value in set_here.items()]
     check_config(cfg, f"config of {task}{'/' + family if family else ''} ({root / PARAMS_FILE}, conf/, "
                       f"{TUNED_DIR}/, the profile or an override)")
-    return cfg
+    return Resolved(cfg, _group_choices(root, choices), layers)
+
+
+def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
+                task: str = "translate", tuned: bool = True) -> DictConfig:
+    """The config a stage of `task` runs `family` with, checked (check_config). Layers, later wins:
+
+    1. conf/ composed by Hydra: conf/config.yaml < conf/task/<task>.yaml < conf/data/<task>/<source>.yaml (params.yaml
+       `<task>.data.source`) < conf/model/<family>.yaml < conf/trainer/<trainer>.yaml;
+    2. params.yaml `<task>:` (its `data.length_mix` replaces conf/'s whole) < tuned/<family>.yaml (unless
+       tuned=False: the tune stage searches from the untuned config) < params.yaml `<task>.family_params.<family>`
+       (only what differs from conf/model/<family>.yaml; none: {}) < conf/profile/<profile>.yaml `<task>:` (its `data`
+       keys only where the data source has them);
+    3. command-line overrides `key=value` (and `data=`, `model=`, `trainer=`, which pick the group's file in 1);
+    4. what load_config sets itself: family, profile, root, pretrained, seeds and `explicit`, the keys set in
+       family_params or on the command line: an explicit setting beats a tuned value, and the tune stage does not
+       search it.
+
+    `explain_config` says which of these layers set each value (`attention-lab config --explain`).
+    """
+    return resolve_config(overrides, family, root, task, tuned).cfg
+
+
+def explain_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
+                   task: str = "translate", tuned: bool = True) -> tuple[DictConfig, dict[str, list[tuple[str, object]]]]:
+    """load_config's config and, for each of its leaf keys (`model.input_feeding`; a list is one leaf), every layer
+    that set it, in order, with the value it set there: [(layer, value), ...], the last one the value's origin."""
+    resolved = resolve_config(overrides, family, root, task, tuned)
+    root = Path(resolved.cfg.root)
+    history: dict[str, list[tuple[str, object]]] = {}
+    for layer in conf_layers(root, resolved.choices) + resolved.layers:
+        for key in layer.replace:  # a layer that sets a replaced key drops the lower layers' values under it
+            if _subtree(layer.values, key) is None:
+                continue
+            for old in [k for k in history if k == key or k.startswith(key + ".")]:
+                history.pop(old)
+        for key, value in leaf_values(layer.values).items():
+            history.setdefault(key, []).append((layer.name, value))
+    final = leaf_values(OmegaConf.to_container(resolved.cfg, resolve=False))
+    return resolved.cfg, {key: history.get(key) or [("(unknown)", value)] for key, value in final.items()}

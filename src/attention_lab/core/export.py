@@ -41,6 +41,7 @@ def _opaque_gru_forward(self: nn.GRU, input: Tensor, hx: Tensor | None = None) -
     if hx is None:
         batch = input.shape[0] if self.batch_first else input.shape[1]
         hx = input.new_zeros(self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
+    # aten.gru.input's positional order: ..., num_layers, dropout=0.0, train=False, bidirectional, batch_first
     return opaque_gru(input, hx, list(self._flat_weights), self.bias, self.num_layers, 0.0, False,
                       self.bidirectional, self.batch_first)
 
@@ -49,6 +50,7 @@ def _opaque_gru_forward(self: nn.GRU, input: Tensor, hx: Tensor | None = None) -
 def opaque_lstm(input: Tensor, hx: list[Tensor], params: list[Tensor], has_biases: bool, num_layers: int,
                 bidirectional: bool, batch_first: bool) -> tuple[Tensor, Tensor, Tensor]:
     """aten.lstm.input behind an opaque op, as opaque_gru: torch.export would unroll nn.LSTM over time."""
+    # aten.lstm.input's positional order: ..., num_layers, dropout=0.0, train=False, bidirectional, batch_first
     return torch._VF.lstm(input, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
 
 
@@ -72,6 +74,7 @@ def onnx_lstm(input, hx, params, has_biases: bool, num_layers: int, bidirectiona
     """opaque_lstm as ONNX LSTM nodes (onnxscript's own translation of aten.lstm)."""
     from onnxscript.function_libs.torch_lib.ops.core import aten_lstm
 
+    # aten.lstm.input's positional order: ..., num_layers, dropout=0.0, train=False, bidirectional, batch_first
     return aten_lstm(input, hx, params, has_biases, num_layers, 0.0, False, bidirectional, batch_first)
 
 
@@ -81,6 +84,8 @@ def packed_lstm(input: Tensor, lengths: Tensor, h0: Tensor, c0: Tensor, params: 
     """PackedLSTM.forward behind an opaque op: torch.export cannot trace pack_padded_sequence."""
     packed = pack_padded_sequence(input, lengths.cpu(), batch_first=True, enforce_sorted=False)
     order, undo = packed.sorted_indices, packed.unsorted_indices
+    # aten.lstm.data's positional order: ..., params, has_biases, num_layers, dropout=0.0, train=False,
+    # bidirectional=False
     data, h, c = torch._VF.lstm(packed.data, packed.batch_sizes, (h0[:, order], c0[:, order]), params,
                                 len(params) == 4 * num_layers, num_layers, 0.0, False, False)
     out = pad_packed_sequence(PackedSequence(data, packed.batch_sizes, order, undo), batch_first=True,

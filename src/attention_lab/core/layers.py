@@ -54,7 +54,8 @@ class BiRNN(nn.Module):
 class RNNEncoder(nn.Module):
     """Embedding + GRU over the source; bidirectional gives annotations h_j = [→h_j; ←h_j] (Bahdanau §3.2)."""
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, bidirectional: bool, dropout: float, pad_id: int):
+    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, *, bidirectional: bool, dropout: float,
+                 pad_id: int):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.drop = nn.Dropout(dropout)

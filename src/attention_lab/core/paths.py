@@ -6,18 +6,21 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from attention_lab.core.config import TUNED_DIR
 
-def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, fraction: float = 1.0) -> Path:
-    """models/<family>/checkpoints/seed<k>: best.ckpt, last.ckpt, train.json, run.json (MLflow run id); a run on a
-    fraction of the training labels lives in checkpoints/labels<percent>/seed<k>."""
+
+def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, folder: str | None = None) -> Path:
+    """models/<family>/checkpoints/seed<k>: best.ckpt, last.ckpt, train.json, run.json (MLflow run id); a task's
+    variant of the family's runs (Task.runs: classify's runs on a share of the labels) lives in
+    checkpoints/<folder>/seed<k>."""
     checkpoints = Path(cfg.root) / cfg.paths.models / (family or cfg.family) / "checkpoints"
-    return (checkpoints if fraction == 1 else checkpoints / f"labels{fraction * 100:g}") / f"seed{seed}"
+    return (checkpoints if folder is None else checkpoints / folder) / f"seed{seed}"
 
 
 def trials_dir(cfg: DictConfig, family: str | None = None) -> Path:
     """tuned/.trials/<family>: where the tune stage's trials train; the best complete trial's run stays there (a full
-    run at the first seed, and its reuse.json), for the train stage to take as that seed's run (stages/train.py)."""
-    return Path(cfg.root) / "tuned" / ".trials" / (family or cfg.family)
+    run at the first seed, and its reuse.json), for the train stage to take as that seed's run (core/training.py)."""
+    return Path(cfg.root) / TUNED_DIR / ".trials" / (family or cfg.family)
 
 
 def partial_dir(out: Path, dvc_out: Path) -> Path:
@@ -45,6 +48,7 @@ def onnx_dir(cfg: DictConfig) -> Path:
 
 def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
     """predictions/<task>/<family>.json: {"ids": [...], "references": [...], "seeds": {"<k>": [...]}}, one output
-    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption); classify
-    adds "label_fractions": {"<fraction>": {"<k>": [...]}} for the runs on a share of the labels."""
+    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption); a task
+    with variants of its runs adds its Task.variants section, {"<variant>": {"<k>": [...]}} (classify: its runs on a
+    share of the labels)."""
     return Path(cfg.root) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.core import plots
+from attention_lab.core import charts
 from attention_lab.core.metrics import bucket_key, bucket_label
 from attention_lab.core.significance import ALPHA, PAIRED_TEST, expected_best, seed_interval
 from attention_lab.core.task import get_task
@@ -160,21 +160,6 @@ PROTOCOL = ("Every family trains with Adam and a linear warm-up, then its `train
             "included); families are listed in timeline order.")
 
 
-TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "schedule", "decay", "min_epochs", "patience", "min_delta",
-              "max_epochs", "weight_decay", "label_smoothing", "penalty", "clip")
-
-
-def trained_settings(config: dict) -> dict[str, object]:
-    """A run's resolved config (its config.yaml) -> the settings a reader compares: train.{TRAIN_KEYS}, the teacher
-    forcing schedule and every model.* key (dotted)."""
-    train, model = config.get("train", {}), config.get("model", {})
-    out = {f"train.{k}": train[k] for k in TRAIN_KEYS if k in train}
-    if "teacher_forcing" in train:
-        out["train.teacher_forcing"] = train["teacher_forcing"].get("schedule")
-    out.update({f"model.{k}": v for k, v in model.items() if k != "_target_"})
-    return out
-
-
 def config_section(results: dict[str, dict]) -> list[str]:
     """The page's "Configuration that trained": per family, the updates and epochs it trained (mean over seeds), what
     stopped it (early stopping, the epoch cap or the time limit, over the seeds) and the settings of its first seed's
@@ -213,7 +198,7 @@ def tuning_section(task: str, results: dict[str, dict], assets: Path) -> list[st
                      f"{fmt(s.get('default_value'), 4)} | {fmt(s['best_value'], 4)} | {fmt(gain, 4)} |")
         values = [r["value"] for r in t["trials"] if r["value"] is not None]
         curves[family] = expected_best(values, direction)
-    plots.expected_best(curves, assets / "expected_best.png", metric)
+    charts.expected_best(curves, assets / "expected_best.png", metric)
     return [*lines, "", (f"Each family's study (docs/tuning.md) starts from its untuned configuration (trial 0, trained "
                          f"in full); every trial is the full schedule, stopped early by successive halving or the "
                          f"budget. Default and tuned are best validation {metric} at full run; gain is the "

@@ -91,7 +91,14 @@ def run_logged(cmd: list[str], root: Path, label: str, env: dict, say: Callable[
 
 def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[str], None] = print) -> int:
     """Run the pipeline, or only `tasks`' stages and the reports that read them (see the module's docstring); 0 when
-    every stage is done, else 1 after naming what failed."""
+    every stage is done, else 1 after naming what failed. A generated dvc.yaml (attention_lab.dvc_yaml's header) is
+    written anew first, so it has the stages of params.yaml's tasks and families and the code deps of today's imports;
+    one without that header (written by hand) is left as it is."""
+    from attention_lab.dvc_yaml import PREFIX, write
+
+    pipeline = root / "dvc.yaml"
+    if pipeline.is_file() and pipeline.read_text(encoding="utf-8").startswith(PREFIX) and not write(root):
+        say(f"wrote {pipeline} from params.yaml and the code's imports")
     work = pipeline_plan(root, tasks)
     env = {**os.environ, **ONE_THREAD}
     lock = threading.Lock()

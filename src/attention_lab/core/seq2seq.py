@@ -1,7 +1,6 @@
-"""The contract every translation family keeps: encode, decode_step (and a teacher-forced forward).
-
-Training, greedy/beam search (torch or onnxruntime) and the ONNX decoder-step graph all drive these calls, so what is
-exported is what was trained. Token ids: pad=0, bos=1, eos=2, unk=3; `tgt_in` starts with bos.
+"""Seq2Seq, the base of every translation family: the decoder-step contract (core/decoder_step.py) over a source
+sentence, `encode(src, src_mask)` and `decode_step`, with teacher-forced and scheduled-sampling forwards that loop
+decode_step. Token ids: pad=0, bos=1, eos=2, unk=3; `tgt_in` starts with bos.
 """
 
 from __future__ import annotations
@@ -11,11 +10,12 @@ from abc import ABC, abstractmethod
 import torch
 from torch import Tensor, nn
 
-State = tuple[Tensor, ...]
+from attention_lab.core.decoder_step import State
 
 
 class Seq2Seq(nn.Module, ABC):
-    """Encoder-decoder over one joint vocabulary; every state tensor is batch-first so beam search can index_select(0)."""
+    """Encoder-decoder over one joint vocabulary, a DecoderStep (core/decoder_step.py); every state tensor is
+    batch-first so beam search can index_select(0)."""
 
     has_attention: bool = True
 

@@ -3,7 +3,9 @@ stages reach a task only through `get_task(name)`. Adding a task: a folder atten
 in NAMES, conf/task/<name>.yaml, conf/data/<name>/, and a section in params.yaml; no stage changes.
 
 Hooks are plain functions of the task's own modules; task.py imports them lazily (`lazy`), so a stage imports only
-what its hook needs (prepare never imports Lightning).
+what its hook needs (prepare never imports Lightning). The run hooks (`runs`, `full_run`, `run_marks`,
+`train_summary`) have defaults here, one run per seed on all the data; classify overrides them for its runs on shares
+of the training labels.
 """
 
 from __future__ import annotations
@@ -12,8 +14,44 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 NAMES = ("translate", "classify", "caption")  # the tasks, in the order params.yaml lists them
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run of a family, as a task's `runs` hook lists them: the train stage trains it (core.training),
+    the evaluate stage scores it."""
+
+    seed: int
+    out: Path                                        # where it lands: models/<family>/checkpoints/[<folder>/]seed<k>
+    settings: tuple[tuple[str, object], ...] = ()    # (dotted config key, value) this run sets, in order
+    validate_every: int = 1                          # epochs between validations (check_val_every_n_epoch)
+    variant: str | None = None  # None: one of the family's main runs; else the key its seeds are reported under, in
+                                # the metrics' and predictions' Task.variants section (classify: the share, "0.1")
+
+
+def one_run_per_seed(cfg) -> list[Run]:
+    """The default `runs` hook: the family's full run at every seed."""
+    return [one_full_run(cfg, seed) for seed in cfg.seeds]
+
+
+def one_full_run(cfg, seed: int) -> Run:
+    """The default `full_run` hook: the family's run on all the data at `seed`, in models/<family>/checkpoints/seed<k>."""
+    from attention_lab.core.paths import seed_dir  # core.paths -> core.config -> this module
+
+    return Run(seed, seed_dir(cfg, seed))
+
+
+def no_marks(cfg) -> tuple[str, dict[str, str]]:
+    """The default `run_marks` hook: no suffix to a run's MLflow name, no tags of its own."""
+    return "", {}
+
+
+def no_summary(cfg, datamodule) -> dict:
+    """The default `train_summary` hook: nothing of the task's own in train.json."""
+    return {}
 
 
 @dataclass(frozen=True)
@@ -27,12 +65,17 @@ class Task:
     stats: Callable           # prepare: (rows, buckets) -> summary dict for stats.json
     tokenizer: Callable       # tokenize: (cfg, train rows) -> (tokenizers.Tokenizer, stats dict)
     build: Callable           # train: (cfg, seed) -> (LightningModule, LightningDataModule)
-    evaluate: Callable        # evaluate: (cfg, pictures dir | None, label fraction) -> (per-seed scores, outputs)
+    evaluate: Callable        # evaluate: (cfg, pictures dir | None, [Run]) -> (per-seed scores, outputs)
     export: Callable          # export: (cfg, model, trained cfg, out dir, tokenizer path) -> parity dict
     page: Callable            # report: (cfg, results, assets dir, ranking section lines) -> Markdown page
     table: Callable           # README and report: (results, cfg) -> Markdown results table
     ablation_columns: tuple = ()  # reports/ablations.md: (column, test metric, digits), the first one decides a row
     images: bool = False      # prepare also writes <split>.npy (row i of the JSONL = image i)
+    runs: Callable = one_run_per_seed   # train, evaluate: cfg -> [Run], in training order
+    full_run: Callable = one_full_run   # tune: (cfg, seed) -> the Run on all the data (what a tuning trial is)
+    run_marks: Callable = no_marks      # MLflow: run cfg -> (run-name suffix, tags) of the task's own
+    train_summary: Callable = no_summary  # train: (run cfg, datamodule) -> train.json figures of the task's own
+    variants: str = "variants"          # evaluate: the metrics' and predictions' section for Run.variant's runs
 
 
 def lazy(path: str) -> Callable:

@@ -24,8 +24,13 @@ VIEW_TAG = f"mlflow.sharedViewState.{VIEW}"
 
 
 def tracking_uri(cfg: DictConfig) -> str:
-    """cfg.tracking.uri, else $MLFLOW_TRACKING_URI (e.g. a remote server), else sqlite:///<repo>/mlflow.db."""
-    return cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(cfg.root) / 'mlflow.db'}"
+    """cfg.tracking.uri, else $MLFLOW_TRACKING_URI, else sqlite:///<repo>/mlflow.db (default_tracking_uri)."""
+    return cfg.tracking.uri or default_tracking_uri(cfg.root)
+
+
+def default_tracking_uri(root: str | Path) -> str:
+    """$MLFLOW_TRACKING_URI (e.g. a remote server), else sqlite:///<root>/mlflow.db (never the ./mlruns file store)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(root) / 'mlflow.db'}"
 
 
 class TrackingError(RuntimeError):
@@ -140,17 +145,16 @@ def code_hash() -> str:
 
 
 def run_name(cfg: DictConfig, stage: str = "train") -> str:
-    """<family>-seed<k>, with -labels<percent> for a run on a fraction of the labels and pretrain- for pretraining."""
-    fraction = cfg.train.get("label_fraction", 1.0)
-    labels = f"-labels{fraction * 100:g}" if fraction != 1 else ""
-    return f"{'pretrain-' if stage == 'pretrain' else ''}{cfg.family}-seed{cfg.seed}{labels}"
+    """<family>-seed<k>, pretrain- before it for pretraining, and the task's suffix after it (Task.run_marks:
+    classify's -labels<percent> for a run on a share of the labels)."""
+    suffix, _ = get_task(cfg.task.name).run_marks(cfg)
+    return f"{'pretrain-' if stage == 'pretrain' else ''}{cfg.family}-seed{cfg.seed}{suffix}"
 
 
 def run_tags(cfg: DictConfig, stage: str = "train") -> dict[str, str]:
     tags = {"family": str(cfg.family), "task": cfg.task.name, "seed": str(cfg.seed), "profile": cfg.profile,
             "stage": stage, "git_commit": git_commit(cfg.root), "data_hash": data_hash(cfg)}
-    if "label_fraction" in cfg.train:
-        tags["label_fraction"] = str(cfg.train.label_fraction)
+    tags.update(get_task(cfg.task.name).run_marks(cfg)[1])  # the task's own (classify: label_fraction)
     return tags
 
 

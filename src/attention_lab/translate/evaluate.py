@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from attention_lab.core import metrics, plots
 from attention_lab.core.checkpoints import load_model
 from attention_lab.core.metrics import spread_over_buckets
-from attention_lab.core.paths import seed_dir
+from attention_lab.core.task import Run
 from attention_lab.core.tokenization import decode, load_tokenizer, word_ids
 from attention_lab.translate.data.batches import collate
 from attention_lab.translate.search import translate_batch
@@ -66,17 +66,18 @@ def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[str], list[n
     return {f"test/{k}": v for k, v in scores.items()}, texts, attentions
 
 
-def evaluate_family(cfg: DictConfig, pictures: Path, fraction: float = 1.0) -> tuple[dict[str, dict], dict]:
-    """Per-seed test/* scores and hypotheses of a translation family (trained on every pair: fraction is 1);
-    attention heatmaps (gold alignment overlaid) of the first seed."""
+def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[dict[str, dict], dict]:
+    """Per-seed test/* scores and hypotheses of a translation family's runs (Task.runs: one per seed); attention
+    heatmaps (gold alignment overlaid) of the first seed."""
     from attention_lab.translate.data.batches import load_split
 
     root = Path(cfg.root)
     tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")
     rows = load_split(root / cfg.paths.prepared, "test", tok)
     per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["tgt"] for r in rows], "seeds": {}}
-    for seed in cfg.seeds:
-        model, _ = load_model(seed_dir(cfg, seed) / "best.ckpt")
+    for run in runs:
+        seed = run.seed
+        model, _ = load_model(run.out / "best.ckpt")
         per_seed[str(seed)], outputs["seeds"][str(seed)], attentions = evaluate(model, tok, rows, cfg)
         if seed != cfg.seeds[0] or attentions is None:
             continue

@@ -19,6 +19,7 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
+from attention_lab.core.decoder_step import evaluating, torch_encode, torch_step
 from attention_lab.core.decoding import beam_search, greedy, max_decode_len, pad_batch
 from attention_lab.core.export import (
     SPECIAL_IDS,
@@ -29,8 +30,7 @@ from attention_lab.core.export import (
     max_diff,
     onnx_friendly,
 )
-from attention_lab.core.search import torch_encode, torch_step
-from attention_lab.serving.runtime import (
+from attention_lab.core.runtime import (
     DECODER_FILE,
     ENCODER_FILE,
     META_FILE,
@@ -82,9 +82,7 @@ def export_model(model: nn.Module, out_dir: str | Path, family: str, tokenizer_p
     """Write encoder.onnx, decoder_step.onnx (+ .data), meta.json and tokenizer.json into out_dir; return paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    was_training = model.training
-    model.eval()
-    try:
+    with evaluating(model):
         (src, src_mask), (prev, state, memory, mask) = _example_inputs(model)
         n_state = len(state)
         state_in = [f"state_{i}" for i in range(n_state)]
@@ -103,8 +101,6 @@ def export_model(model: nn.Module, out_dir: str | Path, family: str, tokenizer_p
                 output_names=["logits", "log_probs", *state_out, "attn"], external_data=True,
                 dynamic_shapes=(all_dynamic(prev), tuple(all_dynamic(s) for s in state), all_dynamic(memory),
                                 all_dynamic(mask)), custom_translation_table=table, verbose=False)
-    finally:
-        model.train(was_training)
     check_dynamic(out_dir / ENCODER_FILE, {"src": [0, 1], "src_mask": [0, 1]})
     check_dynamic(out_dir / DECODER_FILE, {"prev": [0], "src_mask": [0, 1], "memory": [0],
                                             **{n: [0] for n in state_in}})
@@ -131,12 +127,10 @@ def check_parity(model: nn.Module, out_dir: str | Path, cases: list[list[int]] |
     meta = json.loads((out_dir / META_FILE).read_text(encoding="utf-8"))
     encoder, decoder = make_session(out_dir / ENCODER_FILE), make_session(out_dir / DECODER_FILE)
     names = [o.name for o in decoder.get_outputs()]
-    was_training = model.training
-    model.eval()
     diffs = {"memory": 0.0, "state": 0.0, "logits": 0.0, "log_probs": 0.0, "attn": 0.0}
     report_cases, greedy_same, beam_same = [], True, True
     rng = np.random.default_rng(seed)
-    try:
+    with evaluating(model):
         for k, lengths in enumerate(cases or PARITY_CASES):
             src, src_mask = _random_src(lengths, model.vocab_size, seed + k)
             t_state, t_memory = torch_encode(model, src, src_mask)
@@ -175,8 +169,6 @@ def check_parity(model: nn.Module, out_dir: str | Path, cases: list[list[int]] |
             for key, worst in diffs.items():
                 diffs[key] = max(worst, case[key])
             report_cases.append(case)
-    finally:
-        model.train(was_training)
     ok = greedy_same and all(v <= tol for v in diffs.values())
     parity = {"ok": ok, "tolerance": tol, "max_abs_diff": diffs, "greedy_identical": greedy_same,
               "beam_identical": beam_same, "cases": report_cases, "steps_per_case": steps,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.core import plots
+from attention_lab.core import charts
 from attention_lab.core.metrics import bucket_key, bucket_label
 from attention_lab.core.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt
 
@@ -51,7 +51,7 @@ def render_translate(task: str, results: dict[str, dict], buckets, heatmaps: dic
 
 
 def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[str]) -> str:
-    plots.by_length(bucket_series(results, cfg.task.buckets), assets / "bleu_by_length.png")
+    charts.by_length(bucket_series(results, cfg.task.buckets), assets / "bleu_by_length.png")
     heatmaps = copy_pictures(cfg, list(results), assets, ("attention_*.png",))
     lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}, "
              f"length penalty {cfg.evaluate.len_penalty}. " + PROTOCOL +

@@ -12,7 +12,7 @@ import numpy as np
 import onnxruntime as ort
 
 from attention_lab.core.decoding import Arrays, Hypothesis, max_decode_len, pad_batch, search
-from attention_lab.serving.runtime import (
+from attention_lab.core.runtime import (
     DECODER_FILE,
     ENCODER_FILE,
     META_FILE,

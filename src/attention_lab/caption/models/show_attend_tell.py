@@ -7,7 +7,7 @@ from torch import Tensor, nn
 
 from attention_lab.caption.models.captioner import Captioner
 from attention_lab.core.attention import AdditiveAttention
-from attention_lab.core.seq2seq import State
+from attention_lab.core.decoder_step import State
 
 
 class ShowAttendTell(Captioner):
@@ -18,8 +18,9 @@ class ShowAttendTell(Captioner):
     def __init__(self, vocab_size: int, pad_id: int = 0, height: int = 32, width: int = 128,
                  channels: list[int] = (16, 32, 64), emb_dim: int = 64, hidden_dim: int = 256, attn_dim: int = 128,
                  dropout: float = 0.1, feature_dim: int | None = None, feature_stride: int = 32):
-        super().__init__(vocab_size, pad_id, height, width, list(channels), emb_dim, hidden_dim, dropout, feature_dim,
-                         feature_stride)
+        super().__init__(vocab_size=vocab_size, pad_id=pad_id, height=height, width=width, channels=list(channels),
+                         emb_dim=emb_dim, hidden_dim=hidden_dim, dropout=dropout, feature_dim=feature_dim,
+                         feature_stride=feature_stride)
         d = self.cnn.out_dim
         self.init_h, self.init_c = nn.Linear(d, hidden_dim), nn.Linear(d, hidden_dim)
         self.attention = AdditiveAttention(hidden_dim, d, attn_dim)  # f_att: vᵀ tanh(W h_{t-1} + U a_i)
@@ -33,13 +34,12 @@ class ShowAttendTell(Captioner):
         per image rather than at every word."""
         a = self.cnn(images)  # (B, L, D) annotation vectors a_i
         mean = a.mean(1)  # (B, D)
-        memory = torch.cat([a, self.attention.project_keys(a)], -1)  # (B, L, D + A)
+        memory = self.attention.pack_memory(a)  # (B, L, D + A)
         return memory, (torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)))
 
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, grid_mask: Tensor) -> tuple[Tensor, State, Tensor]:
         h, c = state  # (B, H) x 2
-        d = self.cnn.out_dim
-        a, keys = memory[..., :d], memory[..., d:]  # (B, L, D), (B, L, A)
+        a, keys = self.attention.unpack_memory(memory)  # (B, L, D), (B, L, A)
         context, alpha = self.attention(h, a, a, grid_mask, projected_keys=keys)  # (B, D), (B, L)
         z = torch.sigmoid(self.gate(h)) * context  # (B, D): ẑ_t = β_t Σ α_ti a_i
         y = self.drop(self.embed(prev))  # (B, E): E y_{t-1}

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.caption.models.captioner import Captioner
-from attention_lab.core.seq2seq import State
+from attention_lab.core.decoder_step import State
 
 
 class ShowTell(Captioner):
@@ -23,8 +23,9 @@ class ShowTell(Captioner):
     def __init__(self, vocab_size: int, pad_id: int = 0, height: int = 32, width: int = 128,
                  channels: list[int] = (16, 32, 64), emb_dim: int = 64, hidden_dim: int = 256, dropout: float = 0.1,
                  image_input: str = "first", feature_dim: int | None = None, feature_stride: int = 32):
-        super().__init__(vocab_size, pad_id, height, width, list(channels), emb_dim, hidden_dim, dropout, feature_dim,
-                         feature_stride)
+        super().__init__(vocab_size=vocab_size, pad_id=pad_id, height=height, width=width, channels=list(channels),
+                         emb_dim=emb_dim, hidden_dim=hidden_dim, dropout=dropout, feature_dim=feature_dim,
+                         feature_stride=feature_stride)
         if image_input not in ("first", "every_step"):
             raise ValueError(f"image_input={image_input!r}: expected first or every_step")
         self.every_step = image_input == "every_step"

@@ -20,7 +20,6 @@ import random
 from functools import cache
 
 LABELS = ("negative", "neutral", "positive")
-POLARITY_LABEL = {-1: "negative", 0: "neutral", 1: "positive"}
 MIN_SENTENCES, MAX_SENTENCES = 3, 30
 MAX_KEYS, KEY_EVERY = 3, 6  # key sentences per document: 1 to min(MAX_KEYS, 1 + sentences // KEY_EVERY)
 DISTRACTOR_EVERY = 10  # side-topic opinions per document: 1 to 1 + (non-key sentences) // DISTRACTOR_EVERY

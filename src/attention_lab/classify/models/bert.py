@@ -159,8 +159,11 @@ class BertClassifier(DocumentClassifier):
                  heads: int = 4, intermediate: int = 256, max_positions: int = 512, dropout: float = 0.1,
                  attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12, cls_id: int = 2, sep_id: int = 3):
         super().__init__(vocab_size, num_classes, pad_id)
-        self.config = BertConfig(vocab_size, hidden, layers, heads, intermediate, max_positions, 2, dropout,
-                                 attention_dropout, layer_norm_eps, pad_id)
+        self.config = BertConfig(vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
+                                 intermediate=intermediate, max_positions=max_positions,
+                                 type_vocab_size=2,  # segments A and B (sentence pairs)
+                                 dropout=dropout, attention_dropout=attention_dropout,
+                                 layer_norm_eps=layer_norm_eps, pad_id=pad_id)
         self.cls_id, self.sep_id = cls_id, sep_id
         self.bert = Bert(self.config)
         self.drop = nn.Dropout(dropout)

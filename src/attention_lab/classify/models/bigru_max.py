@@ -16,7 +16,8 @@ class BiGRUMax(DocumentClassifier):
     def __init__(self, vocab_size: int, num_classes: int, pad_id: int = 0, emb_dim: int = 100, hidden_dim: int = 64,
                  dropout: float = 0.2):
         super().__init__(vocab_size, num_classes, pad_id)
-        self.encoder = RNNEncoder(vocab_size, emb_dim, hidden_dim, True, dropout, pad_id)
+        self.encoder = RNNEncoder(vocab_size, emb_dim, hidden_dim, bidirectional=True, dropout=dropout,
+                                  pad_id=pad_id)
         self.drop = nn.Dropout(dropout)
         self.out = nn.Linear(2 * hidden_dim, num_classes)
 

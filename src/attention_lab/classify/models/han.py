@@ -23,7 +23,8 @@ class HAN(DocumentClassifier):
     def __init__(self, vocab_size: int, num_classes: int, pad_id: int = 0, emb_dim: int = 100, word_hidden: int = 64,
                  sentence_hidden: int = 64, attn_dim: int = 128, dropout: float = 0.1):
         super().__init__(vocab_size, num_classes, pad_id)
-        self.words = RNNEncoder(vocab_size, emb_dim, word_hidden, True, dropout, pad_id)  # h_it = [→h_it; ←h_it]
+        self.words = RNNEncoder(vocab_size, emb_dim, word_hidden, bidirectional=True, dropout=dropout,
+                                pad_id=pad_id)  # h_it = [→h_it; ←h_it]
         self.word_attn = SelfAttentivePooling(2 * word_hidden, attn_dim, hops=1, bias=True)  # W_w, b_w, u_w
         self.sentences = BiRNN(2 * word_hidden, sentence_hidden, cell="gru")  # h_i = [→h_i; ←h_i]
         self.sentence_attn = SelfAttentivePooling(2 * sentence_hidden, attn_dim, hops=1, bias=True)  # W_s, b_s, u_s

@@ -80,7 +80,7 @@ function onModelChange() {
 function drawHeatmap(result) {  // rows: output tokens; columns: source words; attention is (words, tokens)
   const table = $("heatmap");
   table.replaceChildren();
-  $("no-attention").hidden = result.has_attention;
+  $("translate-no-attention").hidden = result.has_attention;
   if (!result.has_attention) return;
   const head = el("tr", {}, [el("th")]);
   result.source_words.forEach((w, j) => head.append(el("th", { textContent: w, className: `col-${j}` })));
@@ -122,7 +122,7 @@ function showClassification(result) {
     el("div", { className: "prob" }, [el("span", { className: "name", textContent: name }), bar(p),
       el("span", { className: "muted", textContent: p.toFixed(3) })])));
   const weighted = result.sentence_weights !== null;
-  $("no-weights").hidden = weighted;
+  $("classify-no-attention").hidden = weighted;
   const top = weighted ? Math.max(...result.word_weights.flat(), 1e-9) : 1;
   $("document").replaceChildren(...result.sentences.map((words, n) => {
     const w = weighted ? result.sentence_weights[n] : 0;
@@ -162,7 +162,7 @@ function photoCard(src, word, attention) {  // the photo under word's attention 
 
 function showCaption(result, m) {
   $("caption").textContent = result.caption || "(empty)";
-  $("no-caption-attention").hidden = result.has_attention;
+  $("caption-no-attention").hidden = result.has_attention;
   const photo = m.image_input === "photo";
   $("overlay").hidden = photo;  // a photo model's words are drawn over the photo itself, below
   if (photo) {

@@ -22,7 +22,7 @@ class RNNSearch(Seq2Seq):
         attn_dim: int = 256, maxout_dim: int = 256, dropout: float = 0.2,
     ):
         super().__init__(vocab_size, pad_id)
-        self.encoder = RNNEncoder(vocab_size, emb_dim, enc_hidden_dim, True, dropout, pad_id)
+        self.encoder = RNNEncoder(vocab_size, emb_dim, enc_hidden_dim, bidirectional=True, dropout=dropout, pad_id=pad_id)
         self.enc_hidden_dim, self.annotation_dim = enc_hidden_dim, 2 * enc_hidden_dim
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.drop = nn.Dropout(dropout)
@@ -36,11 +36,11 @@ class RNNSearch(Seq2Seq):
         s_0 = tanh(W_s ←h_1) (Bahdanau A.2.2), from the backward state at the first source word."""
         annotations = self.encoder(src, src_mask)  # (B, S, 2H)
         s_0 = torch.tanh(self.init_proj(annotations[:, 0, self.enc_hidden_dim:]))  # (B, Hd)
-        return torch.cat([annotations, self.attention.project_keys(annotations)], -1), (s_0,)
+        return self.attention.pack_memory(annotations), (s_0,)
 
     def decode_step(self, prev: Tensor, state: State, memory: Tensor, src_mask: Tensor) -> tuple[Tensor, State, Tensor]:
         """c_i = Σ_j α_ij h_j (eq. 5-6), s_i = f(s_{i-1}, y_{i-1}, c_i) (eq. 4), p(y_i) = g(y_{i-1}, s_i, c_i) (eq. 4)."""
-        annotations, projected = memory[..., :self.annotation_dim], memory[..., self.annotation_dim:]
+        annotations, projected = self.attention.unpack_memory(memory)  # (B, S, 2H), (B, S, A)
         e = self.drop(self.embed(prev))  # (B, E)
         c, alpha = self.attention(state[0], annotations, annotations, src_mask, projected_keys=projected)  # (B, 2H), (B, S)
         s = self.cell(torch.cat([e, c], -1), state[0])  # (B, Hd)
@@ -50,7 +50,7 @@ class RNNSearch(Seq2Seq):
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
         """decode_step's recurrence, with the deep output applied once to all steps (same result, much faster)."""
         memory, (s,) = self.encode(src, src_mask)
-        annotations, projected = memory[..., :self.annotation_dim], memory[..., self.annotation_dim:]
+        annotations, projected = self.attention.unpack_memory(memory)
         e = self.drop(self.embed(tgt_in))  # (B, T, E)
         states, contexts, alphas = [], [], []
         for t in range(tgt_in.shape[1]):

@@ -24,7 +24,8 @@ class LuongNMT(Seq2Seq):
                  dropout: float = 0.1, reverse_source: bool = True, attention: str = "general",
                  input_feeding: bool = True, window: int = 10, local_score: str = "general"):
         super().__init__(vocab_size, pad_id)
-        self.encoder = LSTMEncoder(vocab_size, emb_dim, hidden_dim, layers, dropout, reverse_source, pad_id)
+        self.encoder = LSTMEncoder(vocab_size, emb_dim, hidden_dim, layers, dropout=dropout, reverse=reverse_source,
+                                   pad_id=pad_id)
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.drop = nn.Dropout(dropout)
         local = {"window": window, "score": local_score} if attention.startswith("local") else {}
@@ -38,7 +39,7 @@ class LuongNMT(Seq2Seq):
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
         """memory = [h̄_s; keys projected for the score] (B, S, 2H or H); state = (h, c, h̃_0 = 0, t = 0)."""
         states, h, c = self.encoder(src, src_mask)  # (B, S, H), (B, L, H) x 2
-        memory = torch.cat([states, self.attention.project_keys(states)], -1)
+        memory = self.attention.pack_memory(states)
         zeros = states.new_zeros(states.shape[0], self.hidden_dim)
         return memory, (h, c, zeros, zeros[:, 0])
 
@@ -47,7 +48,7 @@ class LuongNMT(Seq2Seq):
         h, c, feed, t = state
         x = torch.cat([e, feed], -1) if self.input_feeding else e  # (B, E + H) with input feeding
         top, h, c = lstm_stack_step(self.rnn, x, h, c, self.training)  # (B, H)
-        states, keys = memory[..., :self.hidden_dim], memory[..., self.hidden_dim:]
+        states, keys = self.attention.unpack_memory(memory)
         context, a_t = self.attention(top, states, states, src_mask, projected_keys=keys, position=t)  # (B, H), (B, S)
         h_tilde = torch.tanh(self.W_c(torch.cat([context, top], -1)))  # (B, H)
         return h_tilde, (h, c, h_tilde, t + 1), a_t

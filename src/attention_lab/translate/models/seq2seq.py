@@ -32,7 +32,7 @@ def lstm_stack_step(rnn: nn.LSTM, x: Tensor, h: Tensor, c: Tensor, training: boo
 class LSTMEncoder(nn.Module):
     """Embedding + stacked LSTM, reading each sentence backwards when `reverse` (Sutskever et al. 2014, §3.3)."""
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, layers: int, dropout: float, reverse: bool,
+    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, layers: int, *, dropout: float, reverse: bool,
                  pad_id: int):
         super().__init__()
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
@@ -60,7 +60,8 @@ class LSTMEncoderDecoder(Seq2Seq):
     def __init__(self, vocab_size: int, pad_id: int = 0, emb_dim: int = 128, hidden_dim: int = 256, layers: int = 1,
                  dropout: float = 0.1, reverse_source: bool = True, init_range: float | None = 0.08):
         super().__init__(vocab_size, pad_id)
-        self.encoder = LSTMEncoder(vocab_size, emb_dim, hidden_dim, layers, dropout, reverse_source, pad_id)
+        self.encoder = LSTMEncoder(vocab_size, emb_dim, hidden_dim, layers, dropout=dropout, reverse=reverse_source,
+                                   pad_id=pad_id)
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.drop = nn.Dropout(dropout)
         self.rnn = nn.LSTM(emb_dim, hidden_dim, layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
@@ -116,7 +117,7 @@ class RNNEncoderDecoder(Seq2Seq):
         dropout: float = 0.2,
     ):
         super().__init__(vocab_size, pad_id)
-        self.encoder = RNNEncoder(vocab_size, emb_dim, hidden_dim, False, dropout, pad_id)
+        self.encoder = RNNEncoder(vocab_size, emb_dim, hidden_dim, bidirectional=False, dropout=dropout, pad_id=pad_id)
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.drop = nn.Dropout(dropout)
         self.init_proj = nn.Linear(hidden_dim, hidden_dim)  # V' in s_0 = tanh(V' c)

@@ -1,0 +1,209 @@
+"""Training machinery that the train stage (stages/train.py) and tuning (core/tuning.py) share: `train_one` trains
+(or resumes) one run, `train_run` does one of a task's runs (core.task.Run: its config, its folder, and the tune
+stage's best trial taken instead when it was this very run), `run_key` says what makes two runs the same, and
+`keep_for_reuse` / `reuse_tuned_run` write and read a kept trial's reuse.json.
+
+Work happens in a partial folder (core.paths.partial_dir) and is renamed into place when done, so a failed run leaves
+no half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an uninterrupted run).
+Data parallel (`trainer=ddp`): every process runs train_one; only the global rank 0 writes (the MLflow run, run.json,
+config.yaml, the checkpoints, train.json and the final rename), and every process takes part in each collective (fit,
+checkpoint saves, the token count), so none is left waiting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+import lightning.pytorch as pl
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, Timer
+from omegaconf import DictConfig, OmegaConf
+
+from attention_lab.core import tracking
+from attention_lab.core.checkpoints import CheckpointError, count_parameters, read_checkpoint
+from attention_lab.core.config import ConfigError
+from attention_lab.core.files import atomic_path, read_json, write_json, write_text
+from attention_lab.core.module import EarlyStoppingAfter
+from attention_lab.core.paths import partial_dir, seed_dir, trials_dir
+from attention_lab.core.progress import progress_callback
+from attention_lab.core.task import Run, get_task
+
+REUSE_FILE = "reuse.json"  # in a kept tuning trial's folder: {"trial": number, "key": its run_key}
+
+
+def trainer_arguments(cfg: DictConfig) -> dict:
+    """cfg.trainer as Trainer keyword arguments; a `strategy` with a `_target_` (e.g. DDPStrategy with its process
+    group backend) is instantiated."""
+    options = OmegaConf.to_container(cfg.trainer, resolve=True)
+    if isinstance(options.get("strategy"), dict):
+        options["strategy"] = instantiate(options["strategy"])
+    return options
+
+
+def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
+    """What ended a finished fit: `early stopping` (val/loss did not improve by train.min_delta for train.patience
+    validations), `time limit` (train.max_minutes), `update cap` (the Trainer's max_steps: pretrain.max_updates) or
+    `epoch cap` (train.max_epochs)."""
+    if early.stopped_epoch > 0:
+        return "early stopping"
+    timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
+    if timer is not None and timer.time_remaining() is not None and timer.time_remaining() <= 0:
+        return "time limit"
+    if 0 < trainer.max_steps <= trainer.global_step:
+        return "update cap"
+    return "epoch cap"
+
+
+def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
+              build=None, stage: str = "train", tags: dict | None = None, name: str | None = None,
+              **trainer_options) -> dict | None:
+    """Train (or resume) one (family, seed) run in `partial`, then move it to `out`; returns the training summary on
+    the global rank 0 and None on the other processes of a data-parallel run (which write nothing).
+
+    `build(cfg, seed) -> (module, datamodule)` defaults to the task's `build` hook (core.task); tags and name go to the
+    MLflow run (a tuning trial nests under its study's run).
+    """
+    OmegaConf.set_struct(cfg, False)
+    cfg.seed = seed
+    tracking.experiment_id(cfg)  # an unreachable tracking server fails here, before anything is trained or written
+    pl.seed_everything(seed, workers=True)
+    module, dm = (build or get_task(cfg.task.name).build)(cfg, seed)
+
+    run_file, config_file = partial / "run.json", partial / "config.yaml"
+    config_text = run_config(cfg, seed)
+    # every process decides the same: rank 0 only deletes or writes these files after deciding, and a process that
+    # looks later sees either the same crashed run or no last.ckpt
+    resume = (partial / "last.ckpt").is_file() and run_file.is_file()
+    try:
+        same = config_file.read_text(encoding="utf-8") == config_text
+    except FileNotFoundError:  # none yet, or rank 0 just removed a stale one
+        same = False
+    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume and same else None,
+                                       stage=stage, tags=tags, name=name)  # lazy: the run starts on first use
+    ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor="val/loss", mode="min", save_last=True,
+                           save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
+    trainer = pl.Trainer(**trainer_arguments(cfg), max_epochs=cfg.train.max_epochs,
+                         max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
+                         logger=logger, default_root_dir=partial, enable_progress_bar=sys.stdout.isatty(),
+                         use_distributed_sampler=False,  # the datamodules shard each global batch themselves
+                         callbacks=[ckpt, early := EarlyStoppingAfter(cfg.train.patience, cfg.train.min_delta,
+                                                                     cfg.train.get("min_epochs", 0)),
+                                    progress_callback(stage, cfg.family, seed),
+                                    *callbacks], **trainer_options)
+    if stage == "tune" and trainer.world_size > 1:
+        raise ConfigError("tuning runs one process per trial (Optuna's pruning callback and study loop are not "
+                          "data parallel): tune with trainer=cpu or trainer=gpu and scale out with parallel workers")
+    if trainer.is_global_zero:  # the ranks are known once the Trainer exists (env of Lightning, torchrun or SLURM)
+        partial.mkdir(parents=True, exist_ok=True)
+        if resume and not same:  # a crashed run of other settings (params changed since): start over
+            print(f"not resuming {partial}: its config.yaml differs from this run's")
+            for stale in ("last.ckpt", "best.ckpt", "run.json", config_file.name):
+                (partial / stale).unlink(missing_ok=True)
+        if resume and same:
+            print(f"resuming {cfg.family} seed {seed} from {partial / 'last.ckpt'}")
+        else:
+            write_json(run_file, {"run_id": logger.run_id})
+            logger.log_hyperparams(tracking.flatten(cfg))
+            write_text(config_file, config_text)
+            logger.experiment.log_artifact(logger.run_id, str(partial / "config.yaml"))
+    resume = resume and same
+    if resume:  # Lightning's own load names no file and reads flipped bytes without complaint
+        try:
+            read_checkpoint(partial / "last.ckpt")
+        except CheckpointError as err:
+            raise CheckpointError(f"{err}; or delete {partial} to train this run from the start") from err
+
+    trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
+    if not ckpt.best_model_path:  # stopped by the time budget before any validation (the same on every process)
+        trainer.save_checkpoint(partial / "best.ckpt")
+    tokens = module.total_tokens()  # a collective: every process counts its share
+    if not trainer.is_global_zero:
+        return None
+
+    summary = {"family": cfg.family, "seed": seed, "params": count_parameters(module.model),
+               "epochs": trainer.current_epoch, "steps": trainer.global_step, "stopped_by": stopped_by(trainer, early),
+               "train_seconds": round(module.train_seconds, 2),
+               "train_tokens_per_s": round(tokens / max(module.train_seconds, 1e-9), 1),
+               "best_val_loss": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None}
+    summary.update(get_task(cfg.task.name).train_summary(cfg, dm))  # the task's own figures (classify: its labels)
+    if trainer.world_size > 1:
+        summary.update(processes=trainer.world_size, global_batch_size=cfg.train.batch_size * trainer.world_size)
+    summary["last_val"] = {k: round(float(v), 5) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    write_json(partial / "train.json", summary)
+    logger.log_metrics({"train_seconds": summary["train_seconds"],
+                        "train_tokens_per_s": summary["train_tokens_per_s"], "params": summary["params"]})
+    logger.finalize("FINISHED")
+    if out.exists():
+        shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial.rename(out)
+    return summary
+
+
+def run_config(cfg: DictConfig, seed: int) -> str:
+    """The resolved config of cfg's run at `seed`, as its config.yaml records it."""
+    run_cfg = cfg.copy()
+    OmegaConf.set_struct(run_cfg, False)
+    run_cfg.seed = seed
+    return OmegaConf.to_yaml(run_cfg, resolve=True)
+
+
+def run_key(cfg: DictConfig, seed: int) -> str:
+    """What decides a run's every figure on a given machine: its config at `seed`, the prepared data, the package's
+    code and the intra-op threads (their sums' order); two runs with one key are the same run (tests/stages)."""
+    import torch
+
+    what = [run_config(cfg, seed), tracking.data_hash(cfg), tracking.code_hash(), str(torch.get_num_threads())]
+    return hashlib.sha256("\0".join(what).encode()).hexdigest()
+
+
+def run_settings(cfg: DictConfig, run: Run) -> DictConfig:
+    """cfg with the run's own settings (Run.settings: e.g. classify's share of the labels and its epochs)."""
+    run_cfg = cfg.copy()
+    OmegaConf.set_struct(run_cfg, False)
+    for key, value in run.settings:
+        OmegaConf.update(run_cfg, key, value)
+    return run_cfg
+
+
+def train_run(cfg: DictConfig, run: Run) -> dict | None:
+    """One of the task's runs of the family (Task.runs), in run.out; the tune stage's best trial when it was this
+    very run (reuse_tuned_run)."""
+    run_cfg = run_settings(cfg, run)
+    if (summary := reuse_tuned_run(run_cfg, run.seed, run.out)) is not None:
+        return summary
+    return train_one(run_cfg, run.seed, run.out, partial_dir(run.out, seed_dir(cfg, run.seed).parent),
+                     check_val_every_n_epoch=run.validate_every)
+
+
+def keep_for_reuse(out: Path, trial: int, cfg: DictConfig, seed: int) -> None:
+    """Mark a complete tuning trial's run in `out` (cfg at `seed`) as one the train stage may take (reuse_tuned_run)."""
+    write_json(out / REUSE_FILE, {"trial": trial, "key": run_key(cfg, seed)})
+
+
+def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
+    """The tune stage's best trial (kept in tuned/.trials/<family>, keep_for_reuse) as this run when it is this very run
+    (the same run_key: config and seed, data, code, threads), so it is not trained twice: its checkpoints and
+    train.json are copied to `out`, and a training run in MLflow gets its params and curves (tags `tuning_trial`,
+    `tuning_run_id`); None when no kept trial is this run."""
+    key = None
+    for kept in sorted(trials_dir(cfg).glob(f"trial*/{REUSE_FILE}")):
+        key = key or run_key(cfg, seed)
+        if read_json(kept)["key"] == key:
+            break
+    else:
+        return None
+    kept, trial = kept.parent, read_json(kept)["trial"]
+    source = read_json(kept / "run.json")["run_id"]
+    OmegaConf.set_struct(cfg, False)
+    cfg.seed = seed
+    run_id = tracking.copy_run(cfg, source, tags={"tuning_trial": str(trial), "tuning_run_id": source})
+    with atomic_path(out) as tmp:
+        shutil.copytree(kept, tmp, ignore=shutil.ignore_patterns(REUSE_FILE))
+        write_json(tmp / "run.json", {"run_id": run_id})
+    print(f"{cfg.family} seed {seed}: tuning trial {trial} was this very run (config, data, code, threads); taken, "
+          f"not trained again (MLflow run {run_id}, from {source})")
+    return read_json(out / "train.json")
