@@ -44,8 +44,9 @@ class Kind:
     families: str = "families"      # "families", "pretrained" or "" (one item per task)
 
 
+OWN = "{own}"  # ${item.params}: the family's params.yaml `<task>.family_params.<family>` (see own_params)
 CONF = ("conf/model/{item}.yaml", "conf/trainer/cpu.yaml", "conf/config.yaml", "conf/task/{task}.yaml")
-TRAIN_PARAMS = ("seeds", "{task}.train", "{task}.family_params.{item}")
+TRAIN_PARAMS = ("seeds", "{task}.train", OWN)
 KINDS = (
     Kind("prepare", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
          deps=("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
@@ -57,7 +58,7 @@ KINDS = (
          deps=("data/prepared/{task}/train.jsonl", "data/prepared/{task}/valid.jsonl",
                "data/prepared/{task}/unlabelled.jsonl", "conf/model/{item}.yaml", "conf/task/{task}.yaml",
                "conf/profile/{profile}.yaml"),
-         params=("seeds", "{task}.pretrain", "{task}.family_params.{item}"), outs=("models/pretrained/{item}",),
+         params=("seeds", "{task}.pretrain", OWN), outs=("models/pretrained/{item}",),
          families="pretrained"),
     Kind("tune_{task}", "tune", "one Optuna study per family -> tuned/<family>.yaml, which its train stage merges",
          deps=("data/prepared/{task}", "data/tokenized/{task}", *CONF, "conf/data/{task}", "conf/profile/{profile}.yaml"),
@@ -136,20 +137,22 @@ def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
 def stage(kind: Kind, source: Source, root: Path, params: dict, items: list[str],
           task: str | None = None) -> dict:
     """One foreach group: {foreach, do: {cmd, deps, params, outs, ...}}. A group over a task's families loops over
-    {family: {model: its model module's file[, space: its search space file]}}: the key is the family."""
+    {family: {model: its model module's file[, space: its search space file][, params: its own params key]}}: the
+    key is the family."""
     if task is None:  # per-task: the items are the tasks
         values, foreach = {"task": "${item}", "item": "${item}"}, items
         shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={t}" for t in items])
         own_deps = []
     else:
-        values = {"task": task, "item": "${key}"}
+        values = {"task": task, "item": "${key}", "own": "${item.params}"}
         closures = {f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"]) for f in items}
         own = {f: source.module_file(source.model_module(f)).relative_to(root).as_posix() for f in items}
         # a family's model file is its own dep, unless another family's code imports it too
         shared = sorted({p for f, files in closures.items() for p in files
                          if p not in own.values() or any(p in closures[g] and own[g] != p for g in items)})
-        tune = kind.module == "tune"
-        foreach = {f: {"model": own[f], **({"space": space_file(root, f)} if tune else {})} for f in items}
+        tune, named = kind.module == "tune", OWN in kind.params
+        foreach = {f: {"model": own[f], **({"space": space_file(root, f)} if tune else {}),
+                       **({"params": own_params(params, task, f)} if named else {})} for f in items}
         own_deps = ["${item.model}"] + (["${item.space}"] if tune else [])
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
     do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={values['task']}"
@@ -165,6 +168,14 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, items: list[str]
     if outs:
         do["outs"] = outs
     return {"foreach": foreach, "do": do}
+
+
+def own_params(params: dict, task: str, family: str) -> str:
+    """The family's own params key: `<task>.family_params.<family>` when params.yaml has that entry; a family without
+    one (entries are optional) has `seeds` here, a key its stage names anyway (DVC would fail on a missing key, and
+    takes a key twice without complaint)."""
+    own = (params.get(task) or {}).get("family_params") or {}
+    return f"{task}.family_params.{family}" if family in own else "seeds"
 
 
 def space_file(root: Path, family: str) -> str:

@@ -47,10 +47,14 @@ def test_bad_search_spaces_name_the_file_and_key(project, text, message):
     assert "conf/tune/bahdanau.yaml" in str(err.value)
 
 
-def test_missing_search_space_is_a_clear_error(project):
-    cfg = stage_config(["family=bahdanau"])
-    with pytest.raises(ConfigError, match="no search space for this family"):
-        load_space(project / "conf" / "tune" / "nope.yaml", cfg)
+def test_a_family_without_a_search_space_is_not_tuned_and_says_so(project, capsys):
+    """A search space is optional: without conf/tune/<family>.yaml the tune stage runs no study and says so."""
+    from attention_lab.core.tuning import tune
+
+    (project / "conf" / "tune" / "bahdanau.yaml").unlink()
+    cfg = stage_config(["family=bahdanau"], tuned=False)
+    assert tune(cfg) == {"params": {}, "study": {"trials": 0, "untuned": "no conf/tune/bahdanau.yaml"}}
+    assert "tune@bahdanau: no search space" in capsys.readouterr().out
 
 
 def test_every_family_has_a_valid_search_space(project):

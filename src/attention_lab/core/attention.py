@@ -12,8 +12,9 @@ masked gets all-zero weights (never NaN).
 - `MultiHeadAttention` Vaswani et al. 2017, eq. 1 and §3.2.2: softmax(QKᵀ/√d_k) V over h heads
 - `SelfAttentivePooling` Lin et al. 2017, eq. 5-6: A = softmax(W_s2 tanh(W_s1 Hᵀ)); r learned queries, forward(keys, mask)
 
-The single-query scorers share `Attention`: a new scorer subclasses it, overrides `score` (and `forward` if it reshapes
-the weights) and registers itself in `ATTENTIONS`; callers only use `build_attention(name, ...)` and the forward
+The single-query scorers share `Attention`: a new scorer subclasses it with a class attribute `name`, overrides `score`
+(and `forward` if it reshapes the weights), and so registers itself in `ATTENTIONS` (config checks and
+`build_attention` read the names from there); callers only use `build_attention(name, ...)` and the forward
 signature, so they never change. `position` (B,) is the decoder step t; only local attention reads it. A decoder
 keeps the keys and their projection as one memory tensor, `pack_memory` / `unpack_memory` (the projection computed
 once per sentence, and one tensor for the search and the ONNX decoder-step graph).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -37,8 +39,22 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     return scores.softmax(-1).masked_fill(~mask, 0.0)
 
 
+ATTENTIONS: dict[str, type[Attention]] = {}  # name -> scorer, in definition order: each subclass with a `name` adds itself
+GLOBAL_SCORES: dict[str, type[Attention]] = {}  # the scorers local attention may use for its content score
+
+
 class Attention(nn.Module, ABC):
     """One decoder query over a source: keys (B, S, Dk), values (B, S, Dv), mask (B, S) -> context, weights."""
+
+    name: ClassVar[str] = ""             # the name in ATTENTIONS, build_attention and `model.attention`
+    global_score: ClassVar[bool] = False  # Luong et al. 2015 eq. 8 scores: also a local attention's content score
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):  # its own name, not a parent's
+            ATTENTIONS[cls.name] = cls
+            if cls.global_score:
+                GLOBAL_SCORES[cls.name] = cls
 
     def __init__(self, key_dim: int):
         super().__init__()
@@ -79,6 +95,8 @@ def _weighted_sum(weights: Tensor, values: Tensor) -> Tensor:
 class AdditiveAttention(Attention):
     """Bahdanau et al. 2015, eq. 6 (A.1.2): e_ij = vᵀ tanh(W s_{i-1} + U h_j)."""
 
+    name = "additive"
+
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None, bias: bool = True):
         super().__init__(key_dim)
         attn_dim = attn_dim or query_dim
@@ -98,6 +116,9 @@ class AdditiveAttention(Attention):
 class DotAttention(Attention):
     """Luong et al. 2015, eq. 8 (dot): score(h_t, h_s) = h_tᵀ h_s; query and key sizes must match."""
 
+    name = "dot"
+    global_score = True
+
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__(key_dim)
         if query_dim != key_dim:
@@ -109,6 +130,9 @@ class DotAttention(Attention):
 
 class GeneralAttention(Attention):
     """Luong et al. 2015, eq. 8 (general): score(h_t, h_s) = h_tᵀ W_a h_s, with W_a h_s precomputed per sentence."""
+
+    name = "general"
+    global_score = True
 
     score = DotAttention.score
 
@@ -122,6 +146,9 @@ class GeneralAttention(Attention):
 
 class ConcatAttention(AdditiveAttention):
     """Luong et al. 2015, eq. 8 (concat): v_aᵀ tanh(W_a [h_t; h̄_s]) = v_aᵀ tanh(W h_t + U h̄_s), W_a = [W U], no bias."""
+
+    name = "concat"
+    global_score = True
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
         super().__init__(query_dim, key_dim, attn_dim, bias=False)
@@ -175,6 +202,8 @@ class LocalAttention(Attention, ABC):
 class LocalMonotonic(LocalAttention):
     """Luong et al. 2015, §3.2 local-m: p_t = t (source and target roughly monotonically aligned)."""
 
+    name = "local_m"
+
     def aligned_position(self, query: Tensor, lengths: Tensor, position: Tensor) -> Tensor:
         return position
 
@@ -182,6 +211,8 @@ class LocalMonotonic(LocalAttention):
 class LocalPredictive(LocalAttention):
     """Luong et al. 2015, §3.2 local-p: p_t = S · sigmoid(v_pᵀ tanh(W_p h_t)) (eq. 9), factor exp(−(s − p_t)²/2σ²),
     σ = D/2 (eq. 10); the Gaussian keeps the weights differentiable in p_t."""
+
+    name = "local_p"
 
     def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None, window: int = 10,
                  score: str = "general"):
@@ -195,15 +226,6 @@ class LocalPredictive(LocalAttention):
 
     def factor(self, distance: Tensor) -> Tensor:
         return torch.exp(-distance.square() / (2 * self.sigma ** 2))
-
-
-GLOBAL_SCORES: dict[str, type[Attention]] = {"dot": DotAttention, "general": GeneralAttention, "concat": ConcatAttention}
-ATTENTIONS: dict[str, type[Attention]] = {
-    "additive": AdditiveAttention,
-    **GLOBAL_SCORES,
-    "local_m": LocalMonotonic,
-    "local_p": LocalPredictive,
-}
 
 
 def build_attention(name: str, query_dim: int, key_dim: int, attn_dim: int | None = None, **options) -> Attention:

@@ -199,6 +199,10 @@ def tuning_section(task: str, results: dict[str, dict], assets: Path) -> list[st
         values = [r["value"] for r in t["trials"] if r["value"] is not None]
         curves[family] = expected_best(values, direction)
     charts.expected_best(curves, assets / "expected_best.png", metric)
+    untuned = [f"`{f}` ({(m.get('tuning', {}).get('study') or {}).get('untuned', 'tune.trials: 0')})"
+               for f, m in results.items() if f not in studies]
+    if untuned:
+        lines += ["", f"Not tuned (trained with their own settings): {', '.join(untuned)}."]
     return [*lines, "", (f"Each family's study (docs/tuning.md) starts from its untuned configuration (trial 0, trained "
                          f"in full); every trial is the full schedule, stopped early by successive halving or the "
                          f"budget. Default and tuned are best validation {metric} at full run; gain is the "

@@ -40,8 +40,6 @@ def space_path(cfg: DictConfig) -> Path:
 
 def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:
     """conf/tune/<family>.yaml: {dotted config key: {low, high[, log]} or {choices: [...]}}, checked against cfg."""
-    if not path.is_file():
-        raise ConfigError(f"{path}: no search space for this family (add one: see conf/tune/bahdanau.yaml)")
     try:
         space = OmegaConf.to_container(OmegaConf.load(path)) or {}
     except Exception as err:  # yaml's and omegaconf's parse errors
@@ -419,6 +417,9 @@ def tune(cfg: DictConfig) -> dict:
 
     if cfg.tune.trials <= 0:
         return {"params": {}, "study": {"trials": 0}}
+    if not space_path(cfg).is_file():  # a search space is optional: without one the family is not tuned
+        print(f"tune@{cfg.family}: no search space ({space_path(cfg)}): not tuned, trains with its own settings")
+        return {"params": {}, "study": {"trials": 0, "untuned": f"no {CONF_DIR}/tune/{cfg.family}.yaml"}}
     space = load_space(space_path(cfg), cfg)
     if fixed := [key for key in space if key in cfg.explicit]:  # set in family_params or on the command line
         print(f"tune@{cfg.family}: not searching {', '.join(fixed)} (set explicitly)")

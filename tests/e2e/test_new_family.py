@@ -1,0 +1,48 @@
+"""A family in three edits (docs/design.md): in a scratch copy, its model class (tests/e2e/new_family/toy_search.py,
+built on core/attention.py), conf/model/toy_search.yaml and its name in params.yaml `translate.families`; nothing
+else. `attention-lab stages` then gives it every stage, and `dvc repro` runs them on the tiny profile: tuned (it has
+no search space: not tuned, and it says so), trained, evaluated and exported."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import copy_project
+from tests.e2e.test_pipeline import sh
+
+pytestmark = pytest.mark.slow
+HERE = Path(__file__).parent / "new_family"
+
+
+def test_a_new_family_takes_three_edits_and_runs_its_stages(tmp_path, monkeypatch):
+    dest = copy_project(tmp_path / "project")
+    monkeypatch.setenv("PYTHONPATH", str(dest / "src"))  # the stages import the copy's code, its new module included
+    sh(["git", "init", "-q"], dest)
+    sh(["dvc", "init", "-q"], dest)
+    sh(["git", "add", "-A"], dest)
+    sh(["git", "commit", "-qm", "project"], dest)
+
+    shutil.copy(HERE / "toy_search.py", dest / "src" / "attention_lab" / "translate" / "models" / "toy_search.py")
+    shutil.copy(HERE / "toy_search.yaml", dest / "conf" / "model" / "toy_search.yaml")
+    params = (dest / "params.yaml").read_text()
+    (dest / "params.yaml").write_text(params.replace("    - transformer          # Vaswani et al. 2017\n",
+                                                     "    - transformer          # Vaswani et al. 2017\n"
+                                                     "    - toy_search\n", 1))
+    sh(["git", "add", "-N", "."], dest)
+    stat = sh(["git", "diff", "--stat"], dest).stdout
+    assert stat.splitlines()[-1].strip().startswith("3 files changed"), stat
+    for path in ("params.yaml", "conf/model/toy_search.yaml", "src/attention_lab/translate/models/toy_search.py"):
+        assert path in stat, stat
+
+    sh(["attention-lab", "stages"], dest)
+    stages = sh(["dvc", "stage", "list", "--name-only"], dest).stdout.split()
+    assert {f"{kind}_translate@toy_search" for kind in ("tune", "train", "evaluate", "export")} <= set(stages)
+    log = sh(["dvc", "repro", "export_translate@toy_search", "evaluate_translate@toy_search"], dest).stdout
+    assert "not tuned" in log
+    metrics = json.loads((dest / "metrics" / "translate" / "toy_search.json").read_text())
+    assert metrics["family"] == "toy_search" and "test/bleu" in metrics
+    assert (dest / "models" / "toy_search" / "onnx" / "parity.json").is_file()
