@@ -218,6 +218,39 @@ def test_no_value_is_set_twice(task, family):
     assert origins["model._target_"][-1][0] == f"model (conf/model/{family}.yaml)"
 
 
+@pytest.mark.parametrize("task, family", [(task, None) for task in read_params(ROOT)["tasks"]] + every_family())
+def test_each_value_is_set_in_one_layer(task, family):
+    """The strong form of the rule above: every leaf of the config is set by one layer alone, below the layers that
+    override by design: a value params.yaml `<task>:` sets is only declared in conf/ (`???`, which explain_config does
+    not count as setting it), whether the values were equal or conf/'s was dead, and conf/config.yaml declares what
+    load_config sets. The overriding layers: family_params (only what differs, or a pin: test_no_value_is_set_twice),
+    tuned/<family>.yaml (the tune stage's search; tuned=False here), the profile (an overlay) and the command line."""
+    _, origins = explain_config(family=family, task=task, root=ROOT, tuned=False)
+    overriding = (f"params.yaml {task}.family_params.", "tuned/", "profile (", "command line")
+    for key, history in origins.items():
+        homes = [(name, value) for name, value in history if not name.startswith(overriding)]
+        assert len(homes) == 1, (f"{task}/{family}: {key} is set in {len(homes)} layers, {homes}: give it one home "
+                                 "(a key params.yaml sets is declared ??? in conf/, with the comment `set in params.yaml`)")
+
+
+def test_a_value_that_lives_in_params_yaml_is_named_when_missing(project):
+    """conf/ declares the keys params.yaml sets as ??? (no value of their own): without them in params.yaml, load_config
+    names each key and where to set it, before any stage runs."""
+    edit_params(project, lambda p: p["translate"]["train"].pop("lr"))
+    with pytest.raises(ConfigError, match=r"config of translate/bahdanau \(.*params\.yaml, conf/, tuned/, the profile or "
+                                          r"an override\): no value for train\.lr: conf/ declares it \?\?\? \(the value "
+                                          r"lives in params\.yaml\): set params\.yaml `translate\.train\.lr`$"):
+        load_config(root=project, family="bahdanau")
+    edit_params(project, lambda p: [p["classify"]["tune"].pop(k) for k in ("metric", "direction")])
+    with pytest.raises(ConfigError, match=r"no value for tune\.direction, tune\.metric: conf/ declares them \?\?\? .*: "
+                                          r"set params\.yaml `classify\.tune\.direction`, `classify\.tune\.metric`$"):
+        load_config(root=project, task="classify")
+    edit_params(project, lambda p: p["caption"]["data"].pop("source"))  # conf/data/caption/generated.yaml, the default
+    with pytest.raises(ConfigError, match=r"no value for data\.source: .* set params\.yaml `caption\.data\.source`$"):
+        load_config(root=project, task="caption", family="show_tell")
+    assert main(["config", "task=translate", "family=bahdanau", "train.lr=0.01"]) == 0  # an override fills it too
+
+
 def test_explain_names_the_layer_that_set_each_value(project):
     _, origins = explain_config(family="luong_general", root=project)
     assert origins["model.input_feeding"] == [("model (conf/model/luong_general.yaml)", True)]
@@ -237,7 +270,8 @@ def test_config_command_prints_the_config_and_explains_a_key(project, capsys):
     assert main(["config", "task=translate", "family=luong_general", "--explain", "model.input_feeding"]) == 0
     assert capsys.readouterr().out == "model.input_feeding: true  <- model (conf/model/luong_general.yaml)\n"
     assert main(["config", "task=translate", "family=luong_general", "train.lr=0.01", "--explain", "train.lr"]) == 0
-    assert capsys.readouterr().out.startswith("train.lr: 0.01  <- command line  (over params.yaml translate: = 0.002;")
+    # conf/config.yaml declares train.lr (???) without a value: params.yaml's is the one below the override
+    assert capsys.readouterr().out == "train.lr: 0.01  <- command line  (over params.yaml translate: = 0.002)\n"
     assert main(["config", "task=caption", "family=show_tell", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "model.image_input: every_step  <- model (conf/model/show_tell.yaml)\n" in out

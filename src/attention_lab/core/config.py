@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.core.config_rules import ConfigError, check_config, check_value  # noqa: F401
+from attention_lab.core.config_rules import ConfigError, check_config, check_missing, check_value  # noqa: F401
 
 # stages import ConfigError and check_value from here (tuning.py, a DVC dependency of every tune stage, among them)
 from attention_lab.core.task import NAMES as TASKS  # params.yaml holds one section for each task it runs
@@ -18,6 +18,7 @@ from attention_lab.core.task import NAMES as TASKS  # params.yaml holds one sect
 PARAMS_FILE = "params.yaml"
 CONF_DIR = "conf"
 TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
+MISSING = "???"  # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml (check_missing)
 REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
 SET_ELSEWHERE = {"task": "the stage argument task=<task>", "family": "the stage argument family=<family>",
@@ -304,12 +305,7 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     # 3. the command line
     cfg, command_line = _command_line(cfg, cli, task)
     layers.append(command_line)
-    chosen = next((g.split("/", 1)[1] for g in groups if g.startswith("data=")), source)
-    if cfg.data.get("source") != chosen:
-        raise ConfigError(f"data.source = {cfg.data.get('source')!r}, but the data source chosen is {chosen!r}: pick it "
-                          f"with params.yaml `{task}.data.source` (or the override data=<source>), which also brings "
-                          f"its keys from conf/data/{task}/<source>.yaml")
-    # 4. what load_config sets itself (SET_ELSEWHERE: no file or override sets these)
+    # 4. what load_config sets itself (SET_ELSEWHERE: no file or override sets these; conf/config.yaml declares them ???)
     own = layers[2].values  # family_params
     set_here = {"family": family, "profile": params.get("profile", "quick"), "root": str(root),
                 "pretrained": family in pretrained_families(params, task), "seeds": params.get("seeds", [0]),
@@ -319,8 +315,15 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
         cfg[key] = value
     OmegaConf.set_struct(cfg, True)
     layers += [Layer(f"load_config: {SET_ELSEWHERE[key]}", {key: value}) for key, value in set_here.items()]
-    check_config(cfg, f"config of {task}{'/' + family if family else ''} ({root / PARAMS_FILE}, conf/, "
-                      f"{TUNED_DIR}/, the profile or an override)")
+    where = (f"config of {task}{'/' + family if family else ''} ({root / PARAMS_FILE}, conf/, {TUNED_DIR}/, the profile "
+             f"or an override)")
+    check_missing(cfg, where)  # conf/'s ??? keys (values that live in params.yaml) all set, data.source among them
+    chosen = next((g.split("/", 1)[1] for g in groups if g.startswith("data=")), source)
+    if cfg.data.get("source") != chosen:
+        raise ConfigError(f"data.source = {cfg.data.get('source')!r}, but the data source chosen is {chosen!r}: pick it "
+                          f"with params.yaml `{task}.data.source` (or the override data=<source>), which also brings "
+                          f"its keys from conf/data/{task}/<source>.yaml")
+    check_config(cfg, where)
     return Resolved(cfg, _group_choices(root, choices), layers)
 
 
@@ -330,7 +333,7 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
 
     1. conf/ composed by Hydra: conf/config.yaml < conf/task/<task>.yaml < conf/data/<task>/<source>.yaml (params.yaml
        `<task>.data.source`) < conf/model/<family>.yaml < conf/trainer/<trainer>.yaml;
-    2. params.yaml `<task>:` (its `data.length_mix` replaces conf/'s whole) < tuned/<family>.yaml (unless
+    2. params.yaml `<task>:` (its `data.length_mix` taken whole, not key by key) < tuned/<family>.yaml (unless
        tuned=False: the tune stage searches from the untuned config) < params.yaml `<task>.family_params.<family>`
        (only what differs from conf/model/<family>.yaml; none: {}) < conf/profile/<profile>.yaml `<task>:` (its `data`
        keys only where the data source has them);
@@ -339,6 +342,8 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
        family_params or on the command line: an explicit setting beats a tuned value, and the tune stage does not
        search it.
 
+    A value lives in one of 1 and params.yaml `<task>:`, not both: conf/ declares what params.yaml sets as ??? (and
+    what load_config sets, 4), and a key still ??? after every layer is a ConfigError naming it (check_missing).
     `explain_config` says which of these layers set each value (`attention-lab config --explain`).
     """
     return resolve_config(overrides, family, root, task, tuned).cfg
@@ -347,7 +352,8 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
 def explain_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
                    task: str = "translate", tuned: bool = True) -> tuple[DictConfig, dict[str, list[tuple[str, object]]]]:
     """load_config's config and, for each of its leaf keys (`model.input_feeding`; a list is one leaf), every layer
-    that set it, in order, with the value it set there: [(layer, value), ...], the last one the value's origin."""
+    that set it, in order, with the value it set there: [(layer, value), ...], the last one the value's origin. A
+    conf/ file's ??? declares a key without setting it: it is not in the list."""
     resolved = resolve_config(overrides, family, root, task, tuned)
     root = Path(resolved.cfg.root)
     history: dict[str, list[tuple[str, object]]] = {}
@@ -358,6 +364,7 @@ def explain_config(overrides: list[str] | None = None, family: str | None = None
             for old in [k for k in history if k == key or k.startswith(key + ".")]:
                 history.pop(old)
         for key, value in leaf_values(layer.values).items():
-            history.setdefault(key, []).append((layer.name, value))
+            if value != MISSING:  # a conf/ file's ???: the key declared, its value set by a later layer (params.yaml)
+                history.setdefault(key, []).append((layer.name, value))
     final = leaf_values(OmegaConf.to_container(resolved.cfg, resolve=False))
     return resolved.cfg, {key: history.get(key) or [("(unknown)", value)] for key, value in final.items()}

@@ -202,8 +202,22 @@ def split_file_problems(d: dict) -> list[str]:
     return problems
 
 
+def check_missing(cfg: DictConfig, where: str) -> None:
+    """A ConfigError naming every key still `???`: conf/ declares a key that way when its value lives in params.yaml
+    (or, for a data source's paths, must come from there), so a params.yaml without it names the key to set."""
+    values = OmegaConf.to_container(cfg, resolve=False)  # unresolved: a bad interpolation is check_config's to name
+    missing = sorted({key for key, value in _leaves(values) if value == "???"})
+    if missing:
+        task = OmegaConf.select(cfg, "task.name", default="<task>")
+        them = "it" if len(missing) == 1 else "them"
+        raise ConfigError(f"{where}: no value for {', '.join(missing)}: conf/ declares {them} ??? (the value lives in "
+                          f"params.yaml): set params.yaml {', '.join(f'`{task}.{key}`' for key in missing)}")
+
+
 def check_config(cfg: DictConfig, where: str) -> None:
-    """Every knob in its range (RULES) and the cross-key constraints; a ConfigError naming key, value and range."""
+    """Every knob in its range (RULES) and the cross-key constraints; a ConfigError naming key, value and range (or
+    each key without a value, check_missing)."""
+    check_missing(cfg, where)
     try:
         values = OmegaConf.to_container(cfg, resolve=True)
     except Exception as err:  # omegaconf's errors for an interpolation that does not resolve (${data.nope})
