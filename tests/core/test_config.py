@@ -127,8 +127,9 @@ def test_an_explicit_setting_beats_the_tuned_value(project):
     (project / "tuned").mkdir(exist_ok=True)
     (project / "tuned" / "luong_local_m.yaml").write_text(
         "params:\n  model: {window: 4, dropout: 0.25}\n  train: {lr: 0.003}\n")
+    edit_params(project, lambda p: p["translate"]["family_params"].update(luong_local_m={"model": {"window": 7}}))
     cfg = load_config(root=project, family="luong_local_m")
-    assert cfg.model.window == 10  # params.yaml translate.family_params.luong_local_m.model.window
+    assert cfg.model.window == 7  # params.yaml translate.family_params.luong_local_m.model.window
     assert cfg.model.dropout == 0.25 and cfg.train.lr == 0.003  # tuned, set nowhere explicitly
     assert "model.window" in cfg.explicit and "train.lr" not in cfg.explicit
     cfg = load_config(["model.window=5", "train.lr=0.001"], root=project, family="luong_local_m")
@@ -199,10 +200,8 @@ def test_explain_attributes_the_conf_files_as_hydra_composes_them(task, family):
 def test_no_value_is_set_twice(task, family):
     """params.yaml `<task>.family_params.<family>` holds only what differs from the layers below it (conf/model, the
     task's files, params.yaml `<task>:`), and no model value that conf/model/<family>.yaml sets: those live there, in
-    one place. The one exception, a pin: a key of the family's search space (conf/tune/<family>.yaml) repeated here
-    with the value below, so that the tune stage, which does not search explicit keys, leaves it alone."""
+    one place."""
     _, origins = explain_config(family=family, task=task, root=ROOT, tuned=False)
-    space = yaml.safe_load((ROOT / "conf" / "tune" / f"{family}.yaml").read_text()) or {}
     own = f"params.yaml {task}.family_params.{family}"
     for key, history in origins.items():
         names = [name for name, _ in history]
@@ -210,8 +209,6 @@ def test_no_value_is_set_twice(task, family):
             continue
         i = names.index(own)
         below = history[i - 1] if i else None
-        if key in space and below and below[1] == history[i][1]:
-            continue  # a pin (its value changed below, it would fail here: the pinned value would no longer train)
         assert below is None or below[1] != history[i][1], f"{own}: {key} = {below[1]!r} repeats {below[0]}"
         assert not any(name.startswith("model (conf/model/") for name in names[:i]), \
             f"{own}: {key} is a model value, set in conf/model/{family}.yaml: change it there"
@@ -223,7 +220,7 @@ def test_each_value_is_set_in_one_layer(task, family):
     """The strong form of the rule above: every leaf of the config is set by one layer alone, below the layers that
     override by design: a value params.yaml `<task>:` sets is only declared in conf/ (`???`, which explain_config does
     not count as setting it), whether the values were equal or conf/'s was dead, and conf/config.yaml declares what
-    load_config sets. The overriding layers: family_params (only what differs, or a pin: test_no_value_is_set_twice),
+    load_config sets. The overriding layers: family_params (only what differs: test_no_value_is_set_twice),
     tuned/<family>.yaml (the tune stage's search; tuned=False here), the profile (an overlay) and the command line."""
     _, origins = explain_config(family=family, task=task, root=ROOT, tuned=False)
     overriding = (f"params.yaml {task}.family_params.", "tuned/", "profile (", "command line")

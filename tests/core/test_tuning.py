@@ -152,11 +152,11 @@ def test_a_study_resumed_after_a_kill_ends_as_an_uninterrupted_one(project):
 
 
 def test_a_key_set_explicitly_is_not_searched(project, capsys):
-    """luong_local_m's space searches model.window, but params.yaml sets it: the study searches only the rest; and a
-    space left empty runs no study at all."""
+    """A space that searches model.window, set explicitly (here on the command line, as family_params would): the study
+    searches only the rest; and a space left empty runs no study at all."""
     from attention_lab.core.tuning import tune
 
-    cfg = stage_config(["task=translate", "family=luong_local_m", "train.lr=0.001", "model.dropout=0.1"], tuned=False)
+    cfg = stage_config(["task=translate", "family=luong_local_m", "train.lr=0.001", "model.window=10"], tuned=False)
     write_space(project, "luong_local_m", "model.window: {low: 3, high: 12}\ntrain.lr: {low: 1.0e-4, high: 1.0e-2}\n")
     assert tune(cfg) == {"params": {}, "study": {"trials": 0}}
     assert "not searching model.window, train.lr (set explicitly)" in capsys.readouterr().out

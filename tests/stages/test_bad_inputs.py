@@ -49,7 +49,7 @@ def test_unknown_profile_lists_the_valid_ones(project):
 
 @pytest.mark.parametrize(("family", "override", "message"), [
     ("luong_general", "model.attention=multiplicative",
-     "model.attention = 'multiplicative': expected one of dot, general, concat, local_m, local_p"),
+     "model.attention = 'multiplicative': expected one of additive, dot, general, concat, local_m, local_p"),
     ("luong_local_p", "model.local_score=additive", "model.local_score = 'additive': expected one of dot, general, concat"),
 ])
 def test_unknown_attention_type_lists_the_valid_ones(project, family, override, message):
