@@ -9,7 +9,8 @@ import pytest
 
 from attention_lab.core.decoding import beam_search, greedy, length_penalty, max_decode_len, pad_batch, search
 
-PAD, BOS, EOS = 0, 1, 2
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+NEVER = (PAD, BOS, UNK)
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -193,3 +194,54 @@ def test_pad_batch_and_budget():
     np.testing.assert_array_equal(max_decode_len(mask, 2.0), [16, 12])
     with pytest.raises(ValueError):
         pad_batch([[]])
+
+
+# tokens: 0 pad, 1 bos, 2 eos, 3 unk, 4 A, 5 B; unk is the most likely next token everywhere, then pad and bos
+UNK_FIRST = np.zeros((6, 6))
+UNK_FIRST[:, [UNK, PAD, BOS, 4, 5, EOS]] = [0.5, 0.15, 0.1, 0.12, 0.08, 0.05]
+
+
+@pytest.mark.parametrize("beam", [1, 2, 4])
+def test_banned_ids_are_never_emitted(beam):
+    state, memory = table_inputs(batch=2)
+    max_len = np.array([4, 6])
+    free = search(table_step(UNK_FIRST), state, memory, max_len, beam=beam, len_penalty=1.0)
+    assert all(UNK in h.tokens for h in free)              # without a ban the search does emit <unk>
+    hyps = search(table_step(UNK_FIRST), state, memory, max_len, beam=beam, len_penalty=1.0, banned=NEVER)
+    for h in hyps:
+        assert not set(h.tokens) & set(NEVER), h.tokens
+        assert np.isfinite(h.score) and h.attention.shape == (len(h.tokens), 4)
+    if beam == 1:                                           # greedy: the best allowed token, A, until max_len
+        assert [h.tokens for h in hyps] == [[4] * 4, [4] * 6]
+        assert hyps[0].logprob == pytest.approx(4 * np.log(0.12), abs=1e-5)   # the model's log-probs, not renormalised
+
+
+def test_a_ban_changes_nothing_where_the_banned_ids_were_not_chosen():
+    state, memory = table_inputs()
+    for fn, kw in ((greedy, {}), (beam_search, {"beam": 2, "len_penalty": 0.0})):
+        plain = fn(table_step(TRAP), state, memory, np.array([5]), **kw)[0]
+        banned = fn(table_step(TRAP), state, memory, np.array([5]), banned=(PAD, BOS), **kw)[0]
+        assert (plain.tokens, plain.score, plain.logprob) == (banned.tokens, banned.score, banned.logprob)
+    model = ToyAttentionRNN(seed=4)
+    sents = toy_batch(7, seed=5)
+    plain = run_toy(model, sents, greedy)
+    unused = set(range(17)) - {t for h in plain for t in h.tokens} - {EOS}   # ids greedy never chose
+    banned = run_toy(model, sents, greedy, banned=tuple(unused))
+    assert len(unused) > 3 and [h.tokens for h in banned] == [h.tokens for h in plain]
+    assert [h.score for h in banned] == [h.score for h in plain]
+
+
+def test_the_ban_leaves_the_step_output_alone_and_refuses_eos():
+    state, memory = table_inputs()
+    seen = []
+
+    def step(prev, state, memory):
+        out = table_step(UNK_FIRST)(prev, state, memory)
+        seen.append(out[0])
+        return out
+
+    greedy(step, state, memory, np.array([2]), banned=NEVER)
+    assert all(np.isfinite(lp).all() for lp in seen)       # -inf went into a copy, not into the step's array
+    for fn in (greedy, beam_search):
+        with pytest.raises(ValueError, match="include eos"):
+            fn(table_step(UNK_FIRST), state, memory, np.array([2]), banned=(UNK, EOS))

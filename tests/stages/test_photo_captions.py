@@ -46,6 +46,9 @@ def test_photos_prepare_train_evaluate(project, one_torch_thread, family):
     metrics = read_json(Path(f"metrics/caption/{family}.json"))
     assert all(0 <= metrics[f"test/bleu_{n}"] <= 100 for n in range(1, 5))
     assert metrics["test/bleu"] == metrics["test/bleu_4"] and "test/localisation" not in metrics
+    # the tokenizer's coverage of the test references: the evaluate stage's, the same for every seed
+    assert 0 < metrics["test/vocab_coverage"] <= 1 and 0 <= metrics["test/references_in_vocab"] <= 1
+    assert {s["test/vocab_coverage"] for s in metrics["per_seed"].values()} == {metrics["test/vocab_coverage"]}
     overlays = list(Path(f"plots/caption/{family}").glob("overlay_*.png"))
     assert len(overlays) == (1 if family == "show_attend_tell" else 0)  # the tiny profile draws one
 

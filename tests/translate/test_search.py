@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attention_lab.core.decoding import beam_search, max_decode_len, pad_batch
+from attention_lab.core.tokenization import NEVER_EMITTED
 from tests.core.test_decoding import EOS, toy_batch
 from tests.tiny_models import TRANSLATE, tiny_model
 
@@ -35,7 +36,8 @@ def test_real_models_beam_one_greedy_and_batching(family):
     assert model.training                                   # translate_batch restores the mode it found
     src, mask = pad_batch(sents)
     state, memory = torch_encode(model.eval(), src, mask)
-    beam_one = beam_search(torch_step(model), state, memory, max_decode_len(mask, 1.0), beam=1, len_penalty=0.7)
+    beam_one = beam_search(torch_step(model), state, memory, max_decode_len(mask, 1.0), beam=1, len_penalty=0.7,
+                           banned=NEVER_EMITTED)
     assert [h.tokens for h in beam_one] == [h.tokens for h in greedy_hyps]
     assert any(len(h.tokens) > 2 for h in greedy_hyps)
     beam = translate_batch(model, sents, beam=3, len_penalty=1.0, max_len_ratio=1.0)
@@ -46,3 +48,16 @@ def test_real_models_beam_one_greedy_and_batching(family):
         np.testing.assert_allclose(single.attention, b.attention, atol=1e-5)
         if model.has_attention and len(g.tokens) and not family.startswith("luong_local"):  # local: window/Gaussian
             np.testing.assert_allclose(g.attention.sum(1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_translations_never_hold_pad_bos_or_unk(beam):
+    from attention_lab.translate.search import translate_batch
+
+    model = tiny_model("bahdanau", 40)
+    with torch.no_grad():      # <unk> first by far, then <pad> and <s>; eos unlikely
+        model.output.W_o.bias[[3, 0, 1, EOS]] = torch.tensor([40.0, 30.0, 30.0, -30.0])
+    sents = toy_batch(4, seed=3)
+    assert all(set(h.tokens) == {3} for h in translate_batch(model, sents, beam=beam, banned=()))
+    for h, sent in zip(translate_batch(model, sents, beam=beam, max_len_ratio=1.0), sents):
+        assert len(h.tokens) == len(sent) + 10 and not set(h.tokens) & {0, 1, 3, EOS}

@@ -122,3 +122,25 @@ def test_damaged_onnx_file_is_named_by_the_cli_without_a_traceback(family_dir, t
         assert f"{broken}: not an exported model folder, missing encoder.onnx" in proc.stderr
     else:
         assert f"{encoder}: not a readable ONNX model" in proc.stderr
+
+
+def test_onnx_translations_never_hold_pad_bos_or_unk(family_dir, tmp_path):
+    """The model's most likely token is <unk> (then <pad> and <s>): onnxruntime's search still never outputs one."""
+    from attention_lab.core.tokenization import load_tokenizer
+    from attention_lab.translate.search import translate_batch
+    from attention_lab.translate.serve import OnnxTranslator
+
+    tok = load_tokenizer(family_dir.parent / "tokenizer.json")
+    model = tiny_model("bahdanau", tok.get_vocab_size())
+    with torch.no_grad():
+        model.output.W_o.bias[[3, 0, 1, 2]] = torch.tensor([40.0, 30.0, 30.0, -30.0])
+    export_model(model, tmp_path / "onnx", "bahdanau", family_dir.parent / "tokenizer.json", max_len_ratio=0.5)
+    t = OnnxTranslator(tmp_path / "onnx")
+    for beam in (1, 3):
+        results = t.translate(SENTENCES, beam=beam)
+        ids = [e.ids for e in tok.encode_batch(SENTENCES, add_special_tokens=False)]
+        torch_hyps = translate_batch(model, ids, beam=beam, len_penalty=1.0, max_len_ratio=0.5)
+        for r, h in zip(results, torch_hyps):
+            assert r.token_ids == h.tokens and len(r.tokens) > 0
+            assert not set(r.token_ids) & {0, 1, 2, 3} and "<unk>" not in r.tokens + [r.text]
+            assert r.text == tok.decode(r.token_ids)   # BPE pieces merged, nothing dropped

@@ -20,7 +20,7 @@ from attention_lab.core.decoding import Hypothesis
 from attention_lab.core.metrics import bucket_key, spread_over_buckets
 from attention_lab.core.paths import tokenizer_path
 from attention_lab.core.task import Run
-from attention_lab.core.tokenization import load_tokenizer
+from attention_lab.core.tokenization import encode, load_tokenizer, never_emitted, tokens_of
 
 
 def cell_centres(grid: tuple[int, int], stride: int) -> np.ndarray:
@@ -48,14 +48,14 @@ def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, 
     for i in range(0, len(rows), e.batch_size):
         part, ims = rows[i:i + e.batch_size], images[i:i + e.batch_size]
         t0 = time.perf_counter()
-        hyps += caption_batch(model, as_float(ims), e.max_len, e.beam, e.len_penalty)
+        hyps += caption_batch(model, as_float(ims), e.max_len, e.beam, e.len_penalty, banned=never_emitted(tok))
         seconds += time.perf_counter() - t0
         if model.has_attention and "boxes" in rows[0]:
             batch = collate_canvases(list(zip(part, ims)))
             with torch.inference_mode():
                 _, attn = model(batch["images"], batch["tgt_in"])  # (B, T, L), teacher forced on the gold caption
             hits += [localisation_hits(a, r["boxes"], centres) for a, r in zip(attn.numpy(), part)]
-    texts = [tok.decode(h.tokens, skip_special_tokens=True) for h in hyps]
+    texts = [" ".join(tokens_of(tok, h.tokens)) for h in hyps]  # as serving's Caption.text: every word
     scores = _scores(texts, rows, hits)
     for b in buckets if "n_digits" in rows[0] else []:
         keep = [k for k, r in enumerate(rows) if b[0] <= r["n_digits"] <= b[1]]
@@ -65,6 +65,17 @@ def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, 
                 scores[f"{name}_len_{bucket_key(b)}"] = value
     scores["test/decode_images_per_s"] = len(rows) / max(seconds, 1e-9)
     return scores, hyps, texts
+
+
+def vocab_coverage(tok, references: list[list[str]]) -> dict[str, float]:
+    """How much of the test references the tokenizer's vocabulary covers (a captioner can only emit its words):
+    test/vocab_coverage, the share of reference word tokens that are in the vocabulary (not <unk>), and
+    test/references_in_vocab, the share of reference captions with no out-of-vocabulary word. 1.0 on the digits."""
+    unk = tok.token_to_id("<unk>")
+    ids = encode(tok, [c for refs in references for c in refs])
+    words = sum(len(c) for c in ids)
+    return {"test/vocab_coverage": sum(i != unk for c in ids for i in c) / max(words, 1),
+            "test/references_in_vocab": sum(unk not in c for c in ids) / max(len(ids), 1)}
 
 
 def bleu_scores(texts: list[str], references: list[list[str]]) -> dict[str, float]:
@@ -94,16 +105,18 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     tok = load_tokenizer(tokenizer_path(cfg))
     rows, images = load_canvases(root / cfg.paths.prepared, "test", tok)
     per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["caption"] for r in rows], "seeds": {}}
+    coverage = vocab_coverage(tok, [r.get("captions", [r["caption"]]) for r in rows])  # the same for every seed
     for run in runs:
         seed = run.seed
         model, _ = load_model(run.out / "best.ckpt")
-        per_seed[str(seed)], hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg)
+        scores, hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg)
+        per_seed[str(seed)] = {**scores, **coverage}
         if seed != cfg.seeds[0] or not model.has_attention:
             continue
         shown = (spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets, cfg.evaluate.overlays)
                  if "n_digits" in rows[0] else range(min(cfg.evaluate.overlays, len(rows))))
         for k, i in enumerate(shown):
-            words = [tok.id_to_token(t) for t in hyps[i].tokens]
+            words = tokens_of(tok, hyps[i].tokens)
             attn = hyps[i].attention.reshape(len(words), *model.grid)
             if "image" in rows[i]:  # a photo: its pixels (as the encoder read them) under the attention, a panel a word
                 from attention_lab.caption.data.photos import read_photo

@@ -7,15 +7,18 @@ import torch
 
 from attention_lab.core.decoder_step import evaluating, torch_step
 from attention_lab.core.decoding import Hypothesis, search
+from attention_lab.core.tokenization import NEVER_EMITTED
 
 
 def caption_batch(model: torch.nn.Module, images: torch.Tensor, max_len: int, beam: int = 1, len_penalty: float = 1.0,
-                  bos: int = 1, eos: int = 2) -> list[Hypothesis]:
-    """Caption a batch of images (B, H, W) float in [0, 1]; attention comes back over the grid cells (T, L)."""
+                  bos: int = 1, eos: int = 2, banned: tuple[int, ...] = NEVER_EMITTED) -> list[Hypothesis]:
+    """Caption a batch of images (B, H, W) float in [0, 1]; attention comes back over the grid cells (T, L). Never
+    emits an id of `banned` (the evaluate stage passes its tokenizer's never_emitted(); the default is the same ids
+    for every tokenizer trained here)."""
     with evaluating(model):
         with torch.inference_mode():
             memory, state = model.encode(images)  # (B, L, D), decoder state before bos
             mask = model.grid_mask(memory)
         hyps = search(torch_step(model), tuple(s.numpy() for s in state), (memory.numpy(), mask.numpy()),
-                      np.full(len(images), max_len), beam, len_penalty, bos, eos)
+                      np.full(len(images), max_len), beam, len_penalty, bos, eos, banned)
     return hyps

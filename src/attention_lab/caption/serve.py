@@ -26,6 +26,7 @@ from attention_lab.core.runtime import (
     read_meta,
     read_tokenizer,
 )
+from attention_lab.core.tokenization import never_emitted, tokens_of
 
 META_KEYS = ("height", "width", "grid", "max_len", "beam", "len_penalty", "bos_id", "eos_id", "has_attention",
              "encoder_state_outputs", "state_inputs", "state_outputs")  # what captioning reads from meta.json
@@ -61,7 +62,7 @@ def image_bytes(source: str | Path | bytes, name: str | None, expected: str) -> 
 class Caption:
     """One caption and, per word, the attention over the encoder's grid (h, w)."""
 
-    text: str
+    text: str              # " ".join(words): every emitted word (never <pad>, <s> or <unk>: the search bans them)
     words: list[str]
     attention: np.ndarray  # (len(words), h, w); all zeros for a family without attention
     score: float
@@ -87,6 +88,7 @@ class OnnxCaptioner:
         self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
         self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
         self.step = ort_step(self.decoder, self.meta)
+        self.banned = never_emitted(self.tokenizer)  # <pad>, <s>, <unk>: the search never outputs them
         self.height, self.width = self.meta["height"], self.meta["width"]
         self.photo = self.meta.get("input", "canvas") == "photo"  # exports before photos were canvases
 
@@ -119,12 +121,15 @@ class OnnxCaptioner:
             raise ImageError(f"images must be {shape} arrays as read() returns them, got {batch.shape[1:]}")
         state, memory = self.encode(batch)
         hyps = search(self.step, state, memory, np.full(len(batch), self.meta["max_len"]),
-                      beam or self.meta["beam"], self.meta["len_penalty"], self.meta["bos_id"], self.meta["eos_id"])
+                      beam or self.meta["beam"], self.meta["len_penalty"], self.meta["bos_id"], self.meta["eos_id"],
+                      self.banned)
         h, w = self.meta["grid"]
-        return [Caption(self.tokenizer.decode(hyp.tokens, skip_special_tokens=True),
-                        [self.tokenizer.id_to_token(t) or "<unk>" for t in hyp.tokens],
-                        hyp.attention.reshape(len(hyp.tokens), h, w), float(hyp.score), bool(self.meta["has_attention"]))
-                for hyp in hyps]
+        captions = []
+        for hyp in hyps:
+            words = tokens_of(self.tokenizer, hyp.tokens)  # a word-level vocabulary: one word per token
+            captions.append(Caption(" ".join(words), words, hyp.attention.reshape(len(hyp.tokens), h, w),
+                                    float(hyp.score), bool(self.meta["has_attention"])))
+        return captions
 
 
 def overlay(image: np.ndarray, words: list[str], attention: np.ndarray, scale: int = 3,

@@ -8,6 +8,11 @@ leave the batch, so the remaining steps only pay for the sentences still decodin
 Conventions: `Hypothesis.tokens` holds neither bos nor eos; `Hypothesis.attention` has one row per token in
 `tokens` (the eos step's row is dropped), shape (len(tokens), S) with S the padded source length of the batch;
 `max_len[b]` bounds the number of decoding steps of sentence b (eos included), so len(tokens) <= max_len[b].
+
+`banned` names the ids the search must never emit (each task's caller passes its tokenizer's <pad>, <s> and <unk>:
+tokenization.never_emitted): they get log-probability -inf before the search chooses, in greedy and beam alike, so
+the step functions (and the exported graphs) stay unchanged. The log-probs of the other ids are not renormalised: a
+hypothesis's score is the model's log-probability of its tokens, as without a ban.
 """
 
 from __future__ import annotations
@@ -47,11 +52,28 @@ def _as_max_len(max_len, batch: int) -> np.ndarray:
     return max_len
 
 
-def greedy(step: StepFn, state: Arrays, memory: Arrays, max_len: np.ndarray, bos: int = 1, eos: int = 2
-           ) -> list[Hypothesis]:
-    """Pick the most probable token at every step, for the whole batch at once."""
+def _as_banned(banned, eos: int) -> list[int]:
+    banned = sorted({int(b) for b in banned})
+    if eos in banned:
+        raise ValueError(f"banned ids {banned} include eos ({eos}): no hypothesis could ever finish")
+    return banned
+
+
+def _ban(log_probs: np.ndarray, banned: list[int]) -> np.ndarray:
+    """log_probs (n, V) with the banned columns at -inf (a copy: the step's array is left as it came)."""
+    if not banned:
+        return log_probs
+    out = np.array(log_probs, copy=True)
+    out[:, banned] = -np.inf
+    return out
+
+
+def greedy(step: StepFn, state: Arrays, memory: Arrays, max_len: np.ndarray, bos: int = 1, eos: int = 2,
+           banned: tuple[int, ...] = ()) -> list[Hypothesis]:
+    """Pick the most probable token that is not banned at every step, for the whole batch at once."""
     batch = len(memory[0])
     max_len = _as_max_len(max_len, batch)
+    banned = _as_banned(banned, eos)
     rows = np.arange(batch)                           # original index of each active row
     prev = np.full(batch, bos, dtype=np.int64)
     tokens: list[list[int]] = [[] for _ in range(batch)]
@@ -62,6 +84,7 @@ def greedy(step: StepFn, state: Arrays, memory: Arrays, max_len: np.ndarray, bos
     while len(rows):
         t += 1
         log_probs, state, attn = step(prev, state, memory)   # (n, V), ..., (n, S)
+        log_probs = _ban(log_probs, banned)
         tok = log_probs.argmax(axis=1)                        # (n,)
         logprob[rows] += log_probs[np.arange(len(rows)), tok]
         done = (tok == eos) | (t >= max_len[rows])
@@ -84,17 +107,19 @@ def _stack(rows: list[np.ndarray], src_len: int) -> np.ndarray:
 
 
 def beam_search(step: StepFn, state: Arrays, memory: Arrays, max_len: np.ndarray, beam: int = 4,
-                len_penalty: float = 1.0, bos: int = 1, eos: int = 2) -> list[Hypothesis]:
+                len_penalty: float = 1.0, bos: int = 1, eos: int = 2, banned: tuple[int, ...] = ()
+                ) -> list[Hypothesis]:
     """Beam search with the GNMT length penalty; a sentence stops when `beam` hypotheses have emitted eos.
 
-    Each step takes the 2*beam best extensions of the live beams: those ending in eos within the best `beam` are
-    finished, the best `beam` others stay live (so beam=1 reproduces greedy exactly). At max_len the live beams are
-    finished as they are. The best finished hypothesis by score = logprob / lp(steps) is returned.
+    Each step takes the 2*beam best extensions of the live beams (never a banned id): those ending in eos within the
+    best `beam` are finished, the best `beam` others stay live (so beam=1 reproduces greedy exactly). At max_len the
+    live beams are finished as they are. The best finished hypothesis by score = logprob / lp(steps) is returned.
     """
     if beam < 1:
         raise ValueError(f"beam must be >= 1, got {beam}")
     batch = len(memory[0])
     max_len = _as_max_len(max_len, batch)
+    banned = _as_banned(banned, eos)
     k = beam
     src_len = None
     rows = np.arange(batch)
@@ -111,6 +136,7 @@ def beam_search(step: StepFn, state: Arrays, memory: Arrays, max_len: np.ndarray
         t += 1
         n = len(rows)
         log_probs, state, attn = step(prev, state, memory)   # (n*k, V), ..., (n*k, S)
+        log_probs = _ban(log_probs, banned)
         vocab, src_len = log_probs.shape[1], attn.shape[1]
         if hist_attn is None:
             hist_attn = np.zeros((batch * k, 0, src_len), dtype=np.float32)
@@ -191,8 +217,9 @@ def max_decode_len(src_mask: np.ndarray, max_len_ratio: float) -> np.ndarray:
 
 
 def search(step: StepFn, state: Arrays, memory: Arrays, max_len: np.ndarray, beam: int, len_penalty: float,
-           bos: int = 1, eos: int = 2) -> list[Hypothesis]:
-    """Greedy when beam == 1, else beam search."""
+           bos: int = 1, eos: int = 2, banned: tuple[int, ...] = ()) -> list[Hypothesis]:
+    """Greedy when beam == 1, else beam search; neither ever emits an id of `banned`."""
     if beam == 1:
-        return greedy(step, state, memory, max_len, bos=bos, eos=eos)
-    return beam_search(step, state, memory, max_len, beam=beam, len_penalty=len_penalty, bos=bos, eos=eos)
+        return greedy(step, state, memory, max_len, bos=bos, eos=eos, banned=banned)
+    return beam_search(step, state, memory, max_len, beam=beam, len_penalty=len_penalty, bos=bos, eos=eos,
+                       banned=banned)

@@ -12,6 +12,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 PAD, BOS, EOS, UNK = range(4)
+NEVER_EMITTED = (PAD, BOS, UNK)  # what decoding must never output: never_emitted() of every tokenizer trained here
 NORMALIZATIONS = {"nfkc": normalizers.NFKC, "nfc": normalizers.NFC, "none": None}  # translate's tokenize.normalization
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # ids 0..4 in our own WordPiece vocabularies
 
@@ -152,6 +153,18 @@ def encode(tok: Tokenizer, texts: list[str]) -> list[list[int]]:
 
 def decode(tok: Tokenizer, ids: list[list[int]]) -> list[str]:
     return tok.decode_batch(ids, skip_special_tokens=True)
+
+
+def never_emitted(tok: Tokenizer) -> tuple[int, ...]:
+    """The ids a decoder must never output (decoding.py's `banned`): the tokenizer's <pad>, <s> and <unk> (eos ends
+    a hypothesis and is never part of its tokens). (0, 1, 3), NEVER_EMITTED, for the tokenizers trained here."""
+    return tuple(sorted(i for s in ("<pad>", "<s>", "<unk>") if (i := tok.token_to_id(s)) is not None))
+
+
+def tokens_of(tok: Tokenizer, ids: list[int]) -> list[str]:
+    """The vocabulary entry of each id, nothing dropped (a caption's words: its text is " ".join of them); "<unk>"
+    only for an id past the vocabulary, which a model trained with this tokenizer cannot output."""
+    return [tok.id_to_token(i) or "<unk>" for i in ids]
 
 
 def word_ids(tok: Tokenizer, text: str) -> list[int]:

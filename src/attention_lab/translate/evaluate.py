@@ -13,20 +13,22 @@ from attention_lab.core import metrics, plots
 from attention_lab.core.checkpoints import load_model
 from attention_lab.core.metrics import spread_over_buckets
 from attention_lab.core.task import Run
-from attention_lab.core.tokenization import decode, load_tokenizer, word_ids
+from attention_lab.core.tokenization import NEVER_EMITTED, decode, load_tokenizer, never_emitted, word_ids
 from attention_lab.translate.data.batches import collate
 from attention_lab.translate.search import translate_batch
 
 
 def decode_corpus(model, src_ids: list[list[int]], beam: int, len_penalty: float, max_len_ratio: float,
-                  batch_size: int) -> tuple[list, float]:
-    """Hypotheses in input order (batches of similar length) and the wall-clock seconds it took."""
+                  batch_size: int, banned: tuple[int, ...] = NEVER_EMITTED) -> tuple[list, float]:
+    """Hypotheses in input order (batches of similar length), never an id of `banned`, and the wall-clock seconds
+    it took."""
     order = sorted(range(len(src_ids)), key=lambda i: len(src_ids[i]))
     hyps = [None] * len(src_ids)
     t0 = time.perf_counter()
     for k in range(0, len(order), batch_size):
         idx = order[k:k + batch_size]
-        for i, h in zip(idx, translate_batch(model, [src_ids[i] for i in idx], beam, len_penalty, max_len_ratio)):
+        for i, h in zip(idx, translate_batch(model, [src_ids[i] for i in idx], beam, len_penalty, max_len_ratio,
+                                             banned=banned)):
             hyps[i] = h
     return hyps, time.perf_counter() - t0
 
@@ -50,7 +52,7 @@ def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[str], list[n
     and its word attentions."""
     e = cfg.evaluate
     hyps, seconds = decode_corpus(model, [r["src_ids"] for r in rows], e.beam, e.len_penalty, e.max_len_ratio,
-                                  e.batch_size)
+                                  e.batch_size, never_emitted(tok))
     texts = decode(tok, [h.tokens for h in hyps])
     refs, srcs = [r["tgt"] for r in rows], [r["src"] for r in rows]
     scores = metrics.corpus_scores(texts, refs)

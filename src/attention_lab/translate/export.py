@@ -38,6 +38,7 @@ from attention_lab.core.runtime import (
     make_session,
     ort_step,
 )
+from attention_lab.core.tokenization import NEVER_EMITTED
 from attention_lab.translate.serve import ort_encode
 
 EXAMPLE_LENGTHS = [7, 4, 2]   # export example: batch 3, source length 7, 4 decoded steps; all >= 2 and distinct
@@ -158,10 +159,12 @@ def check_parity(model: nn.Module, out_dir: str | Path, cases: list[list[int]] |
             t_state, t_memory = torch_encode(model, src, src_mask)
             o_state, o_memory = ort_encode(encoder, meta, src, src_mask)
             o_step = ort_step(decoder, meta)
-            t_greedy = [h.tokens for h in greedy(t_step, t_state, t_memory, max_len)]
-            o_greedy = [h.tokens for h in greedy(o_step, o_state, o_memory, max_len)]
-            t_beam = [h.tokens for h in beam_search(t_step, t_state, t_memory, max_len, beam=4, len_penalty=1.0)]
-            o_beam = [h.tokens for h in beam_search(o_step, o_state, o_memory, max_len, beam=4, len_penalty=1.0)]
+            t_greedy = [h.tokens for h in greedy(t_step, t_state, t_memory, max_len, banned=NEVER_EMITTED)]
+            o_greedy = [h.tokens for h in greedy(o_step, o_state, o_memory, max_len, banned=NEVER_EMITTED)]
+            t_beam = [h.tokens for h in beam_search(t_step, t_state, t_memory, max_len, beam=4, len_penalty=1.0,
+                                                    banned=NEVER_EMITTED)]
+            o_beam = [h.tokens for h in beam_search(o_step, o_state, o_memory, max_len, beam=4, len_penalty=1.0,
+                                                    banned=NEVER_EMITTED)]
             case.update(greedy_identical=t_greedy == o_greedy, beam_identical=t_beam == o_beam,
                         greedy_lengths=[len(t) for t in t_greedy])
             greedy_same &= case["greedy_identical"]

@@ -22,6 +22,7 @@ from attention_lab.core.runtime import (
     read_meta,
     read_tokenizer,
 )
+from attention_lab.core.tokenization import never_emitted, tokens_of
 
 META_KEYS = ("has_attention", "pad_id", "bos_id", "eos_id", "encoder_state_outputs", "state_inputs", "state_outputs",
              "max_len_ratio")  # what translation reads from meta.json
@@ -89,6 +90,7 @@ class OnnxTranslator:
         self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
         self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
         self.step = ort_step(self.decoder, self.meta)
+        self.banned = never_emitted(self.tokenizer)  # <pad>, <s>, <unk>: the search never outputs them
 
     @property
     def has_attention(self) -> bool:
@@ -101,7 +103,7 @@ class OnnxTranslator:
         state, memory = ort_encode(self.encoder, self.meta, src, src_mask)
         ratio = self.meta["max_len_ratio"] if max_len_ratio is None else max_len_ratio
         hyps = search(self.step, state, memory, max_decode_len(src_mask, ratio), beam, len_penalty,
-                      self.meta["bos_id"], self.meta["eos_id"])
+                      self.meta["bos_id"], self.meta["eos_id"], self.banned)
         for hyp, ids in zip(hyps, src_ids):
             hyp.attention = hyp.attention[:, : len(ids)]
         return hyps
@@ -121,6 +123,6 @@ class OnnxTranslator:
             attn = to_word_rows(hyp.attention, enc.word_ids) if enc.ids else np.zeros((0, 0), dtype=np.float32)
             out.append(Translation(
                 source=sentence, text=self.tokenizer.decode(hyp.tokens, skip_special_tokens=True),
-                tokens=[self.tokenizer.id_to_token(t) or "<unk>" for t in hyp.tokens], token_ids=list(hyp.tokens),
+                tokens=tokens_of(self.tokenizer, hyp.tokens), token_ids=list(hyp.tokens),
                 source_words=words, attention=attn, score=float(hyp.score), has_attention=self.has_attention))
         return out
