@@ -55,3 +55,11 @@ def test_a_metric_only_one_family_has_is_read_from_its_bare_key():
     assert len(rows) == 1 and rows[0]["hop overlap"] == (0.01, 0.9)
     text = render({"classify": rows})
     assert "| `self_attentive` | train.penalty: 1.0 → 0.0 | 0.800 → 0.800 |" in text and "0.010 → 0.900" in text
+
+
+def test_a_key_the_baseline_lacks_takes_its_old_value_from_the_layers_below():
+    """`-S ++<task>.family_params.<family>.<key>=...` adds a key the baseline's family_params lacks (exp show lists it
+    as None there): the old value is the one the family trained with, from `below`."""
+    rows = ablation_rows([exp_row("baseline", "main", None, 80.0), exp_row("branch_base", "abc", False, 70.0, "no-feeding")],
+                         "translate", ["luong_general"], below=lambda family, key: {"model.input_feeding": True}[key])
+    assert rows[0]["changes"] == ["model.input_feeding: True → False"]

@@ -43,12 +43,13 @@ RTOL = 3e-3
 SEED_DIR = Path("models/bahdanau/checkpoints/seed0")
 FILES = {"best.ckpt", "last.ckpt", "run.json", "config.yaml", "train.json"}
 CRASH = textwrap.dedent('''
-    """The stage's own train_one with a callback that kills every process as the second epoch starts."""
+    """The train stage's own train_one (core.training) with a callback that kills every process as the second epoch
+    starts."""
     import sys
 
     import lightning.pytorch as pl
 
-    from attention_lab.stages import train
+    from attention_lab.core import training
     from attention_lab.core.paths import partial_dir, seed_dir
     from attention_lab.stages.common import stage_config
 
@@ -62,7 +63,7 @@ CRASH = textwrap.dedent('''
     if __name__ == "__main__":  # Lightning re-runs this file for rank 1
         cfg = stage_config(sys.argv[1:])  # translate: the config train.main trains, so the resumed run's is the same
         out = seed_dir(cfg, 0)
-        train.train_one(cfg, 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+        training.train_one(cfg, 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
 ''')
 
 

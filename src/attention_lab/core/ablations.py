@@ -21,7 +21,9 @@ def _changes(row: dict, baseline: dict, task: str, family: str, below=None) -> l
     changes = []
     for key, value in sorted(row.items()):
         if key.startswith(own):
-            old = baseline[key] if key in baseline or below is None else below(family, key[len(own):])
+            old = baseline.get(key)  # None: not in the baseline's params.yaml (exp show lists every row's columns)
+            if old is None and below is not None:
+                old = below(family, key[len(own):])
             if str(value) != str(old):
                 changes.append(f"{key[len(own):]}: {old} → {value}")
     return changes
