@@ -59,7 +59,7 @@ def test_a_metric_only_one_family_has_is_read_from_its_bare_key():
 
 def test_a_key_the_baseline_lacks_takes_its_old_value_from_the_layers_below():
     """`-S ++<task>.family_params.<family>.<key>=...` adds a key the baseline's family_params lacks (exp show lists it
-    as None there): the old value is the one the family trained with, from `below`."""
-    rows = ablation_rows([exp_row("baseline", "main", None, 80.0), exp_row("branch_base", "abc", False, 70.0, "no-feeding")],
+    as "None" there, dvc.api.exp_show's values being strings): the old value is the one the family trained with."""
+    rows = ablation_rows([exp_row("baseline", "main", "None", 80.0), exp_row("branch_base", "abc", "False", 70.0, "no-feeding")],
                          "translate", ["luong_general"], below=lambda family, key: {"model.input_feeding": True}[key])
     assert rows[0]["changes"] == ["model.input_feeding: True → False"]

@@ -21,8 +21,8 @@ def _changes(row: dict, baseline: dict, task: str, family: str, below=None) -> l
     changes = []
     for key, value in sorted(row.items()):
         if key.startswith(own):
-            old = baseline.get(key)  # None: not in the baseline's params.yaml (exp show lists every row's columns)
-            if old is None and below is not None:
+            old = baseline.get(key)  # "None": not in the baseline's params.yaml (exp show gives every row every column,
+            if old in (None, "None") and below is not None:  # its values as strings)
                 old = below(family, key[len(own):])
             if str(value) != str(old):
                 changes.append(f"{key[len(own):]}: {old} → {value}")
