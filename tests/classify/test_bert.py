@@ -14,6 +14,8 @@ from attention_lab.classify.export import ClassifierGraph
 from attention_lab.classify.models.bert import Bert, BertClassifier, BertConfig, BertPretraining
 from attention_lab.classify.models.hf_bert import config_from_hf, load_hf_bert, minilm_dir, state_dict_from_hf
 from attention_lab.core.export import all_dynamic, check_dynamic
+from attention_lab.core.layers import EncoderLayer
+from tests.conftest import ROOT
 from tests.tiny_models import TINY, tiny_model
 
 V, C = 50, 3
@@ -251,3 +253,74 @@ def test_bertviz_head_and_model_views_read_our_attentions():
         got = np.array(params["attention"][0]["attn"])  # (layers, heads, query, key)
         np.testing.assert_allclose(got, torch.stack([m[0] for m in maps]).numpy(), atol=1e-6)
         assert params["attention"][0]["left_text"] == tokens
+
+
+# ---------------------------------------------------------------- bert is transformer_encoder's pretrained twin
+
+
+def shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(p.shape) for name, p in module.named_parameters()}
+
+
+def test_bert_and_transformer_encoder_are_twins():
+    """conf/model/bert.yaml and conf/model/transformer_encoder.yaml build the same encoder (layers, positions, widths,
+    dropout): the pretraining gain is measured between twins. bert has only what pretraining adds (segment embeddings
+    and the pooler, trained by the sentence-order head) and a [CLS] token row where the other has a [CLS] vector."""
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    def build(family):
+        return instantiate(OmegaConf.load(ROOT / "conf" / "model" / f"{family}.yaml"), vocab_size=V, num_classes=C,
+                           pad_id=0)
+
+    scratch, bert = build("transformer_encoder"), build("bert")
+    encoder = bert.bert
+    assert scratch.positions == encoder.config.positions == "alibi" and encoder.config.layout == "pre_ln"
+    assert encoder.embeddings.position is None and isinstance(encoder.embeddings.norm, torch.nn.Identity)
+    assert len(scratch.layers) == len(encoder.layers) > 0
+    for ours, theirs in zip(scratch.layers, encoder.layers):
+        assert type(ours) is type(theirs) is EncoderLayer and shapes(ours) == shapes(theirs)
+        assert ours.self_attn.heads == theirs.self_attn.heads and ours.drop.p == theirs.drop.p
+        assert ours.self_attn.dropout == theirs.self_attn.dropout
+    assert shapes(scratch.norm) == shapes(encoder.norm)
+    assert scratch.embed.weight.shape[1] == encoder.embeddings.word.weight.shape[1]
+    assert scratch.drop.p == encoder.embeddings.drop.p
+    outside = {n for n in shapes(encoder) if not n.startswith(("layers.", "norm."))}
+    assert outside == {"embeddings.word.weight", "embeddings.segment.weight", "pooler.weight", "pooler.bias"}
+    assert {n for n in shapes(scratch) if not n.startswith(("layers.", "norm."))} == {"cls", "embed.weight",
+                                                                                      "out.weight", "out.bias"}
+
+
+def test_bert_minilm_keeps_berts_layout():
+    from omegaconf import OmegaConf
+
+    minilm = OmegaConf.load(ROOT / "conf" / "model" / "bert_minilm.yaml")
+    assert (minilm.positions, minilm.layout) == ("learned", "post_ln")
+    assert (BertConfig(V).positions, BertConfig(V).layout) == ("learned", "post_ln")  # HF configs, old config.json
+    with pytest.raises(ValueError, match="positions"):
+        BertConfig(V, positions="rotary")
+
+
+@torch.inference_mode()
+def test_pre_ln_alibi_bert_masks_padding_and_ignores_it():
+    model = tiny_bert(positions="alibi", layout="pre_ln")
+    ids, mask = pad(random_docs([7, 3, 5], 0))
+    hidden, _, attentions = model(ids, mask, need_weights=True)
+    assert hidden.shape == (3, 7, 16) and len(attentions) == 2
+    for a in attentions:
+        assert a.masked_select(~mask[:, None, None, :]).eq(0).all()
+    alone, _, _ = model(*pad(random_docs([7, 3, 5], 0)[1:2]))
+    torch.testing.assert_close(alone, hidden[1:2, :3], atol=1e-5, rtol=1e-5)
+    fast, _, _ = model(ids, mask)
+    torch.testing.assert_close(fast, hidden, atol=1e-5, rtol=1e-5)  # fused kernel == explicit softmax, with the bias
+
+
+def test_pretrained_twin_loads_into_the_bert_family():
+    """pretrain@bert saves BertPretraining(conf/model/bert.yaml sizes).bert; fine-tuning loads it strictly."""
+    torch.manual_seed(0)
+    classifier = tiny_classifier()
+    pretrained = BertPretraining(classifier.config)
+    ids, mask = pad(random_docs([6, 4], 1))
+    mlm, pair = pretrained(ids, mask, torch.zeros_like(ids))
+    assert mlm.shape == (2, 6, V) and pair.shape == (2, 2)
+    classifier.bert.load_state_dict(pretrained.bert.state_dict())  # strict

@@ -8,7 +8,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from attention_lab.classify.evaluate import evaluate, split_attention
+from attention_lab.classify.evaluate import evaluate, shuffle_tokens, split_attention
 
 IDS = [[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]], [[5, 9], [6], [7, 8, 9]]]
 
@@ -46,7 +46,39 @@ def test_evaluate_reports_the_metrics_of_the_family(family):
     scores, probs, attentions = evaluate(model, rows(), cfg)
     assert probs.shape == (3, 3) and np.allclose(probs.sum(1), 1.0, atol=1e-5)
     assert 0 <= scores["test/accuracy"] <= 1 and "test/accuracy_len_2_plus" in scores
+    assert 0 <= scores["test/accuracy_shuffled"] <= 1
     assert ("test/rationale_acc" in scores) == (family != "bow")
     assert ("test/hop_overlap" in scores) == (family == "self_attentive")
     if family != "bow":
         assert [len(w) for w in attentions[2].words] == [2, 1, 3]
+
+
+def test_shuffle_tokens_permutes_each_document_deterministically():
+    """The same words in another order, sentence lengths kept, the same permutation every call; other keys kept."""
+    docs = [{"ids": [list(range(10, 30)), [40, 41, 42]], "y": 1}, {"ids": [[7]], "y": 0}]
+    once, again = shuffle_tokens(docs), shuffle_tokens(docs)
+    assert once == again and once[0]["y"] == 1 and once[1]["ids"] == [[7]]
+    assert [len(s) for s in once[0]["ids"]] == [20, 3]
+    flat = [i for s in once[0]["ids"] for i in s]
+    assert sorted(flat) == [*range(10, 30), 40, 41, 42] and flat != [*range(10, 30), 40, 41, 42]
+    assert docs[0]["ids"][0] == list(range(10, 30))  # the input rows are left as they are
+
+
+class _OrderProbe(torch.nn.Module):
+    """Class 1 when the first token of the document is the smallest id, else class 0: uses order only."""
+
+    hierarchical = False
+
+    def forward(self, ids, mask):
+        first_is_min = ids[:, 0] == ids.masked_fill(~mask, 10 ** 6).min(1).values  # (B,)
+        return {"logits": torch.stack([~first_is_min, first_is_min], 1).float() * 10}
+
+
+def test_accuracy_shuffled_drops_for_a_model_that_reads_order():
+    """In order every document is class 1 and scored right; shuffled, most first tokens are not the smallest."""
+    docs = [{"id": str(i), "ids": [list(range(5 + i, 25 + i))], "word_of": [list(range(20))], "y": 1, "index": i}
+            for i in range(20)]
+    cfg = OmegaConf.create({"task": {"labels": ["a", "b"], "buckets": [[1, 1000]]},
+                            "evaluate": {"batch_size": 8, "top_k_words": 2}})
+    scores, _, _ = evaluate(_OrderProbe(), docs, cfg)
+    assert scores["test/accuracy"] == 1.0 and scores["test/accuracy_shuffled"] < 0.5

@@ -20,6 +20,7 @@ from attention_lab.classify.models.han import HAN
 from attention_lab.classify.models.self_attentive import SelfAttentive
 from attention_lab.classify.models.transformer_encoder import TransformerEncoderClassifier
 from attention_lab.core.attention import attention_penalty
+from attention_lab.core.layers import sinusoids
 from attention_lab.core.tokenization import train_word_tokenizer
 from tests.conftest import ROOT
 from tests.tiny_models import DOCS, LABELS, tiny_model
@@ -179,4 +180,60 @@ def test_onnx_round_trip(family, tmp_path):
     names = [k for k in model.output_names if k != "penalty"]  # the penalty is a training loss term, not exported
     assert json.loads((out / "meta.json").read_text())["outputs"] == names
     assert parity["ok"] and parity["prediction_identical"] and sorted(parity["max_abs_diff"]) == sorted(names)
+    assert all(d <= 1e-4 for d in parity["max_abs_diff"].values()), parity["max_abs_diff"]
+
+
+def test_transformer_encoder_positions_option():
+    """conf/model picks ALiBi; the class default stays the committed sinusoids (older checkpoints' configs lack the
+    key); both schemes have the same parameters, ALiBi none of its own."""
+    assert OmegaConf.load(ROOT / "conf" / "model" / "transformer_encoder.yaml").positions == "alibi"
+    assert tiny("transformer_encoder").positions == "alibi"
+    plain = TransformerEncoderClassifier(V, C, d_model=16, heads=2, d_ff=24)
+    assert plain.positions == "sinusoidal"
+    alibi = tiny_model("transformer_encoder", V, num_classes=C, positions="alibi")
+    sinus = tiny_model("transformer_encoder", V, num_classes=C, positions="sinusoidal")
+    assert all(torch.equal(a, b) for a, b in zip(alibi.state_dict().values(), sinus.state_dict().values()))
+    assert list(alibi.state_dict()) == list(sinus.state_dict())
+    with pytest.raises(ValueError, match="positions"):
+        TransformerEncoderClassifier(V, C, positions="rotary")
+
+
+@torch.no_grad()
+def test_sinusoidal_positions_are_the_committed_forward():
+    """positions=sinusoidal: embeddings + Vaswani's sinusoids, then the layers with no score bias, bit for bit."""
+    model = tiny_model("transformer_encoder", V, num_classes=C, positions="sinusoidal")
+    ids, mask = encode(random_docs(4, seed=5), hierarchical=False)
+    B, T = ids.shape
+    x = torch.cat([model.cls.expand(B, 1, -1), model.embed(ids) * model.d_model ** 0.5], 1)
+    x = x + sinusoids(torch.arange(T + 1), model.d_model)
+    keys = torch.cat([mask.new_ones(B, 1), mask], 1).unsqueeze(1)
+    for i, layer in enumerate(model.layers):
+        x, _ = layer(x, keys, need_weights=i == len(model.layers) - 1)  # the last layer's weights are an output
+    assert torch.equal(model(ids, mask)["logits"], model.out(model.norm(x[:, 0])))
+
+
+@torch.no_grad()
+def test_alibi_reads_order_by_distance():
+    """Swapping two words changes the prediction; the symmetric bias -m·|i - j| cannot tell a document from its
+    reversal ([CLS] has no bias), whereas absolute sinusoids can."""
+    docs = [[[5, 9, 13, 17, 21, 25]]]
+    ids, mask = encode(docs, hierarchical=False)
+    swapped, reversed_ = ids[:, [1, 0, 2, 3, 4, 5]], ids.flip(1)
+    alibi = tiny_model("transformer_encoder", V, num_classes=C, positions="alibi")
+    sinus = tiny_model("transformer_encoder", V, num_classes=C, positions="sinusoidal")
+    logits = alibi(ids, mask)["logits"]
+    assert not torch.allclose(alibi(swapped, mask)["logits"], logits, atol=1e-4)
+    torch.testing.assert_close(alibi(reversed_, mask)["logits"], logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(alibi(reversed_, mask)["word"], alibi(ids, mask)["word"].flip(1), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(sinus(reversed_, mask)["logits"], sinus(ids, mask)["logits"], atol=1e-4)
+
+
+def test_onnx_round_trip_with_sinusoidal_positions(tmp_path):
+    """The committed scheme exports too (the ALiBi default is test_onnx_round_trip's)."""
+    model = tiny_model("transformer_encoder", V, num_classes=C, positions="sinusoidal")
+    tokenizer = tmp_path / "tokenizer.json"
+    train_word_tokenizer(DOCS * 2, vocab_size=100, min_frequency=1).save(str(tokenizer))
+    parity = export_and_check_classifier(model, tmp_path / "onnx", "transformer_encoder", tokenizer, LABELS,
+                                         max_sentences=5, max_words=8)
+    assert parity["ok"] and parity["prediction_identical"]
     assert all(d <= 1e-4 for d in parity["max_abs_diff"].values()), parity["max_abs_diff"]

@@ -63,3 +63,20 @@ def test_a_key_the_baseline_lacks_takes_its_old_value_from_the_layers_below():
     rows = ablation_rows([exp_row("baseline", "main", "None", 80.0), exp_row("branch_base", "abc", "False", 70.0, "no-feeding")],
                          "translate", ["luong_general"], below=lambda family, key: {"model.input_feeding": True}[key])
     assert rows[0]["changes"] == ["model.input_feeding: True → False"]
+
+
+def test_the_position_ablation_reads_as_absolute_vs_distance_aware_with_the_shuffled_accuracy():
+    def row(typ, rev, positions, accuracy, shuffled, name=None):
+        return {"Experiment": name, "rev": rev, "typ": typ,
+                "classify.family_params.transformer_encoder.model.positions": positions,
+                "metrics/classify/transformer_encoder.json:test/accuracy": accuracy,
+                "metrics/classify/transformer_encoder.json:test/accuracy_shuffled": shuffled}
+
+    rows = ablation_rows([row("baseline", "main", "alibi", 0.88, 0.49),
+                          row("branch_base", "abc", "sinusoidal", 0.54, 0.54, "te-sinusoidal")],
+                         "classify", ["transformer_encoder"])
+    assert rows[0]["accuracy, tokens shuffled"] == (0.49, 0.54)
+    text = render({"classify": rows})
+    assert ("| `transformer_encoder` | absolute vs distance-aware positions (model.positions: alibi → sinusoidal) | "
+            "0.880 → 0.540 |") in text
+    assert "0.490 → 0.540 | `te-sinusoidal` |" in text

@@ -9,6 +9,8 @@ from attention_lab.core.attention import (
     LocalPredictive,
     MultiHeadAttention,
     SelfAttentivePooling,
+    alibi_bias,
+    alibi_slopes,
     attention_penalty,
     build_attention,
     masked_softmax,
@@ -170,6 +172,45 @@ def test_sdpa_fast_path_equals_explicit_path(source):
         explicit, weights = mha(keys, keys, keys, m, need_weights=True)
         assert none is None and weights.shape == (B, 4, S, S)
         torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
+
+
+def test_alibi_slopes_are_press_et_als_geometric_sequences():
+    assert alibi_slopes(4) == [1 / 4, 1 / 16, 1 / 64, 1 / 256]
+    assert alibi_slopes(8) == [2.0 ** -k for k in range(1, 9)]
+    assert alibi_slopes(12) == alibi_slopes(8) + alibi_slopes(16)[0::2][:4]  # not a power of 2: the paper's code
+
+
+def test_alibi_bias_is_minus_slope_times_distance_and_none_on_cls():
+    bias = alibi_bias(6, 4)
+    assert bias.shape == (1, 4, 6, 6)
+    assert bias[0, :, 0, :].eq(0).all() and bias[0, :, :, 0].eq(0).all()  # [CLS] row and column
+    i, j = torch.meshgrid(torch.arange(1, 6), torch.arange(1, 6), indexing="ij")
+    for h, m in enumerate(alibi_slopes(4)):
+        torch.testing.assert_close(bias[0, h, 1:, 1:], -m * (i - j).abs().float(), atol=0, rtol=0)
+    assert torch.equal(alibi_bias(6, 4, skip=0)[0, 0, 0], -0.25 * torch.arange(6.0))
+
+
+def test_alibi_near_keys_weigh_more_masked_keys_get_zero_and_both_paths_agree(source):
+    keys, mask = source  # (B, S, D), (B, S)
+    torch.manual_seed(3)
+    mha = MultiHeadAttention(D, heads=4).eval()
+    bias = alibi_bias(S, 4, skip=0)  # (1, h, S, S)
+    with torch.no_grad():
+        mha.W_q.weight.zero_(), mha.W_q.bias.zero_()  # every score 0: only the bias tells the keys apart
+    _, weights = mha(keys, keys, keys, None, need_weights=True, bias=bias)
+    row = weights[0, :, 2]  # query 2 of document 0, every head: (h, S)
+    assert (row[:, 2] > row[:, 1]).all() and (row[:, 1] > row[:, 0]).all() and torch.allclose(row[:, 1], row[:, 3])
+    assert (row[0, 0] < row[-1, 0]).all()  # the steepest slope (head 0) discounts distance most
+
+    mha = MultiHeadAttention(D, heads=4).eval()
+    key_mask = mask.unsqueeze(1)  # (B, 1, S)
+    fast, _ = mha(keys, keys, keys, key_mask, bias=bias)
+    explicit, weights = mha(keys, keys, keys, key_mask, need_weights=True, bias=bias)
+    torch.testing.assert_close(fast, explicit, atol=1e-5, rtol=1e-5)
+    assert weights.masked_select(~mask[:, None, None, :]).eq(0).all()  # padded keys: exactly zero
+    changed = torch.where(mask.unsqueeze(-1), keys, torch.randn(B, S, D) * 100)  # other vectors at the padding
+    again, _ = mha(keys, changed, changed, key_mask, bias=bias)
+    torch.testing.assert_close(again, fast, atol=0, rtol=0)  # the fast path gives padding no weight either
 
 
 def test_self_attentive_pooling_matches_lin_et_al(source):

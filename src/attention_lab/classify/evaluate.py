@@ -1,5 +1,6 @@
 """Test-set evaluation of a trained document classifier: predictions, accuracy and macro-F1 (overall and per
-length bucket), rationale accuracy of its attention against the gold key sentences and words, and its pictures."""
+length bucket), accuracy with each document's tokens shuffled (does the model use word order?), rationale accuracy of
+its attention against the gold key sentences and words, and its pictures."""
 
 from __future__ import annotations
 
@@ -18,6 +19,19 @@ from attention_lab.core.metrics import spread_over_buckets
 from attention_lab.core.paths import tokenizer_path
 from attention_lab.core.task import Run
 from attention_lab.core.tokenization import load_tokenizer, pool_pieces
+
+SHUFFLE_SEED = 0  # test/accuracy_shuffled: the same permutations for every family and seed
+
+
+def shuffle_tokens(rows: list[dict], seed: int = SHUFFLE_SEED) -> list[dict]:
+    """Each row with its tokens permuted across the whole document (sentence lengths kept), deterministic in `seed`."""
+    rng = np.random.default_rng(seed)
+    shuffled = []
+    for r in rows:
+        tokens = np.array([i for s in r["ids"] for i in s], dtype=np.int64)[rng.permutation(sum(map(len, r["ids"])))]
+        ends = np.cumsum([len(s) for s in r["ids"]])  # (N,)
+        shuffled.append({**r, "ids": [part.tolist() for part in np.split(tokens, ends[:-1])]})
+    return shuffled
 
 
 @dataclass
@@ -77,6 +91,8 @@ def evaluate(model, rows: list[dict], cfg) -> tuple[dict, np.ndarray, list[Docum
     for bucket, s in metrics.per_bucket_scores(lengths, y_true, y_pred, cfg.task.buckets, num_classes).items():
         scores.update({f"{name}_len_{bucket}": value for name, value in s.items()})
     scores.update(predict_seconds=seconds, predict_documents_per_s=len(rows) / seconds)
+    shuffled, _, _ = predict(model, shuffle_tokens(rows), cfg.evaluate.batch_size)  # order gone, words kept
+    scores["accuracy_shuffled"] = float(np.mean(shuffled.argmax(-1) == np.array(y_true)))
     if attentions and attentions[0] is not None:
         gold = [{"sentence_weights": a.sentence, "word_weights": a.document_words(), "gold": r.get("rationale")}
                 for a, r in zip(attentions, rows) if r.get("rationale")]

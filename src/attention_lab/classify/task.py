@@ -8,7 +8,9 @@ TASK = Task(
     headline={"test/accuracy": "accuracy", "test/macro_f1": "macro-F1"},
     speed_column="train words/s",
     ablation_columns=(("accuracy", "test/accuracy", 3), ("rationale acc", "test/rationale_acc", 3),
-                      ("hop overlap", "test/hop_overlap", 3)),
+                      ("hop overlap", "test/hop_overlap", 3),
+                      ("accuracy, tokens shuffled", "test/accuracy_shuffled", 3)),  # evaluate.py: order used?
+    ablation_names={"model.positions": "absolute vs distance-aware positions"},
     splits=lazy("attention_lab.classify.prepare:splits"),
     stats=lazy("attention_lab.classify.prepare:stats"),
     tokenizer=lazy("attention_lab.classify.prepare:tokenizer"),

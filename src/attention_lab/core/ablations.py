@@ -53,14 +53,20 @@ def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
     return rows
 
 
+def named(change: str, task: str) -> str:
+    """`key: old → new`, preceded by what the ablation asks where the task names the key (Task.ablation_names)."""
+    name = get_task(task).ablation_names.get(change.split(":")[0])
+    return f"{name} ({change})" if name else change
+
+
 def ablation_table(rows: list[dict], task: str) -> str:
     """Markdown: family, what changed, and each metric as baseline → experiment."""
     head = ["family", "change", *[f"{name} (baseline → ablation)" for name, _, _ in get_task(task).ablation_columns], "experiment"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [f"{fmt(r[name][0], digits)} → {fmt(r[name][1], digits)}" for name, _, digits in get_task(task).ablation_columns]
-        lines.append("| " + " | ".join([f"`{r['family']}`", "; ".join(r["changes"]), *cells, f"`{r['experiment']}`"])
-                     + " |")
+        changes = "; ".join(named(c, task) for c in r["changes"])
+        lines.append("| " + " | ".join([f"`{r['family']}`", changes, *cells, f"`{r['experiment']}`"]) + " |")
     return "\n".join(lines)
 
 

@@ -9,7 +9,9 @@ masked gets all-zero weights (never NaN).
 - `ConcatAttention`    Luong et al. 2015, eq. 8: score(h_t, h_s) = v_aᵀ tanh(W_a [h_t; h_s])
 - `LocalMonotonic`     Luong et al. 2015, §3.2 local-m: a content score inside the window [t − D, t + D]
 - `LocalPredictive`    Luong et al. 2015, §3.2 local-p, eq. 9-10: p_t = S·sigmoid(v_pᵀ tanh(W_p h_t)), Gaussian around p_t
-- `MultiHeadAttention` Vaswani et al. 2017, eq. 1 and §3.2.2: softmax(QKᵀ/√d_k) V over h heads
+- `MultiHeadAttention` Vaswani et al. 2017, eq. 1 and §3.2.2: softmax(QKᵀ/√d_k) V over h heads, with an optional
+                       additive score bias such as `alibi_bias`
+- `alibi_bias`         Press et al. 2022, §3 (ALiBi): softmax(q_i Kᵀ + m·[-(i-1), .., -1, 0]), symmetric -m·|i - j| here
 - `SelfAttentivePooling` Lin et al. 2017, eq. 5-6: A = softmax(W_s2 tanh(W_s1 Hᵀ)); r learned queries, forward(keys, mask)
 
 The single-query scorers share `Attention`: a new scorer subclasses it with a class attribute `name`, overrides `score`
@@ -254,8 +256,10 @@ class MultiHeadAttention(nn.Module):
 
     def forward(
         self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None, need_weights: bool = False,
+        bias: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """query (B, Q, D), keys/values (B, K, D), mask broadcastable to (B, Q, K) -> (out (B, Q, D), weights (B, h, Q, K) | None).
+        """query (B, Q, D), keys/values (B, K, D), mask broadcastable to (B, Q, K), bias (B|1, h|1, Q, K) added to the
+        scores QKᵀ/√d_k (ALiBi's distances) -> (out (B, Q, D), weights (B, h, Q, K) | None); masked keys get 0.
 
         Without `need_weights` it runs F.scaled_dot_product_attention; with it, the explicit softmax of eq. 1.
         """
@@ -265,13 +269,40 @@ class MultiHeadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         if need_weights:
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, Q, K)
-            weights = masked_softmax(scores, head_mask)
+            weights = masked_softmax(scores if bias is None else scores + bias, head_mask)
             out = F.dropout(weights, p, self.training) @ v  # (B, h, Q, d_k)
         else:
             weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=head_mask, dropout_p=p)  # (B, h, Q, d_k)
+            attn_mask = head_mask if bias is None else score_mask(bias.to(q.dtype), head_mask)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)  # (B, h, Q, d_k)
         out = out.transpose(1, 2).reshape(B, Q, D)  # concat heads: (B, Q, h * d_k)
         return self.W_o(out), weights
+
+
+def score_mask(bias: Tensor, mask: Tensor | None) -> Tensor:
+    """An additive float mask for F.scaled_dot_product_attention: bias (.., Q, K) where mask is True, the dtype's
+    finite minimum where it is False (exp underflows to exactly 0, as masked_softmax gives)."""
+    if mask is None:
+        return bias
+    return torch.where(mask, bias, torch.finfo(bias.dtype).min)  # broadcast: (B, h, Q, K)
+
+
+def alibi_slopes(heads: int) -> list[float]:
+    """Press et al. 2022, §3: head k of h gets m_k = 2^(-8k/h) (h a power of 2: 1/4, 1/16, 1/64, 1/256 for h = 4);
+    otherwise the 2^⌊log2 h⌋ slopes, then every other slope of the 2^(⌊log2 h⌋+1) ones (the paper's code)."""
+    n = 2 ** math.floor(math.log2(heads))
+    slopes = [2 ** (-8 * k / n) for k in range(1, n + 1)]
+    return slopes if n == heads else slopes + alibi_slopes(2 * n)[0::2][:heads - n]
+
+
+def alibi_bias(length: int, heads: int, device: torch.device | None = None, skip: int = 1) -> Tensor:
+    """Press et al. 2022, §3 (ALiBi), made symmetric for an encoder: bias_ij = -m_h·|i - j|, (1, h, S, S) for S =
+    length; the first `skip` positions ([CLS]) get no bias, as query or as key."""
+    positions = torch.arange(length, device=device)  # (S,)
+    distance = (positions.unsqueeze(1) - positions.unsqueeze(0)).abs()  # (S, S)
+    real = (positions >= skip).unsqueeze(1) & (positions >= skip).unsqueeze(0)  # (S, S): neither is [CLS]
+    slopes = torch.tensor(alibi_slopes(heads), device=device).view(heads, 1, 1)  # (h, 1, 1)
+    return (-slopes * (distance * real)).unsqueeze(0)  # (1, h, S, S)
 
 
 class SelfAttentivePooling(nn.Module):

@@ -95,16 +95,18 @@ class FeedForward(nn.Sequential):
 class EncoderLayer(nn.Module):
     """Self-attention and a feed-forward network, each a pre-LN residual block (§3.1)."""
 
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float):
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float, attention_dropout: float = 0.0):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.self_attn = MultiHeadAttention(d_model, heads)
+        self.self_attn = MultiHeadAttention(d_model, heads, attention_dropout)
         self.ffn = FeedForward(d_model, d_ff)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """x (B, S, D), mask (B, 1, S) -> (B, S, D), self-attention (B, h, S, S) | None."""
+    def forward(self, x: Tensor, mask: Tensor, need_weights: bool = False,
+                bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, D), mask (B, 1, S), score bias (1, h, S, S) | None (ALiBi) -> (B, S, D), self-attention
+        (B, h, S, S) | None."""
         h = self.norm1(x)
-        a, weights = self.self_attn(h, h, h, mask, need_weights)
+        a, weights = self.self_attn(h, h, h, mask, need_weights, bias)
         x = x + self.drop(a)
         return x + self.drop(self.ffn(self.norm2(x))), weights

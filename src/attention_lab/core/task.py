@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -70,6 +70,7 @@ class Task:
     page: Callable            # report: (cfg, results, assets dir, ranking section lines) -> Markdown page
     table: Callable           # README and report: (results, cfg) -> Markdown results table
     ablation_columns: tuple = ()  # reports/ablations.md: (column, test metric, digits), the first one decides a row
+    ablation_names: dict = field(default_factory=dict)  # reports/ablations.md: changed key -> what the ablation asks
     images: bool = False      # prepare also writes <split>.npy (row i of the JSONL = image i)
     runs: Callable = one_run_per_seed   # train, evaluate: cfg -> [Run], in training order
     full_run: Callable = one_full_run   # tune: (cfg, seed) -> the Run on all the data (what a tuning trial is)

@@ -101,8 +101,9 @@ def from_minilm(cfg: DictConfig, out: Path) -> dict:
 
     folder = minilm_dir()
     bert, config = load_hf_bert(folder)
-    wrong = {k: (cfg.model[k], getattr(config, k)) for k in ("hidden", "layers", "heads", "intermediate",
-                                                             "max_positions") if cfg.model.get(k) != getattr(config, k)}
+    keys = ("hidden", "layers", "heads", "intermediate", "max_positions", "positions", "layout")  # learned, post_ln
+    yaml = {k: cfg.model.get(k, BertConfig.__dataclass_fields__[k].default) for k in keys}  # BertConfig's defaults
+    wrong = {k: (yaml[k], getattr(config, k)) for k in keys if yaml[k] != getattr(config, k)}
     if wrong:
         raise ConfigError(f"conf/model/{cfg.family}.yaml: sizes differ from {folder / 'config.json'} "
                           f"(yaml, checkpoint): {wrong}")

@@ -5,6 +5,12 @@ Choices, stated once:
 - Self-attention is the shared `MultiHeadAttention` (padding keys get exactly zero weight); every other piece is
   BERT's: learned positions and segments, post-LN residual blocks LayerNorm(x + Sublayer(x)) (Vaswani §5.4 as in the
   original BERT code), exact erf GELU, a tanh pooler on [CLS], and N(0, 0.02) initialisation (§A.2 / BERT code).
+- Two options make it the twin of conf/model/transformer_encoder.yaml, so that `bert` against `transformer_encoder`
+  measures pretraining alone: `positions` learned (BERT) | alibi (Press et al. 2022: a bias -m·|i - j| on the
+  attention scores, none on [CLS]; no position embeddings), and `layout` post_ln (BERT, above) | pre_ln (the
+  transformer_encoder's block, core/layers.EncoderLayer: pre-LN, ReLU feed-forward; no embedding LayerNorm, a final
+  LayerNorm). Pretraining adds what the twin lacks: segment embeddings, the pooler and the heads of BertPretraining.
+  bert_minilm (a real BERT, models/hf_bert.py) keeps learned / post_ln.
 - `need_weights` returns one (B, heads, S, S) tensor per layer, the bertviz `[batch, heads, query, key]` convention.
 - `BertClassifier` takes WordPiece ids without special tokens and builds [CLS] ids [SEP] itself, with tensor ops only
   (it exports to ONNX with a dynamic batch and length).
@@ -18,7 +24,11 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.classify.models.classifier import DocumentClassifier
-from attention_lab.core.attention import MultiHeadAttention
+from attention_lab.core.attention import MultiHeadAttention, alibi_bias
+from attention_lab.core.layers import EncoderLayer
+
+POSITIONS = ("learned", "alibi")
+LAYOUTS = ("post_ln", "pre_ln")
 
 
 @dataclass
@@ -34,8 +44,15 @@ class BertConfig:
     type_vocab_size: int = 2
     dropout: float = 0.1            # on embeddings and on each sublayer's output
     attention_dropout: float = 0.1  # on the attention weights
-    layer_norm_eps: float = 1e-12
+    layer_norm_eps: float = 1e-12   # post_ln's LayerNorms (pre_ln: EncoderLayer's, PyTorch's 1e-5)
     pad_id: int = 0
+    positions: str = "learned"      # learned (BERT: position embeddings) | alibi (a distance bias on the scores)
+    layout: str = "post_ln"         # post_ln (BERT's BertLayer) | pre_ln (core/layers.EncoderLayer + a final LayerNorm)
+
+    def __post_init__(self):
+        if self.positions not in POSITIONS or self.layout not in LAYOUTS:
+            raise ValueError(f"BertConfig: positions {self.positions!r} (one of {POSITIONS}), layout {self.layout!r} "
+                             f"(one of {LAYOUTS})")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -60,20 +77,24 @@ def _init_weights(module: nn.Module) -> None:
 
 
 class BertEmbeddings(nn.Module):
-    """Devlin 2018 §3, Fig. 2: input = LayerNorm(token + segment + position embeddings), then dropout."""
+    """Devlin 2018 §3, Fig. 2: input = LayerNorm(token + segment + position embeddings), then dropout (alibi: no
+    position embeddings; pre_ln: no LayerNorm, each block normalises its own input)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.word = nn.Embedding(config.vocab_size, config.hidden, padding_idx=config.pad_id)
-        self.position = nn.Embedding(config.max_positions, config.hidden)
+        learned = config.positions == "learned"
+        self.position = nn.Embedding(config.max_positions, config.hidden) if learned else None
         self.segment = nn.Embedding(config.type_vocab_size, config.hidden)
-        self.norm = nn.LayerNorm(config.hidden, eps=config.layer_norm_eps)
+        post_ln = config.layout == "post_ln"
+        self.norm = nn.LayerNorm(config.hidden, eps=config.layer_norm_eps) if post_ln else nn.Identity()
         self.drop = nn.Dropout(config.dropout)
 
     def forward(self, ids: Tensor, segments: Tensor) -> Tensor:
         """ids, segments (B, S) -> (B, S, H); positions 0..S-1."""
-        positions = torch.arange(ids.shape[1], device=ids.device)  # (S,)
-        x = self.word(ids) + self.segment(segments) + self.position(positions)  # (B, S, H)
+        x = self.word(ids) + self.segment(segments)  # (B, S, H)
+        if self.position is not None:
+            x = x + self.position(torch.arange(ids.shape[1], device=ids.device))  # (S,) -> (S, H)
         return self.drop(self.norm(x))
 
 
@@ -89,9 +110,11 @@ class BertLayer(nn.Module):
         self.norm2 = nn.LayerNorm(config.hidden, eps=config.layer_norm_eps)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: Tensor, keys: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """x (B, S, H), key mask (B, 1, S) -> (B, S, H), self-attention (B, heads, S, S) | None."""
-        a, weights = self.attn(x, x, x, keys, need_weights)
+    def forward(self, x: Tensor, keys: Tensor, need_weights: bool = False,
+                bias: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, H), key mask (B, 1, S), score bias (1, heads, S, S) | None -> (B, S, H), self-attention
+        (B, heads, S, S) | None."""
+        a, weights = self.attn(x, x, x, keys, need_weights, bias)
         x = self.norm1(x + self.drop(a))
         return self.norm2(x + self.drop(self.ffn(x))), weights
 
@@ -103,7 +126,13 @@ class Bert(nn.Module):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
-        self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.layers))
+        if config.layout == "post_ln":
+            self.layers = nn.ModuleList(BertLayer(config) for _ in range(config.layers))
+            self.norm = nn.Identity()
+        else:  # transformer_encoder's block and final LayerNorm
+            self.layers = nn.ModuleList(EncoderLayer(config.hidden, config.heads, config.intermediate, config.dropout,
+                                                     config.attention_dropout) for _ in range(config.layers))
+            self.norm = nn.LayerNorm(config.hidden)
         self.pooler = nn.Linear(config.hidden, config.hidden)
         self.apply(_init_weights)
 
@@ -117,12 +146,15 @@ class Bert(nn.Module):
         segments = torch.zeros_like(ids) if segments is None else segments
         x = self.embeddings(ids, segments)  # (B, S, H)
         keys = mask.unsqueeze(1)  # (B, 1, S): every query sees the real keys only
+        alibi = self.config.positions == "alibi"
+        bias = alibi_bias(ids.shape[1], self.config.heads, ids.device) if alibi else None  # (1, heads, S, S)
         attentions = []
         for i, layer in enumerate(self.layers):
             need = need_weights and (not last_only or i == len(self.layers) - 1)
-            x, weights = layer(x, keys, need)  # (B, S, H)
+            x, weights = layer(x, keys, need, bias)  # (B, S, H)
             if need:
                 attentions.append(weights)
+        x = self.norm(x)  # pre_ln's final LayerNorm
         pooled = torch.tanh(self.pooler(x[:, 0]))  # BERT §3: the [CLS] vector through a tanh layer, (B, H)
         return x, pooled, tuple(attentions)
 
@@ -157,13 +189,14 @@ class BertClassifier(DocumentClassifier):
 
     def __init__(self, vocab_size: int, num_classes: int, pad_id: int = 0, hidden: int = 128, layers: int = 2,
                  heads: int = 4, intermediate: int = 256, max_positions: int = 512, dropout: float = 0.1,
-                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12, cls_id: int = 2, sep_id: int = 3):
+                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12, cls_id: int = 2, sep_id: int = 3,
+                 positions: str = "learned", layout: str = "post_ln"):
         super().__init__(vocab_size, num_classes, pad_id)
         self.config = BertConfig(vocab_size=vocab_size, hidden=hidden, layers=layers, heads=heads,
                                  intermediate=intermediate, max_positions=max_positions,
                                  type_vocab_size=2,  # segments A and B (sentence pairs)
                                  dropout=dropout, attention_dropout=attention_dropout,
-                                 layer_norm_eps=layer_norm_eps, pad_id=pad_id)
+                                 layer_norm_eps=layer_norm_eps, pad_id=pad_id, positions=positions, layout=layout)
         self.cls_id, self.sep_id = cls_id, sep_id
         self.bert = Bert(self.config)
         self.drop = nn.Dropout(dropout)

@@ -2,8 +2,12 @@
 
 The [CLS] vector is a parameter, not a vocabulary token, prepended at position 0 (words at 1..T); it attends to the
 words and to itself and every word attends to it, as in BERT. Layers are the translation Transformer's pre-LN
-EncoderLayer, with a final LayerNorm. "word" is the last layer's [CLS]-row attention over the words, mean over heads,
-renormalised over the words (the weight [CLS] puts on itself is left out) so that it sums to 1.
+EncoderLayer, with a final LayerNorm. Positions (`positions`; "alibi" in conf/model, "sinusoidal" the class's
+default, what checkpoints trained before the option used): "alibi" biases every head's attention scores by its slope
+times the distance between the two words (Press et al. 2022, made symmetric; none on [CLS]'s row and column), so the
+encoder knows which words are near each other; "sinusoidal" adds Vaswani §3.5's absolute sinusoids to the embeddings
+once. "word" is the last layer's [CLS]-row attention over the words, mean over heads, renormalised over the words
+(the weight [CLS] puts on itself is left out) so that it sums to 1.
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.classify.models.classifier import DocumentClassifier
+from attention_lab.core.attention import alibi_bias
 from attention_lab.core.layers import EncoderLayer, sinusoids
+
+POSITIONS = ("alibi", "sinusoidal")
 
 
 class TransformerEncoderClassifier(DocumentClassifier):
@@ -23,9 +30,11 @@ class TransformerEncoderClassifier(DocumentClassifier):
     output_names = ("logits", "word")
 
     def __init__(self, vocab_size: int, num_classes: int, pad_id: int = 0, d_model: int = 128, heads: int = 4,
-                 layers: int = 2, d_ff: int = 256, dropout: float = 0.1):
+                 layers: int = 2, d_ff: int = 256, dropout: float = 0.1, positions: str = "sinusoidal"):
         super().__init__(vocab_size, num_classes, pad_id)
-        self.d_model = d_model
+        if positions not in POSITIONS:
+            raise ValueError(f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}")
+        self.d_model, self.heads, self.positions = d_model, heads, positions  # ALiBi has no parameters
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         nn.init.normal_(self.embed.weight, std=d_model ** -0.5)  # so that √d-scaled embeddings have unit variance
         self.cls = nn.Parameter(torch.randn(d_model))  # unit variance, like the scaled embeddings
@@ -37,10 +46,15 @@ class TransformerEncoderClassifier(DocumentClassifier):
     def forward(self, ids: Tensor, mask: Tensor) -> dict[str, Tensor]:
         B, T = ids.shape
         x = torch.cat([self.cls.expand(B, 1, -1), self.embed(ids) * math.sqrt(self.d_model)], 1)  # (B, 1 + T, D)
-        x = self.drop(x + sinusoids(torch.arange(T + 1, device=ids.device), self.d_model))  # positions 0..T (§3.5)
+        bias = None  # (1, h, 1 + T, 1 + T) with ALiBi
+        if self.positions == "sinusoidal":
+            x = x + sinusoids(torch.arange(T + 1, device=ids.device), self.d_model)  # positions 0..T (§3.5)
+        else:
+            bias = alibi_bias(T + 1, self.heads, ids.device)  # -m·|i - j| between words; none on [CLS]
+        x = self.drop(x)
         keys = torch.cat([mask.new_ones(B, 1), mask], 1).unsqueeze(1)  # (B, 1, 1 + T): [CLS] is always real
         for i, layer in enumerate(self.layers):
-            x, weights = layer(x, keys, need_weights=i == len(self.layers) - 1)  # (B, 1 + T, D)
+            x, weights = layer(x, keys, need_weights=i == len(self.layers) - 1, bias=bias)  # (B, 1 + T, D)
         logits = self.out(self.norm(x[:, 0]))  # (B, C)
         word = weights[:, :, 0, 1:].mean(1)  # last layer, [CLS] row, over the words, mean over heads: (B, T)
         return {"logits": logits, "word": word / word.sum(-1, keepdim=True).clamp_min(1e-9)}
