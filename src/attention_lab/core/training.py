@@ -45,8 +45,8 @@ def trainer_arguments(cfg: DictConfig) -> dict:
 
 def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
     """What ended a finished fit: `early stopping` (the monitored metric, core.module.monitored, did not improve by
-    train.min_delta for train.patience validations), `time limit` (train.max_minutes), `update cap` (the Trainer's max_steps: pretrain.max_updates) or
-    `epoch cap` (train.max_epochs)."""
+    train.min_delta for train.patience validations), `time limit` (train.max_minutes), `update cap` (the Trainer's
+    max_steps: pretrain.max_updates) or `epoch cap` (train.max_epochs)."""
     if early.stopped_epoch > 0:
         return "early stopping"
     timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
