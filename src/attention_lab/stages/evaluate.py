@@ -24,7 +24,7 @@ from attention_lab.core.task import Run, get_task
 from attention_lab.stages.common import run_stage, stage_config
 
 TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "schedule", "decay", "min_epochs", "patience", "min_delta",
-              "max_epochs", "weight_decay", "label_smoothing", "penalty", "clip")
+              "max_epochs", "weight_decay", "label_smoothing", "penalty", "penalty_warmup", "clip")
 
 
 def trained_settings(config: dict) -> dict[str, object]:
