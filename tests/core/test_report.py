@@ -7,6 +7,8 @@ import pytest
 from attention_lab.core import charts
 from attention_lab.core.report import (
     bucket_series,
+    config_section,
+    curves_section,
     pareto_front,
     ranked,
     ranking_table,
@@ -116,3 +118,22 @@ def test_tuning_section_shows_each_study_s_gain_over_its_default_and_draws_the_c
     assert "![expected best validation score by trials](translate/expected_best.png)" in lines
     assert (tmp_path / "expected_best.png").stat().st_size > 1000
     assert tuning_section("translate", {"bow": {}}, tmp_path) == []
+
+
+def test_curves_section_draws_each_family_s_validation_curves_by_seed(tmp_path):
+    """Per family the monitored metric of every seed's final run by epoch (metrics `val_curves`, from train.json), in
+    reports/<task>/val_curves.png, named after the metric the runs stopped on; none without curves. The convergence
+    sentence names that metric too."""
+    def family(curves):
+        return {"val_metric": "val/accuracy", "train/stopped_by": ["early stopping"],
+                "val_curves": {seed: {"curve": c, "stopped_by": "early stopping"} for seed, c in curves.items()}}
+
+    results = {"han": family({"0": [[1, 0.5], [2, 0.7], [3, 0.69]], "1": [[1, 0.4], [2, 0.6]]}),
+               "bow": family({"0": [[1, 0.6], [2, 0.62]]}), "old": {}}
+    lines = curves_section("classify", results, tmp_path)
+    assert "## Validation curves" in lines and "![validation val/accuracy by epoch](classify/val_curves.png)" in lines
+    assert any("x marks the last validation, where the run stopped" in line for line in lines)
+    assert (tmp_path / "val_curves.png").stat().st_size > 1000
+    assert curves_section("classify", {"old": {}}, tmp_path) == []
+    assert any("early stopping on val/accuracy" in line for line in config_section(results))
+    assert any("early stopping on val/loss" in line for line in config_section({"bahdanau": {}}))

@@ -179,3 +179,30 @@ def test_the_family_s_own_value_must_lie_in_its_space(project):
     write_space(project, "bahdanau", "train.lr: {low: 1.0e-4, high: 1.0e-3}\n")
     with pytest.raises(ConfigError, match=r"`train.lr`: the family's own value 0.01 is outside the space"):
         load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+
+
+@pytest.mark.parametrize("task, family", [("classify", "han"), ("translate", "bahdanau")])
+def test_the_first_rung_comes_after_the_task_s_warm_up(task, family):
+    """The task's Halving (tune.min_resource, counted in validations from 0 as Optuna's step) prunes no trial before
+    its first rung, however bad: classify's first rung is after train.min_epochs and then some (a slow starter's climb),
+    so a trial still flat there is not judged; translate keeps its rung after validation 2."""
+    cfg = stage_config([f"task={task}", f"family={family}"], tuned=False)
+    first = cfg.tune.min_resource  # the step of the first rung
+    if task == "classify":
+        assert first + 1 > cfg.train.min_epochs
+    else:
+        assert first == 1
+    study = optuna.create_study(direction=cfg.tune.direction, pruner=Halving(min_resource=first, reduction_factor=3))
+    good, bad = (0.9, 0.1) if cfg.tune.direction == "maximize" else (0.1, 0.9)
+    for _ in range(3):
+        trial = study.ask()
+        for step in range(first + 1):
+            trial.report(good, step)
+            assert not trial.should_prune()
+        study.tell(trial, good)
+    slow = study.ask()
+    for step in range(first):
+        slow.report(bad, step)
+        assert not slow.should_prune(), f"pruned at step {step}, before the first rung (step {first})"
+    slow.report(bad, first)
+    assert slow.should_prune()

@@ -201,6 +201,7 @@ def test_every_family_was_tuned_under_the_same_budget_and_trains_with_its_best_v
             assert best and all(trained[k] == v for k, v in best.items()), family
         assert "## What tuning bought" in (tiny / "reports" / f"{task}.md").read_text()  # one trial: the default
         assert (tiny / "reports" / task / "expected_best.png").is_file()
+        assert (tiny / "reports" / task / "val_curves.png").is_file()  # the final runs' validation curves
     mlflow.set_tracking_uri(f"sqlite:///{tiny / 'mlflow.db'}")
     studies = mlflow.search_runs(experiment_names=["caption"], output_format="list", filter_string="tags.kind = 'tune'")
     assert {r.data.tags["family"] for r in studies} == {"show_tell", "show_attend_tell"}

@@ -126,7 +126,7 @@ def test_sigkilled_training_resumes_from_last_ckpt_to_the_uninterrupted_result(t
 
     assert f"resuming bahdanau seed 0 from {partial / 'last.ckpt'}" in run_to_the_end(translate_data, "train", args)
     resumed = read_json(out / "train.json")
-    assert resumed["best_val_loss"] == straight["best_val_loss"]
+    assert resumed["best_val"] == straight["best_val"]
     assert (resumed["steps"], resumed["epochs"], resumed["last_val"]) == (straight["steps"], 3, straight["last_val"])
     assert read_json(out / "run.json")["run_id"] == run_id and client.get_run(run_id).info.status == "FINISHED"
     assert not partial.exists()

@@ -34,7 +34,7 @@ def run(epochs: int, *extra: str, family: str = "bahdanau", small: tuple = tuple
 def test_same_seed_same_metrics_and_mlflow_run(prepared):
     first = run(1)
     second = run(1)
-    assert first["best_val_loss"] == second["best_val_loss"]
+    assert first["best_val"] == second["best_val"]
     assert first["steps"] == second["steps"] > 0
     cfg = stage_config(["family=bahdanau"])
     run_id = read_json(seed_dir(cfg, 0) / "run.json")["run_id"]
@@ -57,7 +57,7 @@ def test_scheduled_sampling_trains_a_luong_model_and_logs_the_ratio_per_epoch(pr
              "train.val_bleu_sentences=10", "train.batch_size=32", "train.max_minutes=5")
     summary = run(2, "train.teacher_forcing.schedule=linear", "train.teacher_forcing.slope=0.25",
                   family="luong_local_p", small=small)
-    assert summary["epochs"] == 2 and math.isfinite(summary["best_val_loss"])
+    assert summary["epochs"] == 2 and math.isfinite(summary["best_val"])
     cfg = stage_config(["family=luong_local_p"])
     run_id = read_json(seed_dir(cfg, 0) / "run.json")["run_id"]
     mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
@@ -73,7 +73,7 @@ def test_classify_same_seed_same_metrics_and_penalty_logged(project):
              "train.batch_size=16", "trainer.log_every_n_steps=1"]
     cfg = stage_config(small)
     first, second = (train.main(small) or read_json(seed_dir(cfg, 0) / "train.json") for _ in range(2))
-    assert first["best_val_loss"] == second["best_val_loss"] and first["steps"] == second["steps"] == 6
+    assert first["best_val"] == second["best_val"] and first["steps"] == second["steps"] == 6
     mlflow.set_tracking_uri(f"sqlite:///{project / 'mlflow.db'}")
     logged = mlflow.get_run(read_json(seed_dir(cfg, 0) / "run.json")["run_id"])
     assert logged.data.tags["task"] == "classify" and "train/penalty" in logged.data.metrics
@@ -88,7 +88,7 @@ def test_caption_same_seed_same_metrics_and_penalty_logged(project):
              "train.batch_size=16", "train.penalty=1.0", "trainer.log_every_n_steps=1"]
     cfg = stage_config(small)
     first, second = (train.main(small) or read_json(seed_dir(cfg, 0) / "train.json") for _ in range(2))
-    assert first["best_val_loss"] == second["best_val_loss"] and first["steps"] == second["steps"] == 4
+    assert first["best_val"] == second["best_val"] and first["steps"] == second["steps"] == 4
     mlflow.set_tracking_uri(f"sqlite:///{project / 'mlflow.db'}")
     logged = mlflow.get_run(read_json(seed_dir(cfg, 0) / "run.json")["run_id"])
     assert logged.data.tags["task"] == "caption" and logged.data.metrics["train/penalty"] > 0
@@ -135,7 +135,7 @@ def test_runs_side_by_side_match_runs_one_after_another(prepared, one_torch_thre
         train.main(["family=bahdanau", *SMALL, "train.max_epochs=1", f"train.processes={processes}"])
         figures[processes] = [{k: v for k, v in read_json(seed_dir(cfg, s) / "train.json").items()
                                if "seconds" not in k and "per_s" not in k} for s in (0, 1)]
-    assert figures[2] == figures[1] and figures[1][0]["best_val_loss"] != figures[1][1]["best_val_loss"]
+    assert figures[2] == figures[1] and figures[1][0]["best_val"] != figures[1][1]["best_val"]
     with pytest.raises(train.ConfigError, match="train.processes = 2 .* data-parallel trainer"):
         train.main(["family=bahdanau", *SMALL, "train.processes=2", "trainer=ddp"])
 

@@ -175,5 +175,5 @@ def test_a_crashed_two_process_run_resumes_to_the_uninterrupted_result(project, 
     check(resumed)
     assert "resuming bahdanau seed 0" in resumed.stdout
     after = read_json(project / SEED_DIR / "train.json")
-    assert after["steps"] == straight["steps"] and after["best_val_loss"] == straight["best_val_loss"]
+    assert after["steps"] == straight["steps"] and after["best_val"] == straight["best_val"]
     assert len(mlflow_runs(project, "resumed.db")) == 1  # the crashed run continued, not a second one

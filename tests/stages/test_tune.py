@@ -158,7 +158,7 @@ def test_the_best_trial_is_the_first_seed_s_run_when_it_is_that_very_run(prepare
     train.main(args)
     assert "was this very run" not in capsys.readouterr().out
     again = read_json(seed0 / "train.json")
-    assert (again["best_val_loss"], again["steps"]) == (figures["best_val_loss"], figures["steps"])
+    assert (again["best_val"], again["steps"]) == (figures["best_val"], figures["steps"])
     (kept / "reuse.away").rename(kept / "reuse.json")
     train.main([*args, "model.dropout=0.25"])  # another config than the trial's: trained, not taken
     assert "was this very run" not in capsys.readouterr().out

@@ -1,5 +1,5 @@
 """The report's charts (matplotlib PNGs): scores by length with bands over seeds, the expected best validation score
-by trials, and quality against train time (Pareto). Drawn by the report stages only, so no training or evaluate stage
+by trials, quality against train time (Pareto) and the validation curves of the final runs. Drawn by the report stages only, so no training or evaluate stage
 depends on this file."""
 
 from __future__ import annotations
@@ -69,4 +69,28 @@ def pareto(points: dict[str, tuple[float, float, float | None]], front: list[str
     ax.set_ylabel(ylabel)
     ax.set_title(title or f"{ylabel} against {xlabel} (red: Pareto front)", fontsize=10)
     ax.grid(alpha=0.3)
+    save(fig, path)
+
+
+def val_curves(curves: dict[str, dict[str, list]], path: str | Path, ylabel: str) -> None:
+    """A panel per family, a line per seed of the monitored validation metric by epoch {family: {seed: [[epoch,
+    value], ...]}}, an x where the run stopped (its last validation)."""
+    n = max(1, len(curves))
+    cols = min(3, n)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.8 * rows), squeeze=False)
+    for ax, (family, seeds) in zip(axes.flat, curves.items()):
+        for seed, curve in seeds.items():
+            points = np.array(curve, dtype=float).reshape(-1, 2)  # (validations, [epoch, value])
+            line, = ax.plot(points[:, 0], points[:, 1], marker=".", markersize=3, label=f"seed {seed}")
+            if len(points):
+                ax.plot(points[-1, 0], points[-1, 1], "x", color=line.get_color(), markersize=8, mew=2)
+        ax.set_title(family, fontsize=9)
+        ax.set_xlabel("epoch", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.tight_layout()
     save(fig, path)

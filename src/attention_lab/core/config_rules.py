@@ -100,6 +100,7 @@ RULES: dict[str, Range | Names | tuple] = {
     "train.clip": Range(0, None),  # 0: no clipping
     "train.processes": Range(1, 64, integer=True),
     "train.penalty": Range(0, None),
+    "train.penalty_warmup": COUNT,  # updates
     "train.label_fraction*": Range(0, 1, open_low=True),
     "train.max_sentences": POSITIVE,
     "train.max_words": POSITIVE,

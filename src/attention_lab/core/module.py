@@ -1,5 +1,5 @@
 """What every task's LightningModule shares: the model from conf/model, Adam with warm-up, then a rate halved on each
-validation plateau (or cosine decay), exact
+plateau of the monitored validation metric (or cosine decay), exact
 resume (RNG state in the checkpoint, one per process under data parallelism) and the training clock (seconds and
 tokens of the training epochs only, tokens summed over processes)."""
 
@@ -27,12 +27,26 @@ def validations(trainer: pl.Trainer) -> int:
     return (trainer.current_epoch + 1) // max(1, trainer.check_val_every_n_epoch or 1)
 
 
-class EarlyStoppingAfter(EarlyStopping):
-    """Lightning's EarlyStopping on val/loss that neither counts nor stops before `start` validations: a run still on
-    its initial plateau is not taken for converged (Luong et al. 2015 §4.1 start halving after epoch 5)."""
+def monitored(cfg) -> tuple[str, str]:
+    """The validation metric a run stops on and keeps its checkpoint by, and its Lightning mode: the metric the task
+    is tuned and judged on (tune.metric, tune.direction: classify val/accuracy, max; translate and caption val/loss,
+    min)."""
+    tune = cfg.get("tune") or {}
+    return tune.get("metric") or "val/loss", "max" if tune.get("direction") == "maximize" else "min"
 
-    def __init__(self, patience: int, min_delta: float, start: int):
-        super().__init__("val/loss", patience=patience, min_delta=min_delta)
+
+def improved(value: float, best: float, min_delta: float, mode: str) -> bool:
+    """`value` beats `best` by more than min_delta in the direction of `mode` ("min" or "max")."""
+    return value > best + min_delta if mode == "max" else value < best - min_delta
+
+
+class EarlyStoppingAfter(EarlyStopping):
+    """Lightning's EarlyStopping on `monitor` (core.module.monitored: the task's tune.metric, `mode` its direction)
+    that neither counts nor stops before `start` validations: a run still on its initial plateau is not taken for
+    converged (Luong et al. 2015 §4.1 start halving after epoch 5)."""
+
+    def __init__(self, patience: int, min_delta: float, start: int, monitor: str = "val/loss", mode: str = "min"):
+        super().__init__(monitor, patience=patience, min_delta=min_delta, mode=mode)  # min_delta's sign: by mode
         self.start = start
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -56,7 +70,9 @@ class TaskModule(pl.LightningModule):
         self.model = self.build_model(vocab_size, **model_kwargs)
         self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None  # tokens_seen: this process's, since fit began
         self.tokens_before = 0  # every process's tokens before a resumed run's checkpoint
-        self.lr_scale, self.best_val = 1.0, math.inf  # train.schedule "plateau": the rate's factor, best val/loss
+        self.monitor, self.mode = monitored(self.cfg)  # the validation metric the plateau schedule watches
+        # train.schedule "plateau": the rate's factor and the best value of the monitored metric so far
+        self.lr_scale, self.best_val = 1.0, (-math.inf if self.mode == "max" else math.inf)
 
     def build_model(self, vocab_size: int, **model_kwargs) -> torch.nn.Module:
         """The family's model from conf/model/<family>.yaml."""
@@ -80,7 +96,8 @@ class TaskModule(pl.LightningModule):
 
     def configure_optimizers(self):
         """Adam with linear warm-up, then (train.schedule) `plateau`: the rate times train.decay after each validation
-        that improves val/loss by less than train.min_delta, the step before early stopping (Luong et al. 2015 §4.1
+        that improves the monitored metric (val/loss; classify val/accuracy) by less than train.min_delta, the step
+        before early stopping (Luong et al. 2015 §4.1
         halve the rate, Bahdanau et al. and Vaswani et al. stop on the validation set); or `cosine`: decay to 5%
         over the planned steps (max_epochs)."""
         t = self.cfg.train
@@ -100,19 +117,20 @@ class TaskModule(pl.LightningModule):
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
     def on_validation_end(self) -> None:
-        """train.schedule `plateau`: from validation train.min_epochs on, one whose val/loss is not below the best by
-        train.min_delta multiplies the rate by train.decay (from the next step). The same on every process (val/loss
-        is averaged)."""
+        """train.schedule `plateau`: from validation train.min_epochs on, one whose monitored metric (self.monitor:
+        val/loss, or the task's tune.metric) does not beat the best by train.min_delta multiplies the rate by
+        train.decay (from the next step). The same on every process (the value is averaged)."""
         t = self.cfg.train
         if (self.trainer.sanity_checking or t.get("schedule", "cosine") != "plateau"
                 or validations(self.trainer) < t.get("min_epochs", 0)):
             return
-        loss = self.trainer.callback_metrics.get("val/loss")
-        if loss is None:
+        value = self.trainer.callback_metrics.get(self.monitor)
+        if value is None:
             return
-        loss = float(self.trainer.strategy.reduce(loss.detach().to(self.trainer.strategy.root_device), reduce_op="mean"))
-        if loss < self.best_val - t.min_delta:
-            self.best_val = loss
+        value = float(self.trainer.strategy.reduce(value.detach().to(self.trainer.strategy.root_device),
+                                                   reduce_op="mean"))
+        if improved(value, self.best_val, t.min_delta, self.mode):
+            self.best_val = value
         else:
             self.lr_scale *= t.decay
 
@@ -142,4 +160,4 @@ class TaskModule(pl.LightningModule):
             torch.set_rng_state(checkpoint["torch_rng_state"])
         self.tokens_before, self.tokens_seen = checkpoint.get("tokens_seen", 0), 0
         self.train_seconds = checkpoint.get("train_seconds", 0.0)
-        self.lr_scale, self.best_val = checkpoint.get("lr_scale", 1.0), checkpoint.get("best_val", math.inf)
+        self.lr_scale, self.best_val = checkpoint.get("lr_scale", 1.0), checkpoint.get("best_val", self.best_val)

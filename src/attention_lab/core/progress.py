@@ -10,12 +10,12 @@ from lightning.pytorch.callbacks import RichProgressBar
 
 
 class EpochLine(pl.Callback):
-    """`<stage> <family> seed <k>: epoch e/E val/loss x, <elapsed> s, at most <left> s left` after every validation
-    (rank 0 only; `update u/U` for a run capped in updates); the estimate assumes the remaining epochs (updates) take
+    """`<stage> <family> seed <k>: epoch e/E <metric> x, <elapsed> s, at most <left> s left` after every validation
+    (the monitored metric: val/loss, classify val/accuracy; rank 0 only; `update u/U` for a run capped in updates); the estimate assumes the remaining epochs (updates) take
     as long as the finished ones did (early stopping may end sooner)."""
 
-    def __init__(self, stage: str, family: str, seed: int):
-        self.what, self._t0 = f"{stage} {family} seed {seed}", None
+    def __init__(self, stage: str, family: str, seed: int, metric: str = "val/loss"):
+        self.what, self.metric, self._t0 = f"{stage} {family} seed {seed}", metric, None
 
     def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
         self._t0 = time.perf_counter()
@@ -27,12 +27,12 @@ class EpochLine(pl.Callback):
         if trainer.max_steps > 0:  # pretrain.max_updates
             unit, done, total = "update", max(trainer.global_step, 1), trainer.max_steps
         elapsed = time.perf_counter() - self._t0
-        loss = trainer.callback_metrics.get("val/loss")
-        shown = f"val/loss {float(loss):.4f}" if loss is not None else "val/loss —"
+        value = trainer.callback_metrics.get(self.metric)
+        shown = f"{self.metric} {float(value):.4f}" if value is not None else f"{self.metric} —"
         print(f"{self.what}: {unit} {done}/{total} {shown}, {elapsed:.0f} s, at most "
               f"{elapsed / done * max(total - done, 0):.0f} s left", flush=True)
 
 
-def progress_callback(stage: str, family: str, seed: int) -> pl.Callback:
+def progress_callback(stage: str, family: str, seed: int, metric: str = "val/loss") -> pl.Callback:
     """Rich's progress bar on a terminal, else one EpochLine per validation (a bar writes nothing useful to a log)."""
-    return RichProgressBar() if sys.stdout.isatty() else EpochLine(stage, family, seed)
+    return RichProgressBar() if sys.stdout.isatty() else EpochLine(stage, family, seed, metric)

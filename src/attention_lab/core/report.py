@@ -153,11 +153,18 @@ def render_index(summaries: dict[str, dict[str, dict]]) -> str:
 
 
 PROTOCOL = ("Every family trains with Adam and a linear warm-up, then its `train.schedule` (`plateau`: from validation "
-            "`train.min_epochs` on, the rate times `train.decay` after each validation that improves val/loss by less "
-            "than `train.min_delta`, and early stopping after `train.patience` of them in a row; `cosine`: decay to 5% "
-            "by `train.max_epochs`), keeping the checkpoint of best validation loss; its learning rate, batch, schedule, "
+            "`train.min_epochs` on, the rate times `train.decay` after each validation that improves the task's "
+            "validation metric (`tune.metric`: the one it is tuned and judged on) by less than `train.min_delta`, and "
+            "early stopping after `train.patience` of them in a row; `cosine`: decay to 5% by `train.max_epochs`), "
+            "keeping the checkpoint of the best value of that metric; its learning rate, batch, schedule, "
             "epochs and sizes are the ones it trained with, listed under \"Configuration that trained\" (tuned values "
             "included); families are listed in timeline order.")
+
+
+def monitored_metric(results: dict[str, dict]) -> str:
+    """The validation metric the families' runs stopped on (metrics `val_metric`, from train.json); val/loss for
+    metrics written before it was recorded."""
+    return next((m["val_metric"] for m in results.values() if m.get("val_metric")), "val/loss")
 
 
 def config_section(results: dict[str, dict]) -> list[str]:
@@ -171,11 +178,29 @@ def config_section(results: dict[str, dict]) -> list[str]:
         lines.append(f"| `{family}` | {fmt(m.get('train/steps'), 0)} | {fmt(m.get('train/epochs'), 0)} | "
                      f"{', '.join(m.get('train/stopped_by') or ['—'])} | "
                      + ", ".join(f"{k}={v}" for k, v in settings.items()) + " |")
-    return [*lines, "", ("A run that converged ends by early stopping on val/loss (train.patience validations that "
-                         "each improve it by less than train.min_delta); the epoch cap or the time limit means it may still have been improving. "
+    return [*lines, "", (f"A run that converged ends by early stopping on {monitored_metric(results)} (train.patience "
+                         "validations that each improve it by less than train.min_delta; the metric the task is tuned "
+                         "and judged on, whose best value also picks the kept checkpoint); the epoch cap or the time limit means it may still have been improving. "
                          "Settings from each family's run (`models/<family>/checkpoints/seed<k>/config.yaml`, the "
                          "config it trained with): conf/ defaults < params.yaml < tuned/<family>.yaml < "
                          "family_params < profile < command line."), ""]
+
+
+def curves_section(task: str, results: dict[str, dict], assets: Path) -> list[str]:
+    """The page's "Validation curves": reports/<task>/val_curves.png, per family the monitored validation metric of
+    its final runs by epoch (metrics `val_curves`, from each run's train.json), a line per seed and an x where each
+    stopped; none when no family's metrics have curves."""
+    curves = {f: {seed: c["curve"] for seed, c in m["val_curves"].items()} for f, m in results.items()
+              if m.get("val_curves")}
+    if not curves:
+        return []
+    metric = monitored_metric(results)
+    charts.val_curves(curves, assets / "val_curves.png", metric)
+    return ["## Validation curves", "", f"![validation {metric} by epoch]({task}/val_curves.png)", "",
+            (f"Validation {metric} (what runs stop on and keep their checkpoint by) of each family's final runs by "
+             "epoch, a line per seed; x marks the last validation, where the run stopped (early stopping "
+             f"`train.patience` validations after its best, or a cap: \"Configuration that trained\"). A curve still "
+             "rising (falling, for a loss) at its x may still have been improving."), ""]
 
 
 def tuning_section(task: str, results: dict[str, dict], assets: Path) -> list[str]:

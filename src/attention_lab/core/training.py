@@ -26,7 +26,7 @@ from attention_lab.core import tracking
 from attention_lab.core.checkpoints import CheckpointError, count_parameters, read_checkpoint
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
-from attention_lab.core.module import EarlyStoppingAfter
+from attention_lab.core.module import EarlyStoppingAfter, monitored
 from attention_lab.core.paths import partial_dir, seed_dir, trials_dir
 from attention_lab.core.progress import progress_callback
 from attention_lab.core.task import Run, get_task
@@ -44,9 +44,9 @@ def trainer_arguments(cfg: DictConfig) -> dict:
 
 
 def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
-    """What ended a finished fit: `early stopping` (val/loss did not improve by train.min_delta for train.patience
-    validations), `time limit` (train.max_minutes), `update cap` (the Trainer's max_steps: pretrain.max_updates) or
-    `epoch cap` (train.max_epochs)."""
+    """What ended a finished fit: `early stopping` (the monitored metric, core.module.monitored, did not improve by
+    train.min_delta for train.patience validations), `time limit` (train.max_minutes), `update cap` (the Trainer's
+    max_steps: pretrain.max_updates) or `epoch cap` (train.max_epochs)."""
     if early.stopped_epoch > 0:
         return "early stopping"
     timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
@@ -55,6 +55,25 @@ def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
     if 0 < trainer.max_steps <= trainer.global_step:
         return "update cap"
     return "epoch cap"
+
+
+class ValCurve(pl.Callback):
+    """The monitored validation metric after every validation, `[[epoch, value], ...]` (epochs counted from 1), for
+    train.json's `val_curve`; kept in the checkpoint so a resumed run's curve is whole. Reads what was logged only."""
+
+    def __init__(self, monitor: str):
+        self.monitor, self.curve = monitor, []
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        value = trainer.callback_metrics.get(self.monitor)
+        if not trainer.sanity_checking and value is not None:
+            self.curve.append([trainer.current_epoch + 1, round(float(value), 5)])
+
+    def state_dict(self) -> dict:
+        return {"curve": self.curve}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.curve = [list(point) for point in state_dict.get("curve", [])]
 
 
 def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
@@ -83,16 +102,17 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
         same = False
     logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume and same else None,
                                        stage=stage, tags=tags, name=name)  # lazy: the run starts on first use
-    ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor="val/loss", mode="min", save_last=True,
+    monitor, mode = monitored(cfg)  # the task's tune.metric: stop on it and keep its best checkpoint (best.ckpt)
+    ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor=monitor, mode=mode, save_last=True,
                            save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
     trainer = pl.Trainer(**trainer_arguments(cfg), max_epochs=cfg.train.max_epochs,
                          max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
                          logger=logger, default_root_dir=partial, enable_progress_bar=sys.stdout.isatty(),
                          use_distributed_sampler=False,  # the datamodules shard each global batch themselves
                          callbacks=[ckpt, early := EarlyStoppingAfter(cfg.train.patience, cfg.train.min_delta,
-                                                                     cfg.train.get("min_epochs", 0)),
-                                    progress_callback(stage, cfg.family, seed),
-                                    *callbacks], **trainer_options)
+                                                                     cfg.train.get("min_epochs", 0), monitor, mode),
+                                    progress_callback(stage, cfg.family, seed, monitor),
+                                    curve := ValCurve(monitor), *callbacks], **trainer_options)
     if stage == "tune" and trainer.world_size > 1:
         raise ConfigError("tuning runs one process per trial (Optuna's pruning callback and study loop are not "
                           "data parallel): tune with trainer=cpu or trainer=gpu and scale out with parallel workers")
@@ -127,11 +147,13 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
                "epochs": trainer.current_epoch, "steps": trainer.global_step, "stopped_by": stopped_by(trainer, early),
                "train_seconds": round(module.train_seconds, 2),
                "train_tokens_per_s": round(tokens / max(module.train_seconds, 1e-9), 1),
-               "best_val_loss": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None}
+               "best_val": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None,
+               "best_val_metric": monitor}  # best.ckpt's value of the monitored metric
     summary.update(get_task(cfg.task.name).train_summary(cfg, dm))  # the task's own figures (classify: its labels)
     if trainer.world_size > 1:
         summary.update(processes=trainer.world_size, global_batch_size=cfg.train.batch_size * trainer.world_size)
     summary["last_val"] = {k: round(float(v), 5) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    summary["val_curve"] = curve.curve  # the monitored metric by epoch, every validation: the report's curves
     write_json(partial / "train.json", summary)
     logger.log_metrics({"train_seconds": summary["train_seconds"],
                         "train_tokens_per_s": summary["train_tokens_per_s"], "params": summary["params"]})

@@ -24,7 +24,7 @@ from attention_lab.core.task import Run, get_task
 from attention_lab.stages.common import run_stage, stage_config
 
 TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "schedule", "decay", "min_epochs", "patience", "min_delta",
-              "max_epochs", "weight_decay", "label_smoothing", "penalty", "clip")
+              "max_epochs", "weight_decay", "label_smoothing", "penalty", "penalty_warmup", "clip")
 
 
 def trained_settings(config: dict) -> dict[str, object]:
@@ -40,8 +40,9 @@ def trained_settings(config: dict) -> dict[str, object]:
 
 def summarize(cfg: DictConfig, per_seed: dict[str, dict], runs: list[Run]) -> dict:
     """Mean test/* scores over the runs' seeds, for the task's headline metrics also their sd and 95% t-interval
-    (`<metric>_sd`, `<metric>_ci95_low`, `<metric>_ci95_high`; absent with one seed), the mean train/* figures, and
-    the per-seed scores."""
+    (`<metric>_sd`, `<metric>_ci95_low`, `<metric>_ci95_high`; absent with one seed), the mean train/* figures, the
+    per-seed scores and validation curves (`val_curves`: {seed: {curve: [[epoch, value], ...], stopped_by}} of the
+    monitored metric `val_metric`, from train.json)."""
     first = per_seed[str(cfg.seeds[0])]
     summary = {k: statistics.fmean(per_seed[s][k] for s in per_seed) for k, v in first.items() if isinstance(v, float)}
     for key in get_task(cfg.task.name).headline:
@@ -54,6 +55,10 @@ def summarize(cfg: DictConfig, per_seed: dict[str, dict], runs: list[Run]) -> di
         if key in trained[0]:
             summary[f"train/{key}"] = statistics.fmean(t[key] for t in trained)
     summary["train/stopped_by"] = sorted({t.get("stopped_by", "unknown") for t in trained})  # over the seeds
+    if all("val_curve" in t for t in trained):  # the monitored metric by epoch, per seed: the report's val_curves.png
+        summary["val_curves"] = {str(run.seed): {"curve": t["val_curve"], "stopped_by": t.get("stopped_by")}
+                                 for run, t in zip(runs, trained)}
+        summary["val_metric"] = trained[0].get("best_val_metric")
     summary.update({k: v for k, v in first.items() if isinstance(v, str)}, seeds=[run.seed for run in runs],
                    per_seed=per_seed)
     trained_config = OmegaConf.to_container(OmegaConf.load(runs[0].out / "config.yaml"))

@@ -59,6 +59,7 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
     knobs = {k: v for k, v in p.items() if k not in ("source", "vocab_size", "min_frequency", "dropout", "max_updates",
                                                      "validate_every")}
     run_cfg.train = OmegaConf.merge(OmegaConf.to_container(cfg.train), knobs)  # the pretrain knobs drive train_one
+    run_cfg.tune.metric, run_cfg.tune.direction = "val/loss", "minimize"  # masked LM's loss, not the task's metric
     schedule = {}
     if p.get("max_updates"):  # counted in updates, validated every validate_every updates across epochs
         run_cfg.train.max_epochs = None

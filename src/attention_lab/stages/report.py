@@ -16,6 +16,7 @@ from attention_lab.core.files import atomic_path, read_json, write_json, write_t
 from attention_lab.core.paths import predictions_path, seed_dir
 from attention_lab.core.report import (
     config_section,
+    curves_section,
     headline,
     pareto_front,
     ranked,
@@ -72,7 +73,7 @@ def ranking(cfg: DictConfig, results: dict[str, dict], tests: dict[str, dict], m
     charts.pareto(points, front, assets / "pareto.png", ylabel=get_task(task).headline[key])
     some = next(iter(tests.values()))
     return [*ranking_section(task, results, tests, methods, some["baseline"], some["best"], front),
-            *config_section(results), *tuning_section(task, results, assets)]
+            *config_section(results), *curves_section(task, results, assets), *tuning_section(task, results, assets)]
 
 
 def comparison_metrics(task: str, results: dict[str, dict], tests: dict[str, dict]) -> dict[str, float]:
