@@ -137,7 +137,3 @@ class Source:
             roots.add(self.model_module(named["family"]))
         return sorted(self.module_file(m) for m in self.closure(roots, named.get("task")))
 
-
-def relative(paths: list[Path] | set[Path], root: Path) -> list[str]:
-    return sorted(p.relative_to(root).as_posix() for p in paths)
-
