@@ -1,0 +1,320 @@
+"""The pipeline against its compute floor: per family and stage kind, FLOPs trained (step FLOPs × updates), the floor
+at the matmul peak of the machine that ran the logs (measured in this run, or by benchmarks/speed.py on that CPU), the
+measured time and their ratio -> a section of reports/cost.md and key `compute_floor` of reports/cost.json. Reads
+committed artifacts only: reports/cost.json, reports/benchmarks.json, metrics/, tuned/, params.yaml.
+
+    python benchmarks/compute_floor.py [--out reports/cost] [--side-by-side LOG,LOG]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import ROOT, cpu_model, write_marked_section
+
+SECTION = "compute_floor"
+KINDS = {"tune": "tune", "pretrain": "pretrain", "train": "train", "finetune": "train", "evaluate": "evaluate",
+         "export": "export"}  # a stage name's start -> its kind; any other stage is "shared" (prepare, report, ...)
+ORDER = ("tune", "pretrain", "train", "evaluate", "export", "shared")
+# a fresh clone runs every stage but tune_<task>@* (tuned/*.yaml are in git); tune_finetuned@* depends on
+# models/pretrained, which is not, so it runs again
+NOT_FRESH = ("tune_translate", "tune_classify", "tune_caption")
+
+
+class ArtifactError(ValueError):
+    """A committed artifact the floor reads is missing or malformed (the message names the file and field)."""
+
+
+def read(path: Path, *keys: str):
+    """path's JSON or YAML, with the nested field keys (a clear error naming both when missing)."""
+    if not path.is_file():
+        raise ArtifactError(f"{path}: not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text) if path.suffix == ".yaml" else json.loads(text)
+    except (ValueError, yaml.YAMLError) as err:
+        raise ArtifactError(f"{path}: not {path.suffix[1:].upper()} ({err})") from err
+    for i, k in enumerate(keys):
+        if not isinstance(data, dict) or k not in data:
+            raise ArtifactError(f"{path}: no field {'.'.join(keys[:i + 1])}")
+        data = data[k]
+    return data
+
+
+def matmul_peak(n: int = 2048, repeats: int = 20) -> dict:
+    """The machine's float32 peak: best of `repeats` torch.mm of two n × n matrices on every core."""
+    import torch
+
+    from benchmarks.common import torch_threads
+
+    a, b = torch.randn(n, n), torch.randn(n, n)  # float32
+    load = os.getloadavg()[0]
+    with torch_threads(os.cpu_count()):
+        torch.mm(a, b)
+        seconds = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            torch.mm(a, b)
+            seconds.append(time.perf_counter() - t0)
+        threads = torch.get_num_threads()
+    return {"gflops": 2 * n ** 3 / min(seconds) / 1e9, "n": n, "repeats": repeats, "threads": threads,
+            "dtype": "float32", "median_gflops": 2 * n ** 3 / sorted(seconds)[len(seconds) // 2] / 1e9,
+            "load_before": load}  # load average over the last minute: other processes lower the peak
+
+
+def kind_of(stage: str) -> tuple[str, bool]:
+    """(kind, whether a fresh clone runs it) of a stage name `<name>@<item>`."""
+    name = stage.partition("@")[0]
+    kind = next((k for start, k in KINDS.items() if name.startswith(start)), "shared")
+    return kind, name not in NOT_FRESH
+
+
+def step_gflop(bench: dict, metrics: dict) -> dict:
+    """family -> GFLOP of one training step from benchmarks.json's section 4, or a str saying why it is missing
+    (absent, or measured on another model or batch size than the one trained)."""
+    rows = {r["family"]: r for r in bench.get("rows", [])}
+    out = {}
+    for fam, m in metrics.items():
+        r, size = rows.get(fam), (m.get("train/params"), m.get("trained_config", {}).get("train.batch_size"))
+        if r is None:
+            out[fam] = "not in reports/benchmarks.json §4"
+        elif (r["params"], r["batch_size"]) != size:
+            out[fam] = f"§4 measured {r['params']:,} params at batch {r['batch_size']}, trained {size}"
+        else:
+            out[fam] = r["mflop_per_step"] / 1e3
+    return out
+
+
+def training_work(kind: str, m: dict, tuned: dict, reused: bool) -> tuple[int, float] | str:
+    """(runs, updates) a family's stage of `kind` trained, or a str: why it trains nothing. m: its
+    metrics/<task>/<family>.json; tuned: its tuned/<family>.yaml; reused: its train stage took seed 0 from the study."""
+    if kind == "tune":
+        trials = tuned.get("trials") or []
+        return len(trials), float(sum(t["updates"] for t in trials))
+    if kind == "pretrain":
+        p = m.get("pretrain", {})
+        return (1, float(p["steps"])) if "steps" in p else f"not training ({p.get('source', 'no pretrain')})"
+    if kind == "train":
+        groups = [m, *m.get("label_fractions", {}).values()]  # every seed of the full run and of each fraction
+        runs, updates = sum(len(g["seeds"]) for g in groups), sum(g["train/steps"] * len(g["seeds"]) for g in groups)
+        best = best_trial_updates(tuned) if reused else 0.0
+        return runs - (best > 0), updates - best
+    return "not training"
+
+
+def best_trial_updates(tuned: dict) -> float:
+    """Updates of the study's best complete trial: the train stage's seed-0 run when it reuses it; 0 if none."""
+    best = tuned.get("study", {}).get("best_trial")
+    done = [t for t in tuned.get("trials") or [] if t["trial"] == best and t["state"] == "complete"]
+    return float(done[0]["updates"]) if done else 0.0
+
+
+def inputs(root: Path, cost_json: Path) -> dict:
+    """The committed artifacts the floor reads: params' families, cost_json, benchmarks.json §4, metrics, tuned."""
+    from attention_lab.core.config import TASKS, families, pretrained_families, read_params
+
+    params = read_params(root)
+    family_task = {f: t for t in TASKS if t in params for f in families(params, t)}
+    cost = {key: read(cost_json, key) for key in ("attempts", "logs", "cpu")}
+    bench = root / "reports" / "benchmarks.json"
+    return {"family_task": family_task,
+            "pretrained": {f for t in TASKS if t in params for f in pretrained_families(params, t)},
+            "attempts": cost["attempts"], "logs": cost["logs"], "logs_cpu": cost["cpu"],
+            "bench": read(bench, "results", "flops"), "bench_cpu": read(bench, "machine", "cpu"),
+            "metrics": {f: runs_of(root / "metrics" / t / f"{f}.json") for f, t in family_task.items()},
+            "tuned": {f: trials_of(root / "tuned" / f"{f}.yaml") for f in family_task}}
+
+
+def runs_of(path: Path) -> dict:
+    """A metrics/<task>/<family>.json with the fields training_work reads: seeds and train/steps, per label fraction."""
+    m = read(path)
+    for where, g in [("", m), *((f"label_fractions.{k}.", v) for k, v in m.get("label_fractions", {}).items())]:
+        if missing := [key for key in ("seeds", "train/steps") if key not in g]:
+            raise ArtifactError(f"{path}: no field {where}{missing[0]}")
+    return m
+
+
+def trials_of(path: Path) -> dict:
+    """A tuned/<family>.yaml whose trials each say their number, state and updates."""
+    tuned = read(path)
+    for t in tuned.get("trials") or []:
+        if missing := [key for key in ("trial", "state", "updates") if key not in t]:
+            raise ArtifactError(f"{path}: trial {t.get('trial', '?')} has no field {missing[0]}")
+    return tuned
+
+
+def machine_shares(attempts: list[dict], logs: dict, side_by_side: list[list[str]]) -> dict:
+    """log -> machine seconds per stage second: the log's wall time (of a group of logs that ran side by side, the
+    longest: they started together) over the stage seconds in it (in the group), so stages side by side share it."""
+    if unknown := [log for g in side_by_side for log in g if log not in logs]:
+        raise ArtifactError(f"--side-by-side: no log {', '.join(unknown)} in reports/cost.json `logs`")
+    groups = [*side_by_side, *([log] for log in logs if not any(log in g for g in side_by_side))]
+    staged = defaultdict(float)
+    for a in attempts:
+        staged[a["log"]] += a["seconds"]
+    shares = {}
+    for g in groups:
+        wall, busy = max(logs[x] for x in g), sum(staged[x] for x in g)
+        shares |= {x: wall / busy if busy else 1.0 for x in g}
+    return shares
+
+
+def measured(attempts: list[dict], logs: dict, family_task: dict, side_by_side: list[list[str]] = ()) -> dict:
+    """(task, family, kind) -> stage seconds (all attempts), stopped seconds, machine seconds (machine_shares),
+    whether an attempt finished, stage names."""
+    from benchmarks.pipeline_cost import task_and_family
+
+    shares = machine_shares(attempts, logs, list(side_by_side))
+    out = {}
+    for a in attempts:
+        task, fam = task_and_family(a["stage"], family_task)
+        kind = kind_of(a["stage"])[0]
+        r = out.setdefault((task, fam or "(shared stages)", kind),
+                           {"stage_s": 0.0, "stopped_s": 0.0, "machine_s": 0.0, "stages": [], "finished": False})
+        r["stage_s"] += a["seconds"]
+        r["stopped_s"] += 0.0 if a["finished"] else a["seconds"]
+        r["machine_s"] += a["seconds"] * shares.get(a["log"], 1.0)
+        r["finished"] |= a["finished"]
+        r["stages"] += [a["stage"]] if a["stage"] not in r["stages"] else []
+    return out
+
+
+def floor_rows(inp: dict, peak_gflops: float) -> list[dict]:
+    """One row per (task, family, kind): runs, updates, GFLOP / update, FLOPs, floor seconds at peak_gflops, measured
+    seconds (None where not in the logs), a note where a figure is missing or the stage trains nothing."""
+    ft, pre = inp["family_task"], inp["pretrained"]
+    logged = measured(inp["attempts"], inp["logs"], ft, inp.get("side_by_side", []))
+    gflop = step_gflop(inp["bench"], inp["metrics"])
+    keys = set(logged) | {(t, f, k) for f, t in ft.items() for k in ("tune", "train")} | {
+        (ft[f], f, "pretrain") for f in pre}
+    tasks, fams = list(dict.fromkeys(ft.values())), ["(shared stages)", *ft]
+    rank = lambda names, x: names.index(x) if x in names else len(names)
+    rows = []
+    for task, fam, kind in sorted(keys, key=lambda k: (rank(tasks, k[0]), rank(fams, k[1]), ORDER.index(k[2]))):
+        log = logged.get((task, fam, kind))
+        row = {"task": task, "family": fam, "kind": kind, "runs": None, "updates": None, "gflop_per_update": None,
+               "flops": None, "floor_s": None, "note": "not training", "reused_seed0": 0.0,
+               "fresh": kind_of(log["stages"][0])[1] if log else kind != "tune" or fam in pre,
+               **{k: (log[k] if log else None) for k in ("stage_s", "stopped_s", "machine_s")}}
+        if fam in ft:
+            tune = logged.get((task, fam, "tune"))
+            reused = kind == "train" and bool(tune and tune["finished"] and log)  # seed 0 = the best trial's run
+            step = gflop.get(f"pretrain@{fam}", "pretraining step not in reports/benchmarks.json §4") \
+                if kind == "pretrain" else gflop[fam]
+            row |= figures(training_work(kind, inp["metrics"][fam], inp["tuned"][fam], reused), step, peak_gflops)
+            row["reused_seed0"] = best_trial_updates(inp["tuned"][fam]) if reused else 0.0
+        rows.append(row)
+    return rows
+
+
+def figures(work: tuple[int, float] | str, step: float | str, peak_gflops: float) -> dict:
+    """A row's runs, updates, FLOPs and floor from its work (training_work) and step GFLOP (or why either is missing)."""
+    if isinstance(work, str):
+        return {"note": work}
+    runs, updates = work
+    if not runs:
+        return {"runs": 0, "updates": 0.0, "flops": 0.0, "floor_s": 0.0, "note": "no runs"}
+    if isinstance(step, str):
+        return {"runs": runs, "updates": updates, "note": f"step FLOPs missing: {step}"}
+    flops = step * 1e9 * updates
+    return {"runs": runs, "updates": updates, "gflop_per_update": step, "flops": flops,
+            "floor_s": flops / (peak_gflops * 1e9),
+            "note": "§4 counts next to none of its work" if flops < peak_gflops * 1e9 else ""}
+
+
+def total(rows: list[dict], label: str) -> dict:
+    """Rows added up: FLOPs, floor and measured seconds, both ratios; which rows lack a floor or a measured time."""
+    t = {"label": label, **{k: sum(r[k] or 0.0 for r in rows) for k in ("flops", "floor_s", "stage_s", "stopped_s",
+                                                                         "machine_s")},
+         "no_floor": [f"{r['kind']}@{r['family']}" for r in rows if r["runs"] is not None and r["floor_s"] is None],
+         "not_logged": [f"{r['kind']}@{r['family']}" for r in rows if r["stage_s"] is None]}
+    t["ratio"] = t["machine_s"] / t["floor_s"] if t["floor_s"] else None
+    t["stage_ratio"] = t["stage_s"] / t["floor_s"] if t["floor_s"] else None
+    return t
+
+
+def totals(rows: list[dict]) -> list[dict]:
+    """Per task, then the full re-run with tuning (every row) and, last, the fresh clone (its stages' rows)."""
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    return [*(total([r for r in rows if r["task"] == t], t) for t in tasks),
+            total(rows, "full re-run with tuning"), total([r for r in rows if r["fresh"]], "fresh clone")]
+
+
+def fresh_seed0(rows: list[dict]) -> dict:
+    """Seed-0 runs these logs took from studies a fresh clone does not run (it trains them again): updates, FLOPs."""
+    tuned_elsewhere = {(r["task"], r["family"]) for r in rows if r["kind"] == "tune" and not r["fresh"]}
+    runs = [r for r in rows if r["kind"] == "train" and r["reused_seed0"] and (r["task"], r["family"]) in tuned_elsewhere]
+    flops = sum(r["reused_seed0"] * r["gflop_per_update"] * 1e9 for r in runs if r["gflop_per_update"] is not None)
+    return {"families": [r["family"] for r in runs], "updates": sum(r["reused_seed0"] for r in runs), "flops": flops}
+
+
+def floor_peak(inp: dict, peak: dict, here: str) -> dict:
+    """The peak the floor divides by: the best measurement of the logs' CPU, this run's (on CPU `here`) or §4's of
+    reports/benchmarks.json; this run's, said so, when neither ran on the logs' CPU."""
+    found = [(g, src) for g, src, cpu in ((peak["gflops"], "this run", here),
+                                          (inp["bench"].get("peak_gflops"), "reports/benchmarks.json §4",
+                                           inp["bench_cpu"])) if g and cpu == inp["logs_cpu"]]
+    gflops, source = max(found) if found else (peak["gflops"], "this run, on another CPU than the logs'")
+    return {"gflops": gflops, "source": source, "logs_cpu": inp["logs_cpu"], "bench_cpu": inp["bench_cpu"],
+            "bench_gflops": inp["bench"].get("peak_gflops")}
+
+
+def compute(root: Path = ROOT, cost_json: Path | None = None, peak: dict | None = None,
+            side_by_side: list[list[str]] = ()) -> dict:
+    """The section's figures from root's committed artifacts (stage times: cost_json, else root's reports/cost.json),
+    with the peak measured now (unless given); side_by_side: groups of logs that ran at the same time."""
+    inp = {**inputs(root, cost_json or root / "reports" / "cost.json"), "side_by_side": list(side_by_side)}
+    here, peak = cpu_model(), peak or matmul_peak()
+    used = floor_peak(inp, peak, here)
+    rows = floor_rows(inp, used["gflops"])
+    return {"date": dt.date.today().isoformat(), "cpu": here, "peak": peak, "floor_peak": used,
+            "side_by_side": inp["side_by_side"], "not_fresh": list(NOT_FRESH), "rows": rows, "totals": totals(rows),
+            "fresh_seed0": fresh_seed0(rows)}
+
+
+def refresh(out: Path, root: Path = ROOT, side_by_side: list[list[str]] | None = None, peak: dict | None = None) -> dict:
+    """Write the section of <out>.md and the key of <out>.json from <out>.json's stage times; side_by_side None: the
+    groups of the earlier key whose logs <out>.json still has."""
+    cost_json = out.with_suffix(".json")
+    from benchmarks.floor_report import markdown
+
+    cost = json.loads(cost_json.read_text()) if cost_json.is_file() else {}
+    if side_by_side is None:
+        side_by_side = [g for g in cost.get(SECTION, {}).get("side_by_side", []) if set(g) <= set(cost.get("logs", {}))]
+    result = compute(root, cost_json, peak, side_by_side)
+    write_marked_section(out.with_suffix(".md"), SECTION, markdown(result), result)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "cost", help="writes a section of <out>.md and "
+                    "a key of <out>.json (reads the stage times of <out>.json)")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the project whose metrics/, tuned/, reports/ it reads")
+    ap.add_argument("--side-by-side", action="append", metavar="LOG,LOG",
+                    help="logs (names in <out>.json) that ran at the same time, started together: their machine time "
+                    "is the longest one's wall time, not the sum (repeatable; default: the groups named before)")
+    args = ap.parse_args(argv)
+    try:
+        groups = None if args.side_by_side is None else [g.split(",") for g in args.side_by_side]
+        result = refresh(args.out, args.root, groups)
+    except ArtifactError as err:
+        ap.error(str(err))
+    fresh = result["totals"][-1]
+    print(f"wrote section {SECTION} of {args.out.with_suffix('.md')} and .json: fresh clone "
+          f"{fresh['ratio'] or float('nan'):.1f}× its floor")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""benchmarks/compute_floor.py: FLOPs trained = step FLOPs × updates over every run, the floor at the peak, the ratio
+of machine time to floor, the totals (fresh clone last) and the figures it says are missing."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import compute_floor as cf
+
+PEAK = {"gflops": 100.0, "n": 64, "repeats": 1, "threads": 2, "dtype": "float32", "median_gflops": 90.0,
+        "load_before": 0.0}
+
+
+def attempt(stage: str, log: str, seconds: float, finished: bool = True) -> dict:
+    return {"stage": stage, "log": log, "seconds": seconds, "finished": finished}
+
+
+def project() -> dict:
+    """inputs() of a made-up project: translate `tr` (tuned in the logs), classify `cl` (two label fractions, its
+    study not in the logs) and `pt` (pretrained, its pretraining step not measured)."""
+    def runs(steps: float, **more) -> dict:
+        return {"seeds": [0, 1, 2], "train/steps": steps, "train/params": 10.0,
+                "trained_config": {"train.batch_size": 32}, **more}
+
+    trials = [{"trial": 0, "state": "pruned", "updates": 500}, {"trial": 1, "state": "complete", "updates": 900}]
+    return {"family_task": {"tr": "translate", "cl": "classify", "pt": "classify"}, "pretrained": {"pt"},
+            "attempts": [attempt("prepare@translate", "a.log", 10), attempt("tune_translate@tr", "a.log", 190),
+                         attempt("train_translate@tr", "a.log", 60, finished=False),
+                         attempt("train_translate@tr", "b.log", 90), attempt("train_classify@cl", "b.log", 30),
+                         attempt("evaluate_classify@cl", "b.log", 30), attempt("pretrain@pt", "b.log", 30)],
+            "logs": {"a.log": 130.0, "b.log": 180.0}, "logs_cpu": "cpu X", "bench_cpu": "cpu X",
+            "bench": {"peak_gflops": 50.0, "rows": [{"family": f, "params": 10, "batch_size": 32,
+                                                     "mflop_per_step": m} for f, m in (("tr", 2000.0), ("cl", 500.0), ("pt", 300.0))]},
+            "metrics": {"tr": runs(1000.0), "cl": runs(100.0, label_fractions={"0.1": runs(50.0)}),
+                        "pt": runs(10.0, pretrain={"steps": 400})},
+            "tuned": {"tr": {"study": {"best_trial": 1}, "trials": trials}, "cl": {"trials": trials[:1]},
+                      "pt": {"study": {"trials": 0}}}}
+
+
+def row(rows: list[dict], family: str, kind: str) -> dict:
+    return next(r for r in rows if (r["family"], r["kind"]) == (family, kind))
+
+
+def test_flops_floor_and_machine_time_per_family_and_stage():
+    rows = cf.floor_rows(project(), peak_gflops=100.0)
+    train = row(rows, "tr", "train")  # seed 0 came from the study's best trial (900 updates): 3 × 1000 − 900
+    assert (train["runs"], train["updates"], train["reused_seed0"]) == (2, 2100.0, 900.0)
+    assert train["flops"] == pytest.approx(2e9 * 2100) and train["floor_s"] == pytest.approx(42.0)
+    # a.log: 130 s of wall over 260 stage seconds -> half each; b.log: 180 over 180 -> whole
+    assert (train["stage_s"], train["stopped_s"], train["machine_s"]) == (150.0, 60.0, 30.0 + 90.0)
+    assert row(rows, "tr", "tune")["updates"] == 1400.0 and row(rows, "tr", "tune")["machine_s"] == 95.0
+    cl = row(rows, "cl", "train")  # three seeds of the full run and of the 10% run, its study not in the logs
+    assert (cl["runs"], cl["updates"], cl["floor_s"]) == (6, 450.0, pytest.approx(0.5e9 * 450 / 100e9))
+    assert row(rows, "cl", "tune")["stage_s"] is None and not row(rows, "cl", "tune")["fresh"]
+    pt = row(rows, "pt", "pretrain")
+    assert (pt["runs"], pt["updates"], pt["floor_s"]) == (1, 400.0, None) and "missing" in pt["note"]
+    assert row(rows, "pt", "tune")["note"] == "no runs"  # tuned: 0 trials, its tune_finetuned stage not logged
+    assert row(rows, "cl", "evaluate")["note"] == "not training" and row(rows, "cl", "evaluate")["floor_s"] is None
+    assert [r["kind"] for r in rows if r["family"] == "tr"] == ["tune", "train"]
+
+
+def test_totals_fresh_clone_last_and_what_is_missing():
+    rows = cf.floor_rows(project(), peak_gflops=100.0)
+    *tasks, full, fresh = cf.totals(rows)
+    assert [t["label"] for t in tasks] == ["translate", "classify"]
+    assert (full["label"], fresh["label"]) == ("full re-run with tuning", "fresh clone")
+    tune_floor = 2e9 * 1400 / 100e9 + 0.5e9 * 500 / 100e9
+    assert full["floor_s"] == pytest.approx(fresh["floor_s"] + tune_floor)  # a fresh clone runs no tune_<task>
+    assert fresh["machine_s"] == pytest.approx(full["machine_s"] - 95.0)
+    assert fresh["ratio"] == pytest.approx(fresh["machine_s"] / fresh["floor_s"])
+    assert full["no_floor"] == ["pretrain@pt"] and full["not_logged"] == ["tune@cl", "tune@pt", "train@pt"]
+    assert cf.fresh_seed0(rows) == {"families": ["tr"], "updates": 900.0, "flops": pytest.approx(2e9 * 900)}
+
+
+def test_side_by_side_logs_share_one_wall_time():
+    attempts, logs = project()["attempts"], {"a.log": 130.0, "b.log": 180.0}
+    shares = cf.machine_shares(attempts, logs, [["a.log", "b.log"]])
+    assert shares == {"a.log": 180.0 / 440.0, "b.log": 180.0 / 440.0}
+    with pytest.raises(cf.ArtifactError, match="c.log"):
+        cf.machine_shares(attempts, logs, [["a.log", "c.log"]])
+
+
+def test_stage_kinds_and_what_a_fresh_clone_runs():
+    assert cf.kind_of("finetune_classify@bert") == ("train", True)
+    assert cf.kind_of("tune_finetuned@bert") == ("tune", True)
+    assert cf.kind_of("tune_caption@show_tell") == ("tune", False)
+    assert cf.kind_of("report_index") == ("shared", True)
+
+
+def test_step_flops_missing_or_measured_on_another_model():
+    bench = {"rows": [{"family": "a", "params": 10, "batch_size": 32, "mflop_per_step": 1500.0}]}
+    metrics = {"a": {"train/params": 10.0, "trained_config": {"train.batch_size": 16}}, "b": {}}
+    steps = cf.step_gflop(bench, metrics)
+    assert "batch 32" in steps["a"] and steps["b"] == "not in reports/benchmarks.json §4"
+    metrics["a"]["trained_config"]["train.batch_size"] = 32
+    assert cf.step_gflop(bench, metrics)["a"] == 1.5
+
+
+def test_peak_is_the_best_measurement_of_the_logs_cpu():
+    inp = project()
+    assert cf.floor_peak(inp, PEAK, "cpu X")["gflops"] == 100.0  # this run beat §4's 50 on the same CPU
+    used = cf.floor_peak(inp, PEAK, "cpu Y")
+    assert (used["gflops"], used["source"]) == (50.0, "reports/benchmarks.json §4")
+    inp["bench_cpu"] = "cpu Z"
+    assert "another CPU" in cf.floor_peak(inp, PEAK, "cpu Y")["source"]
+
+
+def test_an_artifact_missing_or_malformed_is_named(tmp_path):
+    (tmp_path / "m.json").write_text('{"results": {}}')
+    with pytest.raises(cf.ArtifactError, match=r"m\.json: no field results\.flops"):
+        cf.read(tmp_path / "m.json", "results", "flops")
+    with pytest.raises(cf.ArtifactError, match=r"gone\.yaml: not found"):
+        cf.read(tmp_path / "gone.yaml")
+
