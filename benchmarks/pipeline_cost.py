@@ -4,7 +4,8 @@
     python benchmarks/pipeline_cost.py logs/caption.log [more logs ...]
 
 Logs named in an earlier reports/cost.json and not given again are kept (--fresh forgets them): a run in pieces, one log
-a piece (name them apart), adds up over the sessions that ran it.
+a piece (name them apart), adds up over the sessions that ran it. Then benchmarks/compute_floor.py writes its section
+(the pipeline against its compute floor) from these stage times, unless --no-floor.
 
 A stage starts at DVC's "Running stage '<name>'" line and ends at its chain's last line before the next stage; it
 finished when DVC updated the lock file, else it was stopped (killed or failed: its time still counts, as the run
@@ -129,18 +130,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "cost", help="writes <out>.md and <out>.json")
     ap.add_argument("--fresh", action="store_true", help="forget the logs of an earlier <out>.json (default: keep "
                     "those not given again, so a run in pieces adds up)")
+    ap.add_argument("--no-floor", action="store_true", help="write no compute-floor section (benchmarks/compute_floor.py)")
     args = ap.parse_args(argv)
     if missing := [str(p) for p in args.logs if not p.is_file()]:
         ap.error(f"no such log: {', '.join(missing)}")
     earlier = args.out.with_suffix(".json")
-    summary = summarise(args.logs, None if args.fresh or not earlier.is_file() else json.loads(earlier.read_text()))
+    earlier = json.loads(earlier.read_text()) if earlier.is_file() else {}
+    summary = summarise(args.logs, None if args.fresh or not earlier else earlier)
     if empty := [str(p) for p in args.logs if not any(a["log"] == p.name for a in summary["attempts"])]:
         ap.error(f"no stage of `attention-lab repro` in {', '.join(empty)} "
                  "(expected lines `HH:MM:SS [label] Running stage '<name>':`)")
     args.out.with_suffix(".md").write_text("\n".join(markdown(summary)) + "\n", encoding="utf-8")
     args.out.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out.with_suffix('.md')} and .json")
+    if not args.no_floor:
+        floor(args.out, earlier.get("compute_floor", {}).get("side_by_side", []))
     return 0
+
+
+def floor(out: Path, side_by_side: list[list[str]]) -> None:
+    """benchmarks/compute_floor.py's section of out.md from its stage times (the groups of logs side by side named
+    before, those still there), or why not."""
+    from benchmarks import compute_floor
+
+    logs = json.loads(out.with_suffix(".json").read_text())["logs"]
+    try:
+        compute_floor.refresh(out, side_by_side=[g for g in side_by_side if set(g) <= set(logs)])
+    except compute_floor.ArtifactError as err:
+        print(f"no compute-floor section: {err}")
 
 
 if __name__ == "__main__":

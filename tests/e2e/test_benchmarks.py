@@ -227,7 +227,7 @@ def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
     ]
     log.write_text("".join(f"{line}\n" for line in lines))
     out = tmp_path / "cost"
-    assert pipeline_cost.main([str(log), "--out", str(out)]) == 0
+    assert pipeline_cost.main([str(log), "--out", str(out), "--no-floor"]) == 0
     summary = json.loads(out.with_suffix(".json").read_text())
     caption = summary["tasks"]["caption"]
     assert summary["logs"] == {"caption.log": 21 * 60.0}
@@ -237,14 +237,14 @@ def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
 
     second = tmp_path / "translate.log"  # a later piece of the run adds to the earlier one's figures
     second.write_text("10:00:00 [shared] Running stage 'prepare@translate':\n10:02:00 [shared] Updating lock file\n")
-    pipeline_cost.main([str(second), "--out", str(out)])
+    pipeline_cost.main([str(second), "--out", str(out), "--no-floor"])
     summary = json.loads(out.with_suffix(".json").read_text())
     assert summary["logs"] == {"caption.log": 21 * 60.0, "translate.log": 120.0}
     assert summary["tasks"]["caption"]["seconds"] == 28.5 * 60 and summary["tasks"]["translate"]["stages"] == 1
-    pipeline_cost.main([str(second), "--out", str(out), "--fresh"])
+    pipeline_cost.main([str(second), "--out", str(out), "--fresh", "--no-floor"])
     assert list(json.loads(out.with_suffix(".json").read_text())["tasks"]) == ["translate"]
 
     empty = tmp_path / "empty.log"
     empty.write_text("nothing here\n")
     with pytest.raises(SystemExit):
-        pipeline_cost.main([str(empty), "--out", str(out)])
+        pipeline_cost.main([str(empty), "--out", str(out), "--no-floor"])

@@ -3,9 +3,12 @@ of machine time to floor, the totals (fresh clone last) and the figures it says 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmarks import compute_floor as cf
+from tests.conftest import ROOT
 
 PEAK = {"gflops": 100.0, "n": 64, "repeats": 1, "threads": 2, "dtype": "float32", "median_gflops": 90.0,
         "load_before": 0.0}
@@ -112,3 +115,22 @@ def test_an_artifact_missing_or_malformed_is_named(tmp_path):
     with pytest.raises(cf.ArtifactError, match=r"gone\.yaml: not found"):
         cf.read(tmp_path / "gone.yaml")
 
+
+def test_pipeline_cost_writes_the_section_and_keeps_the_side_by_side_logs(tmp_path, monkeypatch):
+    """On the committed metrics, tuned/ and benchmarks.json: pipeline_cost.py rewrites cost.md with the section."""
+    from benchmarks import pipeline_cost
+
+    monkeypatch.setattr(cf, "matmul_peak", lambda: PEAK)
+    logs = []
+    for name, stage in (("x.log", "train_caption@show_tell"), ("y.log", "train_caption@show_attend_tell")):
+        logs.append(tmp_path / name)
+        logs[-1].write_text(f"10:00:00 [c] Running stage '{stage}':\n10:10:00 [c] Updating lock file\n")
+    out = tmp_path / "cost"
+    assert pipeline_cost.main([*map(str, logs), "--out", str(out)]) == 0
+    cf.refresh(out, ROOT, [["x.log", "y.log"]], PEAK)
+    pipeline_cost.main([str(logs[0]), "--out", str(out)])  # a later piece: the groups named before stay
+    floor = json.loads(out.with_suffix(".json").read_text())["compute_floor"]
+    assert floor["side_by_side"] == [["x.log", "y.log"]] and floor["totals"][-1]["machine_s"] == 600.0
+    text = out.with_suffix(".md").read_text()
+    assert text.startswith("# What the pipeline cost") and text.count("## Against the compute floor") == 1
+    assert "| caption | show_tell | train |" in text and text.rstrip().endswith("<!-- compute_floor:end -->")
