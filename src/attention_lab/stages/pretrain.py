@@ -74,25 +74,23 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
                                    special_ids=dm.special_ids)
         return module, dm
 
-    trained = out.parent / f".trained-{out.name}"  # the finished run waits beside the output, never in it
-    summary = train_one(run_cfg, cfg.seeds[0], trained, partial, build=build, stage="pretrain",
+    # the finished run waits in `partial`, beside the output, until the encoder is saved: a stop in between keeps it
+    summary = train_one(run_cfg, cfg.seeds[0], out, partial, build=build, stage="pretrain", move=False,
                         reload_dataloaders_every_n_epochs=1, **schedule)
     if summary is None:
         return None
-    try:
-        state = read_checkpoint(trained / "best.ckpt")["state_dict"]
-        sizes = {k: v for k, v in cfg.model.items() if k in BertConfig.__dataclass_fields__}
-        config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
-        model = BertPretraining(config)
-        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
-        about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, "documents": len(train),
-                 **summary}
-        with atomic_path(out) as tmp:  # the encoder appears whole, or the previous one stays
-            # the run's run.json, config.yaml, train.json; the encoder is all a family needs: checkpoints are dropped
-            shutil.copytree(trained, tmp, ignore=shutil.ignore_patterns("*.ckpt"))
-            save_encoder(tmp, model.bert, config, tok, about)
-    finally:
-        shutil.rmtree(trained, ignore_errors=True)
+    state = read_checkpoint(partial / "best.ckpt")["state_dict"]
+    sizes = {k: v for k, v in cfg.model.items() if k in BertConfig.__dataclass_fields__}
+    config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
+    model = BertPretraining(config)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, "documents": len(train),
+             **summary}
+    with atomic_path(out) as tmp:  # the encoder appears whole, or the previous one stays
+        # the run's run.json, config.yaml, train.json; the encoder is all a family needs: checkpoints are dropped
+        shutil.copytree(partial, tmp, ignore=shutil.ignore_patterns("*.ckpt"))
+        save_encoder(tmp, model.bert, config, tok, about)
+    shutil.rmtree(partial)
     return about
 
 
