@@ -19,6 +19,7 @@ import hashlib
 import os
 import shutil
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -33,6 +34,7 @@ from attention_lab.core.files import atomic_path, read_json, write_json, write_t
 from attention_lab.core.module import EarlyStoppingAfter, PlateauStep, monitored
 from attention_lab.core.paths import partial_dir, seed_dir, trials_dir
 from attention_lab.core.progress import progress_callback
+from attention_lab.core.slots import training_slot
 from attention_lab.core.task import Run, get_task
 
 REUSE_FILE = "reuse.json"  # in a kept tuning trial's folder: {"trial": number, "key": its run_key}
@@ -145,7 +147,8 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
         except CheckpointError as err:
             raise CheckpointError(f"{err}; or delete {partial} to train this run from the start") from err
 
-    trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
+    with training_slot() if trainer.world_size == 1 else nullcontext():  # data parallel: its ranks wait on each other
+        trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
     if not ckpt.best_model_path:  # stopped by the time budget before any validation (the same on every process)
         trainer.save_checkpoint(partial / "best.ckpt")
     tokens = module.total_tokens()  # a collective: every process counts its share
