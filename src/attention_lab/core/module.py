@@ -159,6 +159,8 @@ class TaskModule(pl.LightningModule):
     # parallelism every process's state (each drew its own masks), restored to the process of the same rank.
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["torch_rng_state"] = torch.get_rng_state()
+        if torch.cuda.is_available() and self.device.type == "cuda":  # dropout on a GPU draws from its own generator
+            checkpoint["cuda_rng_state"] = torch.cuda.get_rng_state(self.device)
         if self.trainer.world_size > 1:
             states = self.trainer.strategy.all_gather(torch.get_rng_state().to(self.trainer.strategy.root_device))
             checkpoint["torch_rng_states"] = [state.cpu().clone() for state in states]  # own storage, see below
@@ -172,6 +174,8 @@ class TaskModule(pl.LightningModule):
             torch.set_rng_state(states[self.trainer.global_rank].clone())
         elif "torch_rng_state" in checkpoint:
             torch.set_rng_state(checkpoint["torch_rng_state"])
+        if "cuda_rng_state" in checkpoint and torch.cuda.is_available():
+            torch.cuda.set_rng_state(checkpoint["cuda_rng_state"].cpu(), self.device)
         self.tokens_before, self.tokens_seen = checkpoint.get("tokens_seen", 0), 0
         self.train_seconds = checkpoint.get("train_seconds", 0.0)
         self.lr_scale, self.best_val = checkpoint.get("lr_scale", 1.0), checkpoint.get("best_val", self.best_val)

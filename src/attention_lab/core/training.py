@@ -96,7 +96,7 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     cfg.seed = seed
     tracking.experiment_id(cfg)  # an unreachable tracking server fails here, before anything is trained or written
     run_file, config_file = partial / "run.json", partial / "config.yaml"
-    key = run_key(cfg, seed)
+    key = run_key(cfg, seed, stage)
     # every process decides the same: rank 0 only deletes or writes these files after deciding, and a process that
     # looks later sees either the same stopped run or no last.ckpt
     same = holds(partial, key)
@@ -215,12 +215,14 @@ def run_config(cfg: DictConfig, seed: int) -> str:
     return OmegaConf.to_yaml(run_cfg, resolve=True)
 
 
-def run_key(cfg: DictConfig, seed: int) -> str:
-    """What decides a run's every figure on a given machine: its config at `seed`, the prepared data, the package's
-    code and the intra-op threads (their sums' order); two runs with one key are the same run (tests/stages)."""
+def run_key(cfg: DictConfig, seed: int, stage: str = "train") -> str:
+    """What decides a run's every figure on a given machine: its config at `seed`, the prepared data, the code that
+    trains it (the `stage` command's files: a tuning trial is trained by the train stage's code) and the intra-op
+    threads (their sums' order); two runs with one key are the same run (tests/stages)."""
     import torch
 
-    what = [run_config(cfg, seed), tracking.data_hash(cfg), tracking.code_hash(), str(torch.get_num_threads())]
+    code = tracking.code_hash(cfg, "pretrain" if stage == "pretrain" else "train")
+    what = [run_config(cfg, seed), tracking.data_hash(cfg), code, str(torch.get_num_threads())]
     return hashlib.sha256("\0".join(what).encode()).hexdigest()
 
 
