@@ -360,7 +360,7 @@ def _config(args: argparse.Namespace) -> int:
 def _repro(args) -> int:
     from attention_lab.core.repro import repro
 
-    return repro(Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True))
+    return repro(Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True), slots=args.slots)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -444,6 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chains at once, one thread each (default: the machine's cores, %(default)s)")
     d.add_argument("--task", action="append", default=None, help="only this task's stages and the reports reading "
                    "them (repeatable; default: every task in params.yaml)")
+    d.add_argument("--slots", type=_int_in(1, 256), default=os.cpu_count() or 1,
+                   help="training runs at once across every chain and worker: one pool (default: the machine's "
+                   "cores, %(default)s)")
     d.set_defaults(func=_repro)
     return parser
 

@@ -128,7 +128,7 @@ def test_a_maximised_metric_stops_the_run_and_picks_its_checkpoint(tmp_path):
     monitor, mode = monitored({"tune": {"metric": "val/accuracy", "direction": "maximize"}})
     assert (monitor, mode) == ("val/accuracy", "max")
     assert monitored({"tune": {"metric": "val/loss", "direction": "minimize"}}) == ("val/loss", "min")
-    # the plateau schedule's comparison (TaskModule.on_validation_end): better by more than min_delta, either way
+    # the plateau schedule's comparison (TaskModule.update_schedule): better by more than min_delta, either way
     assert improved(0.60, 0.59, 0.005, "max") and not improved(0.593, 0.59, 0.005, "max")
     assert improved(1.0, 1.02, 0.01, "min") and not improved(1.0, 1.005, 0.01, "min")
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(4, 1)), batch_size=2)

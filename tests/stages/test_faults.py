@@ -28,7 +28,9 @@ from attention_lab.core.checkpoints import CheckpointError, load_model, read_che
 from attention_lab.core.export import ExportError
 from attention_lab.core.files import read_json
 from attention_lab.core.paths import onnx_dir, partial_dir, pretrained_dir, seed_dir
-from attention_lab.core.tuning import FINISHED, load_space, storage, study_name
+from attention_lab.core.task import get_task
+from attention_lab.core.training import run_partial
+from attention_lab.core.tuning import FINISHED, load_space, storage, study_name, trial_dirs
 from attention_lab.stages import evaluate, export, prepare, pretrain, tokenizer, train, tune
 from attention_lab.stages.common import stage_config
 from attention_lab.translate import export as translate_export
@@ -61,10 +63,11 @@ def launch(project: Path, stage: str, args: list[str], log: Path) -> subprocess.
                                 env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=out, stderr=subprocess.STDOUT)
 
 
-def run_to_the_end(project: Path, stage: str, args: list[str]) -> str:
-    """The same command run to its end (one thread); its output."""
+def run_to_the_end(project: Path, stage: str, args: list[str], **env: str) -> str:
+    """The same command run to its end (one thread; `env` on top of ours); its output."""
     done = subprocess.run([sys.executable, "-m", f"attention_lab.stages.{stage}", *args], cwd=project, check=False,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+                          env={**os.environ, "OMP_NUM_THREADS": "1", **env}, capture_output=True, text=True,
+                          timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
@@ -139,55 +142,171 @@ def tune_data(project, one_torch_thread):
     return project
 
 
-def test_sigkilled_tuning_resumes_the_study_without_losing_or_repeating_trials(tune_data, tmp_path, capsys):
-    """A tune process killed with SIGKILL during a trial, after at least one finished: run again, it marks the killed
-    trial FAIL (out of the budget), keeps the finished trials as they were, and runs the rest of tune.trials."""
-    cfg = stage_config(TUNE, tuned=False)
-    name, journal = study_name(cfg, load_space(tune_data / "conf" / "tune" / "bahdanau.yaml", cfg)), storage(cfg)
+@pytest.mark.slow  # three runs of the study in processes of their own
+def test_sigkilled_tuning_resumes_the_killed_trial_and_ends_as_an_uninterrupted_study(tune_data, tmp_path, capsys):
+    """A tune process killed with SIGKILL inside a trial's epoch, after a trial finished and after the running one's
+    first checkpoint: run again, the killed trial is resumed first (its number, params, reported values, MLflow run)
+    from its last.ckpt, the finished trials are kept as they were, and every trial ends as in an uninterrupted study."""
+    args = [*TUNE, "train.batch_size=8", "trainer.log_every_n_steps=1"]  # 15 updates an epoch: room to kill inside one
+    cfg = stage_config(args, tuned=False)
+    name = study_name(cfg, load_space(tune_data / "conf" / "tune" / "bahdanau.yaml", cfg))
+    workdir, tuned_file = tune_data / "tuned" / ".trials" / "bahdanau", tune_data / "tuned" / "bahdanau.yaml"
 
     def trials() -> list[optuna.trial.FrozenTrial]:
         try:
-            return optuna.load_study(study_name=name, storage=journal).get_trials()
+            return optuna.load_study(study_name=name, storage=storage(cfg)).get_trials()  # the journal read afresh
         except KeyError:  # the stage has not created its study yet
             return []
 
-    def a_trial_finished_and_one_training() -> bool:
-        now = trials()  # ParamCap records "params" as the trial's fit starts
-        return any(t.state in FINISHED for t in now) and any(t.state == State.RUNNING and "params" in t.user_attrs
-                                                             for t in now)
+    def outcome() -> dict:
+        return {t.number: (t.state, t.value, t.params, t.intermediate_values) for t in trials()}
+
+    run_to_the_end(tune_data, "tune", args, MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'straight.db'}")
+    straight = outcome()
+    assert len(straight) == 3 and {state for state, *_ in straight.values()} <= set(FINISHED), straight
+    for leftover in (workdir, tuned_file, *journal_files(tune_data)):
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+
+    client = mlflow.MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
+
+    def a_trial_finished_and_one_past_its_checkpoint() -> bool:
+        now = trials()
+        running = [t.number for t in now if t.state == State.RUNNING]
+        if not (any(t.state in FINISHED for t in now) and running):
+            return False
+        partial = trial_dirs(workdir, running[0])[1]
+        return (partial / "last.ckpt").is_file() and logged_step(client, partial) >= 17  # inside its second epoch
 
     log = tmp_path / "tune.log"
-    kill_when(launch(tune_data, "tune", TUNE, log), a_trial_finished_and_one_training, log,
-              "a finished trial and one training")
+    kill_when(launch(tune_data, "tune", args, log), a_trial_finished_and_one_past_its_checkpoint, log,
+              "a finished trial and one past its first checkpoint")
     before = trials()
     running = [t.number for t in before if t.state == State.RUNNING]
     finished = {t.number: (t.state, t.value, t.params, t.intermediate_values) for t in before if t.state in FINISHED}
     assert len(running) == 1 and finished, [(t.number, t.state) for t in before]
-    assert not (tune_data / "tuned" / "bahdanau.yaml").exists()
-    workdir = tune_data / "tuned" / ".trials" / "bahdanau"
-    assert (workdir / f".partial-trial{running[0]}" / "run.json").is_file(), "killed while training"
-    killed_run = read_json(workdir / f".partial-trial{running[0]}" / "run.json")["run_id"]
+    assert not tuned_file.exists()
+    partial = trial_dirs(workdir, running[0])[1]
+    killed_run = read_json(partial / "run.json")["run_id"]
+    assert read_checkpoint(partial / "last.ckpt")["global_step"] == 15, "killed after its first epoch's checkpoint"
 
-    tune.main(TUNE)
-    assert f"trials {running} were left running by a killed worker; marked failed" in capsys.readouterr().out
-    after = {t.number: t for t in trials()}
-    assert sorted(after) == list(range(len(after))), "every trial number once"
-    assert after[running[0]].state == State.FAIL
-    assert {n: (after[n].state, after[n].value, after[n].params, after[n].intermediate_values)
-            for n in finished} == finished, "the finished trials are kept as they were, not run again"
-    states = Counter(t.state for t in after.values())
-    assert states[State.COMPLETE] + states[State.PRUNED] == 3 and states[State.FAIL] == 1 and len(after) == 4
-    tuned = yaml.safe_load((tune_data / "tuned" / "bahdanau.yaml").read_text())
-    assert tuned["study"]["trials"] == 3 and tuned["study"]["best_trial"] != running[0]
+    tune.main(args)
+    said = capsys.readouterr().out
+    assert f"trials {running} were left running by a killed worker; resumed first" in said
+    assert f"resuming bahdanau seed 0 from {partial / 'last.ckpt'}" in said
+    after = outcome()
+    assert {n: after[n] for n in finished} == finished, "the finished trials are kept as they were, not run again"
+    assert after == straight, "the study ends as an uninterrupted one: the same trials, values and rungs"
     mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])
     runs = mlflow.search_runs(experiment_names=["translate"], output_format="list", filter_string="tags.stage = 'tune'")
     per_trial = Counter(r.data.tags["trial"] for r in runs)
-    assert max(per_trial.values()) == 1, f"a trial trained twice: {per_trial}"
-    assert {str(n) for n, t in after.items() if t.state in FINISHED} <= set(per_trial)
-    killed = mlflow.get_run(killed_run)  # what the killed trial left: its run closed, its partial run removed
-    assert (killed.info.status, killed.data.tags["optuna.state"]) == ("KILLED", "FAIL")
-    best = tuned["study"]["best_trial"]  # only the best trial's run stays (the train stage's first seed may take it)
+    assert sorted(per_trial) == [str(n) for n in sorted(after)] and max(per_trial.values()) == 1, per_trial
+    resumed = mlflow.get_run(killed_run)  # the killed trial's own run, finished by the resumed trial
+    assert resumed.data.tags["trial"] == str(running[0]) and resumed.info.status in ("FINISHED", "KILLED")
+    best = yaml.safe_load(tuned_file.read_text())["study"]["best_trial"]
     assert [p.name for p in workdir.iterdir()] == [f"trial{best}"]
+
+
+def journal_files(project: Path) -> list[Path]:
+    return sorted((project / "tuned").glob("*.journal*"))
+
+
+def logged_step(client: mlflow.MlflowClient, partial: Path, metric: str = "train/loss") -> int:
+    """The last step of `metric` that the partial run's MLflow run holds (-1 before any)."""
+    if not (partial / "run.json").is_file():
+        return -1
+    try:
+        steps = client.get_metric_history(read_json(partial / "run.json")["run_id"], metric)
+    except (mlflow.exceptions.MlflowException, ValueError):  # the stage holds the store's lock, or writes run.json
+        return -1
+    return max((m.step for m in steps), default=-1)
+
+
+@pytest.fixture
+def classify_data(project, one_torch_thread):
+    """60 labelled documents (and 120 unlabelled for pretraining)."""
+    prepare.main(["task=classify", "data.n_train=60", "data.n_valid=15", "data.n_unlabelled=120"])
+    return project
+
+
+PRETRAIN = ["task=classify", "family=bert", *stage_overrides("bert"), "pretrain.vocab_size=300",
+            "pretrain.max_tokens=64", "pretrain.batch_size=16", "pretrain.warmup_steps=2", "pretrain.max_updates=36",
+            "pretrain.validate_every=9", "trainer.log_every_n_steps=1"]  # 12 updates an epoch: saves inside epochs
+
+
+@pytest.mark.slow  # three processes of the stage
+def test_sigkilled_pretraining_resumes_inside_an_epoch_to_the_uninterrupted_encoder(classify_data, tmp_path):
+    """pretrain@bert killed with SIGKILL after a checkpoint taken inside an epoch (every 9 updates, 12 an epoch): run
+    again, it resumes at the next batch of that epoch (core.batching.ResumableLoader) and writes the uninterrupted
+    run's models/pretrained/bert, byte for byte (what differs, the MLflow run and seconds, goes to bert.run.json)."""
+    run_to_the_end(classify_data, "pretrain", PRETRAIN)
+    out = pretrained_dir(stage_config(PRETRAIN))
+    straight, files = read_json(out / "pretrain.json"), snapshot(out)
+    assert sorted(Path(f).name for f in files) == ["config.json", "encoder.safetensors", "pretrain.json",
+                                                    "tokenizer.json"]
+    shutil.rmtree(out)
+    partial, client = partial_dir(out, out), mlflow.MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
+
+    def past_a_checkpoint_inside_an_epoch() -> bool:  # the save after update 9 or 18, two updates on, same epoch
+        step = logged_step(client, partial)
+        return (partial / "last.ckpt").is_file() and step % 9 >= 2 and step % 12 > step % 9
+
+    log = tmp_path / "pretrain.log"
+    kill_when(launch(classify_data, "pretrain", PRETRAIN, log), past_a_checkpoint_inside_an_epoch, log,
+              "an update past a checkpoint inside an epoch")
+    killed = read_checkpoint(partial / "last.ckpt")
+    assert killed["global_step"] % 12 != 0, "the checkpoint was taken inside an epoch"
+    assert not out.exists()
+
+    assert f"resuming bert seed 0 from {partial / 'last.ckpt'}" in run_to_the_end(classify_data, "pretrain", PRETRAIN)
+    resumed = read_json(out / "pretrain.json")
+    same = ("steps", "epochs", "best_val", "last_val", "val_curve", "stopped_by")
+    assert {k: resumed[k] for k in same} == {k: straight[k] for k in same}
+    assert snapshot(out) == files, "the same bytes: DVC skips the stages that read the encoder (tune_finetuned)"
+    assert not partial.exists()
+
+
+@pytest.mark.slow  # pretraining, then three processes of the fine-tuning stage
+def test_sigkilled_fine_tuning_keeps_finished_runs_and_resumes_a_label_share_run(classify_data, tmp_path):
+    """finetune@bert with a run on all the labels and one on half of them (validated every 2 epochs), killed with
+    SIGKILL after the first had finished and the second had saved a checkpoint at a validation: run again (after
+    DVC would have cleared the stage's output), the finished run is kept as it was (not trained again, its MLflow run
+    the same), the second resumes from its last.ckpt, and both end as in an uninterrupted stage."""
+    pretrain.main([a for a in PRETRAIN if not a.startswith("trainer.")])
+    args = ["task=classify", "family=bert", *stage_overrides("bert"), "train.label_fractions=[1.0,0.5]",
+            "train.max_epochs=3", "train.min_epochs=0", "train.batch_size=4", "train.processes=1",
+            "train.max_minutes=5", "trainer.log_every_n_steps=1"]  # 15 and 8 updates an epoch
+    cfg = stage_config(args)
+    runs = {run.variant: run for run in get_task("classify").runs(cfg)}
+    full, half = runs[None], runs["0.5"]
+    run_to_the_end(classify_data, "train", args)
+    straight = {v: read_json(r.out / "train.json") for v, r in runs.items()}
+    assert straight["0.5"]["epochs"] == 6
+    shutil.rmtree(seed_dir(cfg, 0).parent)
+    client = mlflow.MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
+    first, second = run_partial(cfg, full), run_partial(cfg, half)
+
+    def first_finished_and_second_past_a_checkpoint() -> bool:
+        return ((first / "train.json").is_file() and (second / "last.ckpt").is_file()
+                and logged_step(client, second) >= 18)  # saved after epoch 2 (16 updates), in epoch 3
+
+    log = tmp_path / "finetune.log"
+    kill_when(launch(classify_data, "train", args, log), first_finished_and_second_past_a_checkpoint, log,
+              "the first run finished and the second past its checkpoint")
+    assert read_checkpoint(second / "last.ckpt")["global_step"] == 16
+    assert not seed_dir(cfg, 0).parent.exists(), "nothing published before every run is done"
+    kept = snapshot(first)
+    first_run = read_json(first / "run.json")["run_id"]
+
+    said = run_to_the_end(classify_data, "train", args)
+    assert "bert seed 0: finished before the stop, kept" in said
+    assert f"resuming bert seed 0 from {second / 'last.ckpt'}" in said
+    assert {str(f).replace(str(first), str(full.out)): b for f, b in kept.items()} == snapshot(full.out)
+    assert read_json(full.out / "run.json")["run_id"] == first_run
+    same = ("steps", "epochs", "best_val", "last_val", "val_curve", "stopped_by")
+    for variant, run in runs.items():
+        resumed = read_json(run.out / "train.json")
+        assert {k: resumed[k] for k in same} == {k: straight[variant][k] for k in same}, variant
+    assert not first.exists() and not second.exists()
 
 
 # --- damaged and hostile checkpoints -------------------------------------------------------------------------------
@@ -409,8 +528,9 @@ def test_pretraining_failing_while_saving_the_encoder_leaves_the_previous_one(pr
     out = pretrained_dir(stage_config(BERT))
     names = {p.name for p in out.iterdir()}
     assert {"config.json", "encoder.safetensors", "pretrain.json", "tokenizer.json"} <= names and first["source"] == "mlm"
-    assert not [n for n in names if n.endswith(".ckpt")] and [p.name for p in out.parent.iterdir()] == ["bert"]
-    before = snapshot(out)
+    assert not [n for n in names if n.endswith(".ckpt")]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["bert", "bert.run.json"]
+    before = snapshot(out, out.parent / "bert.run.json")
 
     def half_written(tensors, filename, *args, **kwargs):
         Path(filename).write_bytes(b"half an encoder")
@@ -419,5 +539,7 @@ def test_pretraining_failing_while_saving_the_encoder_leaves_the_previous_one(pr
     monkeypatch.setattr(pretrain, "save_file", half_written)
     with pytest.raises(OSError, match="disk full"):
         pretrain.main([*BERT, "pretrain.mask_rate=0.2"])
-    assert snapshot(out) == before
-    assert [p.name for p in out.parent.iterdir()] == ["bert"]
+    assert snapshot(out, out.parent / "bert.run.json") == before
+    # the finished pretraining run waits beside the output (never in it), for the next try to take as it is
+    assert sorted(p.name for p in out.parent.iterdir()) == [".partial-bert", "bert", "bert.run.json"]
+    assert (out.parent / ".partial-bert" / "train.json").is_file()

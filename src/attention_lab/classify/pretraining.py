@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from attention_lab.classify.data.batches import encode_text
 from attention_lab.classify.masked_lm import IGNORE, collate_pairs, make_pairs, mask_tokens
 from attention_lab.classify.models.bert import BertConfig, BertPretraining
-from attention_lab.core.batching import BucketBatchSampler, data_parallel
+from attention_lab.core.batching import BucketBatchSampler, ResumableLoader, data_parallel
 from attention_lab.core.files import read_jsonl
 from attention_lab.core.module import TaskModule
 from attention_lab.core.tokenization import bert_special_ids
@@ -98,7 +98,7 @@ class PairDataModule(pl.LightningDataModule):
         sampler = BucketBatchSampler([len(p["a"]) + len(p["b"]) for p in pairs], self.batch_size, shuffle, seed,
                                      *data_parallel(self.trainer))
         s = self.special_ids
-        return DataLoader(pairs, batch_sampler=sampler, num_workers=0,
+        return ResumableLoader(pairs, batch_sampler=sampler, num_workers=0,
                           collate_fn=lambda rows: collate_pairs(rows, s["cls"], s["sep"], s["pad"]))
 
     def train_dataloader(self) -> DataLoader:  # rebuilt every epoch (reload_dataloaders_every_n_epochs=1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 
 class BucketBatchSampler(Sampler[list[int]]):
@@ -22,6 +22,7 @@ class BucketBatchSampler(Sampler[list[int]]):
             raise ValueError(f"rank {rank} of {num_replicas} processes: expected 0 <= rank < num_replicas")
         self.lengths, self.batch_size, self.shuffle, self.seed, self.epoch = lengths, batch_size, shuffle, seed, 0
         self.num_replicas, self.rank = num_replicas, rank
+        self.taken = self.skip = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -42,14 +43,40 @@ class BucketBatchSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self):
-        for batch in self.global_batches():
+        start, self.skip = self.skip, 0
+        self.taken = start
+        for batch in self.global_batches()[start:]:
             if len(batch) < self.num_replicas:  # a short last batch: one example for every process
                 batch = (batch * self.num_replicas)[:self.num_replicas]
+            self.taken += 1
             yield batch[self.rank::self.num_replicas]
 
     def __len__(self) -> int:
         size = self.batch_size * self.num_replicas
         return (len(self.lengths) + size - 1) // size
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader over a BucketBatchSampler that Lightning saves in a checkpoint (its `state_dict`: the epoch and
+    the batches taken, read by Lightning's fit loop at a save inside an epoch) and restores on resume, so a run
+    resumed from a checkpoint taken inside an epoch (pretraining validates every N updates) goes on with the epoch's
+    next batch, in the epoch's order, as an uninterrupted run would (Lightning itself sets no batch sampler's epoch
+    on a resume inside an epoch, and restarts a plain loader from its first batch).
+
+    It has a generator of its own: each iterator a DataLoader makes draws a base seed from it (from the global RNG,
+    which dropout draws from, without one), and a resumed run makes its iterators at other moments than an
+    uninterrupted one."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, generator=torch.Generator(), **kwargs)
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.batch_sampler.epoch, "taken": self.batch_sampler.taken}
+
+    def load_state_dict(self, state: dict) -> None:
+        sampler = self.batch_sampler
+        sampler.set_epoch(state["epoch"])
+        sampler.skip = state["taken"] if state["taken"] < len(sampler) else 0  # a whole epoch: the next starts afresh
 
 
 def data_parallel(trainer) -> tuple[int, int]:

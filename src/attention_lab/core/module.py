@@ -60,6 +60,16 @@ class EarlyStoppingAfter(EarlyStopping):
         super().on_train_epoch_end(trainer, pl_module)
 
 
+class PlateauStep(pl.Callback):
+    """TaskModule.update_schedule after each validation, before a checkpoint is saved there (Lightning runs checkpoint
+    callbacks after the others, and the module's own on_validation_end after every callback): a run resumed from a
+    checkpoint taken at a validation (a share of the labels, pretraining) goes on at the rate it had."""
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if callable(update := getattr(pl_module, "update_schedule", None)):
+            update()
+
+
 class TaskModule(pl.LightningModule):
     """cfg (resolved dict) -> self.cfg and self.model = instantiate(cfg.model, vocab_size, pad_id, **model_kwargs)."""
 
@@ -82,6 +92,9 @@ class TaskModule(pl.LightningModule):
         if not torch.isfinite(loss):
             raise NonFiniteLossError(f"non-finite training loss ({loss.item()}) at epoch {self.current_epoch}, "
                                      f"step {self.global_step}; lower train.lr or raise train.clip")
+
+    def on_train_start(self) -> None:
+        self.on_train_epoch_start()  # a run resumed inside an epoch (or at its end) gets no epoch start hook for it
 
     def on_train_epoch_start(self) -> None:
         # Lightning calls set_epoch on a loader's sampler, not on its batch sampler (our BucketBatchSampler): without
@@ -116,10 +129,11 @@ class TaskModule(pl.LightningModule):
         sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
-    def on_validation_end(self) -> None:
-        """train.schedule `plateau`: from validation train.min_epochs on, one whose monitored metric (self.monitor:
-        val/loss, or the task's tune.metric) does not beat the best by train.min_delta multiplies the rate by
-        train.decay (from the next step). The same on every process (the value is averaged)."""
+    def update_schedule(self) -> None:
+        """train.schedule `plateau`, after each validation (PlateauStep): from validation train.min_epochs on, one
+        whose monitored metric (self.monitor: val/loss, or the task's tune.metric) does not beat the best by
+        train.min_delta multiplies the rate by train.decay (from the next step). The same on every process (the value
+        is averaged)."""
         t = self.cfg.train
         if (self.trainer.sanity_checking or t.get("schedule", "cosine") != "plateau"
                 or validations(self.trainer) < t.get("min_epochs", 0)):
@@ -145,6 +159,8 @@ class TaskModule(pl.LightningModule):
     # parallelism every process's state (each drew its own masks), restored to the process of the same rank.
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint["torch_rng_state"] = torch.get_rng_state()
+        if torch.cuda.is_available() and self.device.type == "cuda":  # dropout on a GPU draws from its own generator
+            checkpoint["cuda_rng_state"] = torch.cuda.get_rng_state(self.device)
         if self.trainer.world_size > 1:
             states = self.trainer.strategy.all_gather(torch.get_rng_state().to(self.trainer.strategy.root_device))
             checkpoint["torch_rng_states"] = [state.cpu().clone() for state in states]  # own storage, see below
@@ -158,6 +174,8 @@ class TaskModule(pl.LightningModule):
             torch.set_rng_state(states[self.trainer.global_rank].clone())
         elif "torch_rng_state" in checkpoint:
             torch.set_rng_state(checkpoint["torch_rng_state"])
+        if "cuda_rng_state" in checkpoint and torch.cuda.is_available():
+            torch.cuda.set_rng_state(checkpoint["cuda_rng_state"].cpu(), self.device)
         self.tokens_before, self.tokens_seen = checkpoint.get("tokens_seen", 0), 0
         self.train_seconds = checkpoint.get("train_seconds", 0.0)
         self.lr_scale, self.best_val = checkpoint.get("lr_scale", 1.0), checkpoint.get("best_val", self.best_val)

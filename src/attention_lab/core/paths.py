@@ -34,6 +34,12 @@ def pretrained_dir(cfg: DictConfig, family: str | None = None) -> Path:
     return Path(cfg.root) / cfg.paths.models / "pretrained" / (family or cfg.family)
 
 
+def pretrain_run_path(cfg: DictConfig, family: str | None = None) -> Path:
+    """models/pretrained/<family>.run.json: what differs each time the pretraining runs (its MLflow run, its seconds),
+    kept out of models/pretrained/<family> so that folder is the same bytes every time (DVC then skips what reads it)."""
+    return pretrained_dir(cfg, family).with_name(f"{family or cfg.family}.run.json")
+
+
 def tokenizer_path(cfg: DictConfig) -> Path:
     """The family's vocabulary: its pretrained encoder's for a pretrained family, else the task's tokenize stage's."""
     if cfg.get("pretrained"):

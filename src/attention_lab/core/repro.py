@@ -6,8 +6,10 @@ idled through every tune stage. After the stages the families share (prepare, to
 stages `<kind>@<family>`: [pretrain,] tune, train, evaluate, export) is independent of every other family's, so N
 chains run at once, each stage as `dvc --wait-for-lock repro --single-item <stage>` (DVC releases its repo lock while
 a stage's command runs, and --single-item keeps it from locking the shared stages' outputs that the other chains
-read), then one plain `dvc repro` does the rest (reports; with --task, only the reports that read those tasks). Every stage process runs on one thread (OMP_NUM_THREADS=1),
-whatever N is, so the results are the same for any --jobs; an up-to-date stage is skipped as in `dvc repro`, a failed
+read), then one plain `dvc repro` does the rest (reports; with --task, only the reports that read those tasks).
+Every stage process runs on one thread (OMP_NUM_THREADS=1), whatever N is, so the results are the same for any
+--jobs, and the training runs of every chain and worker share one pool of --slots (the cores: core/slots.py), so
+no more runs train at once than the machine has cores; an up-to-date stage is skipped as in `dvc repro`, a failed
 one stops its chain only, and the command exits 1 naming it after the other chains have finished (what they
 finished stays recorded in dvc.lock).
 """
@@ -23,6 +25,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from attention_lab.core.slots import ENV as SLOTS_ENV
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
@@ -89,7 +93,8 @@ def run_logged(cmd: list[str], root: Path, label: str, env: dict, say: Callable[
     return proc.wait(), last
 
 
-def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[str], None] = print) -> int:
+def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[str], None] = print,
+          slots: int | None = None) -> int:
     """Run the pipeline, or only `tasks`' stages and the reports that read them (see the module's docstring); 0 when
     every stage is done, else 1 after naming what failed. A generated dvc.yaml (attention_lab.dvc_yaml's header) is
     written anew first, so it has the stages of params.yaml's tasks and families and the code deps of today's imports;
@@ -100,7 +105,7 @@ def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[
     if pipeline.is_file() and pipeline.read_text(encoding="utf-8").startswith(PREFIX) and not write(root):
         say(f"wrote {pipeline} from params.yaml and the code's imports")
     work = pipeline_plan(root, tasks)
-    env = {**os.environ, **ONE_THREAD}
+    env = {**os.environ, **ONE_THREAD, SLOTS_ENV: str(slots or os.cpu_count() or 1)}  # one pool of runs: core/slots.py
     lock = threading.Lock()
 
     def said(line: str) -> None:

@@ -135,11 +135,17 @@ def data_hash(cfg: DictConfig) -> str:
     return h.hexdigest()[:16]
 
 
-def code_hash() -> str:
-    """Short SHA-256 over the package's Python sources, so a kept run can tell the code that trained it."""
-    h = hashlib.sha256()
+def code_hash(cfg: DictConfig, stage: str = "train") -> str:
+    """Short SHA-256 over the Python sources that `stage`'s command for cfg's task and family can run (the files
+    dvc.yaml lists for it: attention_lab.code_deps), so a kept run can tell the code that trained it, and an edit
+    elsewhere (a report, the CLI) leaves its runs resumable and reusable."""
+    from attention_lab.code_deps import PACKAGE, Source
+
     package = Path(__file__).resolve().parents[1]
-    for path in sorted(package.rglob("*.py")):
+    files = Source(package.parent, Path(cfg.root) / "conf").stage_files(
+        f"python -m {PACKAGE}.stages.{stage} task={cfg.task.name} family={cfg.family}")
+    h = hashlib.sha256()
+    for path in files:
         h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 

@@ -3,8 +3,11 @@
 stage's best trial taken instead when it was this very run), `run_key` says what makes two runs the same, and
 `keep_for_reuse` / `reuse_tuned_run` write and read a kept trial's reuse.json.
 
-Work happens in a partial folder (core.paths.partial_dir) and is renamed into place when done, so a failed run leaves
-no half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an uninterrupted run).
+Work happens in a partial folder (core.paths.partial_dir) and is moved into place when done (by the train stage only
+once all its runs are done: `publish`), so a failed run leaves no half-written output. Run again after a stop (even
+SIGKILL), a run whose partial folder holds the same run (run_key: config, data, code, threads) resumes from its
+last.ckpt, inside an epoch too (core.batching.ResumableLoader), with an uninterrupted run's metrics; one that had
+finished (its train.json written) is taken as it is.
 Data parallel (`trainer=ddp`): every process runs train_one; only the global rank 0 writes (the MLflow run, run.json,
 config.yaml, the checkpoints, train.json and the final rename), and every process takes part in each collective (fit,
 checkpoint saves, the token count), so none is left waiting.
@@ -13,8 +16,10 @@ checkpoint saves, the token count), so none is left waiting.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -26,9 +31,10 @@ from attention_lab.core import tracking
 from attention_lab.core.checkpoints import CheckpointError, count_parameters, read_checkpoint
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
-from attention_lab.core.module import EarlyStoppingAfter, monitored
+from attention_lab.core.module import EarlyStoppingAfter, PlateauStep, monitored
 from attention_lab.core.paths import partial_dir, seed_dir, trials_dir
 from attention_lab.core.progress import progress_callback
+from attention_lab.core.slots import training_slot
 from attention_lab.core.task import Run, get_task
 
 REUSE_FILE = "reuse.json"  # in a kept tuning trial's folder: {"trial": number, "key": its run_key}
@@ -77,10 +83,11 @@ class ValCurve(pl.Callback):
 
 
 def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
-              build=None, stage: str = "train", tags: dict | None = None, name: str | None = None,
+              build=None, stage: str = "train", tags: dict | None = None, name: str | None = None, move: bool = True,
               **trainer_options) -> dict | None:
-    """Train (or resume) one (family, seed) run in `partial`, then move it to `out`; returns the training summary on
-    the global rank 0 and None on the other processes of a data-parallel run (which write nothing).
+    """Train (or resume, or take as finished: see the module docstring) one (family, seed) run in `partial`, then move
+    it to `out` (move=False: leave it finished in `partial`, for `publish`); returns the training summary on the
+    global rank 0 and None on the other processes of a data-parallel run (which write nothing).
 
     `build(cfg, seed) -> (module, datamodule)` defaults to the task's `build` hook (core.task); tags and name go to the
     MLflow run (a tuning trial nests under its study's run).
@@ -88,19 +95,23 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
     tracking.experiment_id(cfg)  # an unreachable tracking server fails here, before anything is trained or written
+    run_file, config_file = partial / "run.json", partial / "config.yaml"
+    key = run_key(cfg, seed, stage)
+    # every process decides the same: rank 0 only deletes or writes these files after deciding, and a process that
+    # looks later sees either the same stopped run or no last.ckpt
+    same = holds(partial, key)
+    if same and (partial / "train.json").is_file():  # finished before the stop: taken as it is
+        if not is_global_zero():
+            return None
+        print(f"{cfg.family} seed {seed}: finished before the stop, kept ({partial})")
+        if move:
+            place(partial, out)
+        return read_json((out if move else partial) / "train.json")
+    resume = same and (partial / "last.ckpt").is_file()
     pl.seed_everything(seed, workers=True)
     module, dm = (build or get_task(cfg.task.name).build)(cfg, seed)
-
-    run_file, config_file = partial / "run.json", partial / "config.yaml"
     config_text = run_config(cfg, seed)
-    # every process decides the same: rank 0 only deletes or writes these files after deciding, and a process that
-    # looks later sees either the same crashed run or no last.ckpt
-    resume = (partial / "last.ckpt").is_file() and run_file.is_file()
-    try:
-        same = config_file.read_text(encoding="utf-8") == config_text
-    except FileNotFoundError:  # none yet, or rank 0 just removed a stale one
-        same = False
-    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume and same else None,
+    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None,
                                        stage=stage, tags=tags, name=name)  # lazy: the run starts on first use
     monitor, mode = monitored(cfg)  # the task's tune.metric: stop on it and keep its best checkpoint (best.ckpt)
     ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor=monitor, mode=mode, save_last=True,
@@ -111,32 +122,33 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
                          use_distributed_sampler=False,  # the datamodules shard each global batch themselves
                          callbacks=[ckpt, early := EarlyStoppingAfter(cfg.train.patience, cfg.train.min_delta,
                                                                      cfg.train.get("min_epochs", 0), monitor, mode),
-                                    progress_callback(stage, cfg.family, seed, monitor),
+                                    PlateauStep(), progress_callback(stage, cfg.family, seed, monitor),
                                     curve := ValCurve(monitor), *callbacks], **trainer_options)
     if stage == "tune" and trainer.world_size > 1:
         raise ConfigError("tuning runs one process per trial (Optuna's pruning callback and study loop are not "
                           "data parallel): tune with trainer=cpu or trainer=gpu and scale out with parallel workers")
     if trainer.is_global_zero:  # the ranks are known once the Trainer exists (env of Lightning, torchrun or SLURM)
+        if partial.is_dir() and not resume:  # a stopped run of other settings, data or code (or threads): start over
+            if run_file.is_file():
+                print(f"not resuming {partial}: " + ("stopped before its first checkpoint" if same else
+                      "another run stopped there (its config, data, code or threads differ from this run's)"))
+            shutil.rmtree(partial)
         partial.mkdir(parents=True, exist_ok=True)
-        if resume and not same:  # a crashed run of other settings (params changed since): start over
-            print(f"not resuming {partial}: its config.yaml differs from this run's")
-            for stale in ("last.ckpt", "best.ckpt", "run.json", config_file.name):
-                (partial / stale).unlink(missing_ok=True)
-        if resume and same:
+        if resume:
             print(f"resuming {cfg.family} seed {seed} from {partial / 'last.ckpt'}")
         else:
-            write_json(run_file, {"run_id": logger.run_id})
             logger.log_hyperparams(tracking.flatten(cfg))
             write_text(config_file, config_text)
             logger.experiment.log_artifact(logger.run_id, str(partial / "config.yaml"))
-    resume = resume and same
+            write_json(run_file, {"run_id": logger.run_id, "key": key})  # last: it marks the partial run as this one
     if resume:  # Lightning's own load names no file and reads flipped bytes without complaint
         try:
             read_checkpoint(partial / "last.ckpt")
         except CheckpointError as err:
             raise CheckpointError(f"{err}; or delete {partial} to train this run from the start") from err
 
-    trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
+    with training_slot() if trainer.world_size == 1 else nullcontext():  # data parallel: its ranks wait on each other
+        trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
     if not ckpt.best_model_path:  # stopped by the time budget before any validation (the same on every process)
         trainer.save_checkpoint(partial / "best.ckpt")
     tokens = module.total_tokens()  # a collective: every process counts its share
@@ -158,11 +170,41 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     logger.log_metrics({"train_seconds": summary["train_seconds"],
                         "train_tokens_per_s": summary["train_tokens_per_s"], "params": summary["params"]})
     logger.finalize("FINISHED")
+    if move:
+        place(partial, out)
+    return summary
+
+
+def holds(partial: Path, key: str) -> bool:
+    """`partial` holds a run (stopped or finished) whose run_key is `key`."""
+    try:
+        return read_json(partial / "run.json").get("key") == key
+    except (FileNotFoundError, ValueError):  # none yet, or rank 0 just removed a stale one
+        return False
+
+
+def is_global_zero() -> bool:
+    """This process is the global rank 0 (or the only one), by the launcher's environment (Lightning, torchrun,
+    SLURM), before any Trainer exists."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return rank_zero_only.rank == 0
+
+
+def place(partial: Path, out: Path) -> None:
+    """A finished run's folder moved from `partial` onto `out`."""
     if out.exists():
         shutil.rmtree(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial.rename(out)
-    return summary
+
+
+def publish(partial: Path, out: Path) -> None:
+    """A finished run (train_one with move=False) hard-linked from `partial` into `out`, which appears whole; `partial`
+    stays until the caller has published all its runs (a stop in between loses none: DVC clears the stage's output
+    on its next run, not the partial folders)."""
+    with atomic_path(out) as tmp:
+        shutil.copytree(partial, tmp, copy_function=os.link)
 
 
 def run_config(cfg: DictConfig, seed: int) -> str:
@@ -173,12 +215,14 @@ def run_config(cfg: DictConfig, seed: int) -> str:
     return OmegaConf.to_yaml(run_cfg, resolve=True)
 
 
-def run_key(cfg: DictConfig, seed: int) -> str:
-    """What decides a run's every figure on a given machine: its config at `seed`, the prepared data, the package's
-    code and the intra-op threads (their sums' order); two runs with one key are the same run (tests/stages)."""
+def run_key(cfg: DictConfig, seed: int, stage: str = "train") -> str:
+    """What decides a run's every figure on a given machine: its config at `seed`, the prepared data, the code that
+    trains it (the `stage` command's files: a tuning trial is trained by the train stage's code) and the intra-op
+    threads (their sums' order); two runs with one key are the same run (tests/stages)."""
     import torch
 
-    what = [run_config(cfg, seed), tracking.data_hash(cfg), tracking.code_hash(), str(torch.get_num_threads())]
+    code = tracking.code_hash(cfg, "pretrain" if stage == "pretrain" else "train")
+    what = [run_config(cfg, seed), tracking.data_hash(cfg), code, str(torch.get_num_threads())]
     return hashlib.sha256("\0".join(what).encode()).hexdigest()
 
 
@@ -191,13 +235,18 @@ def run_settings(cfg: DictConfig, run: Run) -> DictConfig:
     return run_cfg
 
 
+def run_partial(cfg: DictConfig, run: Run) -> Path:
+    """Where one of the task's runs works, and waits finished until the stage publishes it (paths.partial_dir)."""
+    return partial_dir(run.out, seed_dir(cfg, run.seed).parent)
+
+
 def train_run(cfg: DictConfig, run: Run) -> dict | None:
-    """One of the task's runs of the family (Task.runs), in run.out; the tune stage's best trial when it was this
-    very run (reuse_tuned_run)."""
+    """One of the task's runs of the family (Task.runs), left finished in run_partial for `publish` (the stage's
+    last step); the tune stage's best trial when it was this very run (reuse_tuned_run)."""
     run_cfg = run_settings(cfg, run)
-    if (summary := reuse_tuned_run(run_cfg, run.seed, run.out)) is not None:
+    if (summary := reuse_tuned_run(run_cfg, run.seed, run_partial(cfg, run))) is not None:
         return summary
-    return train_one(run_cfg, run.seed, run.out, partial_dir(run.out, seed_dir(cfg, run.seed).parent),
+    return train_one(run_cfg, run.seed, run.out, run_partial(cfg, run), move=False,
                      check_val_every_n_epoch=run.validate_every)
 
 
@@ -209,7 +258,7 @@ def keep_for_reuse(out: Path, trial: int, cfg: DictConfig, seed: int) -> None:
 def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
     """The tune stage's best trial (kept in tuned/.trials/<family>, keep_for_reuse) as this run when it is this very run
     (the same run_key: config and seed, data, code, threads), so it is not trained twice: its checkpoints and
-    train.json are copied to `out`, and a training run in MLflow gets its params and curves (tags `tuning_trial`,
+    train.json are copied to `out` (the run's partial folder), and a training run in MLflow gets its params and curves (tags `tuning_trial`,
     `tuning_run_id`); None when no kept trial is this run."""
     key = None
     for kept in sorted(trials_dir(cfg).glob(f"trial*/{REUSE_FILE}")):
@@ -218,6 +267,8 @@ def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
             break
     else:
         return None
+    if holds(out, key) and (out / "train.json").is_file():  # taken before a stop: train_one keeps it
+        return None
     kept, trial = kept.parent, read_json(kept)["trial"]
     source = read_json(kept / "run.json")["run_id"]
     OmegaConf.set_struct(cfg, False)
@@ -225,7 +276,7 @@ def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
     run_id = tracking.copy_run(cfg, source, tags={"tuning_trial": str(trial), "tuning_run_id": source})
     with atomic_path(out) as tmp:
         shutil.copytree(kept, tmp, ignore=shutil.ignore_patterns(REUSE_FILE))
-        write_json(tmp / "run.json", {"run_id": run_id})
+        write_json(tmp / "run.json", {"run_id": run_id, "key": key})
     print(f"{cfg.family} seed {seed}: tuning trial {trial} was this very run (config, data, code, threads); taken, "
           f"not trained again (MLflow run {run_id}, from {source})")
     return read_json(out / "train.json")

@@ -187,25 +187,17 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def fail_dead_trials(study: optuna.Study) -> list[int]:
-    """Trials left RUNNING by a killed worker on this host are marked FAIL (so they leave the budget and are re-run)."""
+def requeue_dead_trials(study: optuna.Study) -> list[int]:
+    """Trials left RUNNING by a killed worker on this host are queued again (WAITING: the same number, params and
+    reported values), so the next trial to run is the killed one, resumed from its partial run's last.ckpt
+    (core.training.train_one): no trial is lost or repeated, and the study ends as an uninterrupted one."""
     host, dead = socket.gethostname(), []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker_host, _, pid = str(t.user_attrs.get("worker", "")).partition(":")
         if worker_host == host and pid.isdigit() and not _alive(int(pid)):
-            study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.WAITING)  # Optuna's own queue
             dead.append(t.number)
     return dead
-
-
-def requeue_default(study: optuna.Study, cfg: DictConfig, space: dict) -> bool:
-    """The untuned default queued again when its trial died with a killed worker (marked FAIL): every study measures
-    it, for the gain tuning bought. True when queued."""
-    default = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("default")]
-    if not default or any(t.state != optuna.trial.TrialState.FAIL for t in default):
-        return False
-    study.enqueue_trial(defaults(cfg, space), user_attrs={"default": True})
-    return True
 
 
 def _alive(pid: int) -> bool:
@@ -323,20 +315,6 @@ def keep_best(study: optuna.Study, workdir: Path) -> None:
             shutil.rmtree(trial_dirs(workdir, t.number)[0], ignore_errors=True)
 
 
-def discard_dead_trials(cfg: DictConfig, numbers: list[int], workdir: Path) -> None:
-    """What a killed worker's trials left behind: their MLflow runs are marked KILLED, their folders removed."""
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
-    for number in numbers:
-        for folder in trial_dirs(workdir, number):
-            if (folder / "run.json").is_file():
-                run_id = read_json(folder / "run.json")["run_id"]
-                client.set_tag(run_id, "optuna.state", "FAIL")
-                client.set_terminated(run_id, "KILLED")
-            shutil.rmtree(folder, ignore_errors=True)
-
-
 def mark_pruned(cfg: DictConfig, run_id: str) -> None:
     import mlflow
 
@@ -429,11 +407,8 @@ def tune(cfg: DictConfig) -> dict:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = open_study(cfg, space)
     workdir = trials_dir(cfg)
-    if dead := fail_dead_trials(study):
-        print(f"tune@{cfg.family}: trials {dead} were left running by a killed worker; marked failed")
-        discard_dead_trials(cfg, dead, workdir)
-    if requeue_default(study, cfg, space):
-        print(f"tune@{cfg.family}: the untuned default's trial died with its worker; queued again")
+    if dead := requeue_dead_trials(study):
+        print(f"tune@{cfg.family}: trials {dead} were left running by a killed worker; resumed first")
     parent = study_run(cfg, study)
     started = time.perf_counter()
     while (counted := len(study.get_trials(deepcopy=False, states=COUNTED))) < cfg.tune.trials:

@@ -18,7 +18,7 @@ from attention_lab.core import tracking
 from attention_lab.core.checkpoints import CheckpointError
 from attention_lab.core.config import TUNED_DIR
 from attention_lab.core.files import atomic_path, read_json, write_json
-from attention_lab.core.paths import predictions_path, pretrained_dir
+from attention_lab.core.paths import predictions_path, pretrain_run_path, pretrained_dir
 from attention_lab.core.significance import seed_interval
 from attention_lab.core.task import Run, get_task
 from attention_lab.stages.common import run_stage, stage_config
@@ -92,7 +92,8 @@ def main(argv: list[str]) -> None:
             summary["tuning"] = {k: v for k, v in yaml.safe_load(tuned.read_text(encoding="utf-8")).items()
                                  if k in ("study", "trials")}
         if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
-            summary["pretrain"] = read_json(pretrained_dir(cfg) / "pretrain.json")
+            summary["pretrain"] = {**read_json(pretrained_dir(cfg) / "pretrain.json"),
+                                   **read_json(pretrain_run_path(cfg))}
         log_runs(cfg, per_seed, main_runs, pictures)
         for variant, runs in variants.items():
             scores, held = task.evaluate(cfg, None, runs)

@@ -1,6 +1,8 @@
 """DVC stage `pretrain@<family>`: the encoder a pretrained classify family starts from -> models/pretrained/<family>/
 encoder.safetensors (our Bert's weights), config.json (its BertConfig), tokenizer.json (its WordPiece vocabulary),
-pretrain.json (where it came from, and the pretraining metrics).
+pretrain.json (where it came from, and the pretraining metrics): the same bytes whenever it is run again on the same
+machine, so DVC skips the stages that read it (tune_finetuned); what differs each time (the MLflow run id, seconds,
+tokens/s) goes to models/pretrained/<family>.run.json.
 
 - pretrain.source = mlm: a WordPiece vocabulary trained on the pretraining text (the training split plus prepare's
   unlabelled documents, if any; never valid/test), then BERT pretraining (masked LM + pretrain.objective) of the model
@@ -26,11 +28,12 @@ from attention_lab.classify.models.bert import BertConfig, BertPretraining
 from attention_lab.core.checkpoints import read_checkpoint
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import atomic_path, read_json, write_json
-from attention_lab.core.paths import partial_dir, pretrained_dir
+from attention_lab.core.paths import partial_dir, pretrain_run_path, pretrained_dir
 from attention_lab.core.tokenization import bert_special_ids, train_wordpiece
 from attention_lab.stages.common import run_stage, stage_config
 
 SOURCES = ("mlm", "minilm")
+RUN_ONLY = ("train_seconds", "train_tokens_per_s")  # differ each time: in <family>.run.json, not the encoder's folder
 
 
 def save_encoder(out: Path, bert: torch.nn.Module, config: BertConfig, tok: Tokenizer, about: dict) -> None:
@@ -74,26 +77,25 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
                                    special_ids=dm.special_ids)
         return module, dm
 
-    trained = out.parent / f".trained-{out.name}"  # the finished run waits beside the output, never in it
-    summary = train_one(run_cfg, cfg.seeds[0], trained, partial, build=build, stage="pretrain",
+    # the finished run waits in `partial`, beside the output, until the encoder is saved: a stop in between keeps it
+    summary = train_one(run_cfg, cfg.seeds[0], out, partial, build=build, stage="pretrain", move=False,
                         reload_dataloaders_every_n_epochs=1, **schedule)
     if summary is None:
         return None
-    try:
-        state = read_checkpoint(trained / "best.ckpt")["state_dict"]
-        sizes = {k: v for k, v in cfg.model.items() if k in BertConfig.__dataclass_fields__}
-        config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
-        model = BertPretraining(config)
-        model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
-        about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, "documents": len(train),
-                 **summary}
-        with atomic_path(out) as tmp:  # the encoder appears whole, or the previous one stays
-            # the run's run.json, config.yaml, train.json; the encoder is all a family needs: checkpoints are dropped
-            shutil.copytree(trained, tmp, ignore=shutil.ignore_patterns("*.ckpt"))
-            save_encoder(tmp, model.bert, config, tok, about)
-    finally:
-        shutil.rmtree(trained, ignore_errors=True)
-    return about
+    state = read_checkpoint(partial / "best.ckpt")["state_dict"]
+    sizes = {k: v for k, v in cfg.model.items() if k in BertConfig.__dataclass_fields__}
+    config = BertConfig(**{**sizes, "vocab_size": tok.get_vocab_size(), "pad_id": bert_special_ids(tok)["pad"]})
+    model = BertPretraining(config)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items()})
+    about = {"source": "mlm", "objective": p.objective, "mask_rate": p.mask_rate, "documents": len(train),
+             **{k: v for k, v in summary.items() if k not in RUN_ONLY}}
+    with atomic_path(out) as tmp:  # the encoder appears whole, or the previous one stays
+        tmp.mkdir()
+        save_encoder(tmp, model.bert, config, tok, about)
+    write_json(pretrain_run_path(cfg), {"run_id": read_json(partial / "run.json")["run_id"],
+                                        **{k: summary[k] for k in RUN_ONLY}})
+    shutil.rmtree(partial)
+    return {**about, **read_json(pretrain_run_path(cfg))}
 
 
 def from_minilm(cfg: DictConfig, out: Path) -> dict:
@@ -120,6 +122,7 @@ def from_minilm(cfg: DictConfig, out: Path) -> dict:
     with atomic_path(out) as tmp:
         tmp.mkdir()
         save_encoder(tmp, bert, config, tok, about)
+    write_json(pretrain_run_path(cfg), {})  # nothing was trained
     return about
 
 
@@ -135,7 +138,7 @@ def main(argv: list[str]) -> dict:
     if about is None:  # not the rank-0 process of a data-parallel run
         return {}
     print(f"pretrain@{cfg.family}: {out} " + str({k: v for k, v in about.items() if k != "last_val"}))
-    return read_json(out / "pretrain.json")
+    return {**read_json(out / "pretrain.json"), **read_json(pretrain_run_path(cfg))}
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ models/<family>/checkpoints/[<folder>/]seed<k>/{last,best}.ckpt, train.json, run
 models/pretrained/<family>. The training itself (a run's config, resuming, reusing the tune stage's best trial) is
 core/training.py's.
 
-Work happens in models/<family>/.partial-checkpoints/... (paths.partial_dir) and is renamed into place when done, so a
-failed run leaves no half-written output; rerunning resumes from the partial run's last.ckpt (same metrics as an
-uninterrupted run).
+Work happens in models/<family>/.partial-checkpoints/... (paths.partial_dir), and every run is published into
+models/<family>/checkpoints once all are done, so a failed run leaves no half-written output; run again after a stop
+(SIGKILL included), the stage keeps its finished runs and resumes a stopped one from its last.ckpt (same metrics as
+an uninterrupted run: core/training.py).
 
 Side by side (`train.processes`: N): the runs go to N spawned worker processes, one thread each.
 
@@ -19,12 +20,13 @@ process takes part in each collective (fit, checkpoint saves, the token count), 
 
 from __future__ import annotations
 
+import shutil
 import sys
 
 from attention_lab.core.checkpoints import CheckpointError
 from attention_lab.core.config import ConfigError
 from attention_lab.core.task import Run, get_task
-from attention_lab.core.training import train_run
+from attention_lab.core.training import publish, run_partial, train_run
 from attention_lab.stages.common import run_stage, stage_config
 
 
@@ -63,9 +65,13 @@ def main(argv: list[str]) -> None:
         pool = ProcessPoolExecutor(processes, mp_context=get_context("spawn"), initializer=one_thread)
         with pool:
             summaries = list(pool.map(side_by_side, [argv] * len(runs), runs))
-    for summary in summaries:
-        if summary is not None:  # the other processes of a data-parallel run print nothing
-            print(summary)
+    done = [(run, summary) for run, summary in zip(runs, summaries) if summary is not None]
+    for run, summary in done:  # the other processes of a data-parallel run print and publish nothing
+        print(summary)
+    for run, _ in done:  # all or none: a stop before the end keeps every finished run for the next try
+        publish(run_partial(cfg, run), run.out)
+    for run, _ in done:
+        shutil.rmtree(run_partial(cfg, run))
 
 
 if __name__ == "__main__":  # also what Lightning's ddp launcher runs for every extra process

@@ -8,7 +8,7 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from attention_lab.caption.data.batches import collate_canvases, every_caption, load_canvases
-from attention_lab.core.batching import BucketBatchSampler, data_parallel
+from attention_lab.core.batching import BucketBatchSampler, ResumableLoader, data_parallel
 from attention_lab.core.tokenization import load_tokenizer
 
 
@@ -34,7 +34,7 @@ class CanvasDataModule(pl.LightningDataModule):
         items = self.splits[split]
         sampler = BucketBatchSampler([0] * len(items), self.batch_size, shuffle, self.seed,  # equal keys: no bucketing
                                      *data_parallel(self.trainer))
-        return DataLoader(items, batch_sampler=sampler, collate_fn=collate_canvases, num_workers=0)
+        return ResumableLoader(items, batch_sampler=sampler, collate_fn=collate_canvases, num_workers=0)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

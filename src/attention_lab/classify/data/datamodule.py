@@ -8,7 +8,7 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from attention_lab.classify.data.batches import collate_documents, label_subset, load_documents, train_labels
-from attention_lab.core.batching import BucketBatchSampler, data_parallel
+from attention_lab.core.batching import BucketBatchSampler, ResumableLoader, data_parallel
 from attention_lab.core.tokenization import load_tokenizer
 
 
@@ -35,7 +35,7 @@ class DocumentDataModule(pl.LightningDataModule):
         rows = self.splits[split]
         lengths = [sum(len(s) for s in r["ids"]) for r in rows]
         sampler = BucketBatchSampler(lengths, self.batch_size, shuffle, self.seed, *data_parallel(self.trainer))
-        return DataLoader(rows, batch_sampler=sampler, collate_fn=collate_documents, num_workers=0)
+        return ResumableLoader(rows, batch_sampler=sampler, collate_fn=collate_documents, num_workers=0)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
-from attention_lab.core.batching import BucketBatchSampler, data_parallel
+from attention_lab.core.batching import BucketBatchSampler, ResumableLoader, data_parallel
 from attention_lab.core.tokenization import load_tokenizer
 from attention_lab.translate.data.batches import collate, load_split
 
@@ -36,7 +36,7 @@ class TranslationDataModule(pl.LightningDataModule):
         rows = self.splits[split]
         sampler = BucketBatchSampler([len(r["src_ids"]) for r in rows], self.batch_size, shuffle, self.seed,
                                      *data_parallel(self.trainer))  # this process's share of each global batch
-        return DataLoader(rows, batch_sampler=sampler, collate_fn=collate, num_workers=0)
+        return ResumableLoader(rows, batch_sampler=sampler, collate_fn=collate, num_workers=0)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)
