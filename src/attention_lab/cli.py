@@ -358,8 +358,11 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _repro(args) -> int:
+    from attention_lab.core.config import set_trainer
     from attention_lab.core.repro import repro
 
+    if args.trainer and set_trainer(Path.cwd(), args.trainer):  # kept in params.yaml: dvc.lock records what ran
+        print(f"params.yaml: trainer: {args.trainer}", flush=True)
     return repro(Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True))
 
 
@@ -444,6 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chains at once, one thread each (default: the machine's cores, %(default)s)")
     d.add_argument("--task", action="append", default=None, help="only this task's stages and the reports reading "
                    "them (repeatable; default: every task in params.yaml)")
+    d.add_argument("--trainer", default=None, metavar="NAME", help="set params.yaml `trainer:` first (cpu, gpu, auto: "
+                   "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)")
     d.set_defaults(func=_repro)
     return parser
 
