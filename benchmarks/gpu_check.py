@@ -180,10 +180,10 @@ def tiny(work: Path, out: Path, args) -> dict:
             "onnx_parity": parity, "warnings": warnings(log), "done": "the pipeline is done" in text}
 
 
-def side_by_side(dest: Path, out: Path, name: str, command: list[str], args) -> dict:
+def side_by_side(dest: Path, out: Path, command: list[str], args) -> dict:
     """One slice: the stage command on params.yaml's trainer and, at the same time, on trainer=cpu (paths.models=
     models-cpu, train.max_minutes=--cpu-minutes), both from the same copy; their runs' figures."""
-    log = out / f"{name}.log"
+    log = out / "slices-gpu.log"  # five files come back in all: gpu_check.json, gpu_check.log and three logs
     cpu = command + ["trainer=cpu", "paths.models=models-cpu", f"train.max_minutes={args.cpu_minutes}"]
     result: dict = {"command": " ".join(command)}
     threads = {}
@@ -191,7 +191,7 @@ def side_by_side(dest: Path, out: Path, name: str, command: list[str], args) -> 
         (dest / "models-cpu").mkdir(exist_ok=True)
         if (dest / "models" / "pretrained").is_dir() and not (dest / "models-cpu" / "pretrained").exists():
             (dest / "models-cpu" / "pretrained").symlink_to(dest / "models" / "pretrained")
-        threads["cpu"] = threading.Thread(target=lambda: result.update(cpu=run(cpu, dest, out / f"{name}-cpu.log",
+        threads["cpu"] = threading.Thread(target=lambda: result.update(cpu=run(cpu, dest, out / "slices-cpu.log",
                                                                                 left(args))))
         threads["cpu"].start()
     sampler = GpuSampler()
@@ -210,7 +210,7 @@ def side_by_side(dest: Path, out: Path, name: str, command: list[str], args) -> 
 def slices(work: Path, out: Path, args) -> dict:
     """(b): the quick profile's data, then bahdanau and bert_minilm, each on the GPU with its CPU twin beside it."""
     dest = copy_project(work / "quick", args.profile, list(range(args.seeds)), args.trainer, tuned=True)
-    log, prepared = out / "prepare.log", {}
+    log, prepared = out / "slices-gpu.log", {}
     stage = ["python", "-m"]
     for name, cmd in (("prepare@translate", ["attention_lab.stages.prepare", "task=translate"]),
                       ("tokenize@translate", ["attention_lab.stages.tokenizer", "task=translate"]),
@@ -219,14 +219,14 @@ def slices(work: Path, out: Path, args) -> dict:
     result: dict = {"profile": args.profile, "prepared": prepared}
     translate = stage + ["attention_lab.stages.train", "task=translate", "family=bahdanau",
                          f"train.max_epochs={args.epochs}"]
-    result["bahdanau"] = side_by_side(dest, out, "bahdanau", translate, args)
+    result["bahdanau"] = side_by_side(dest, out, translate, args)
     write(out, args.figures)  # the translate slice is kept whatever happens next
     if minilm():
         prepared["pretrain@bert_minilm"] = run(stage + ["attention_lab.stages.pretrain", "task=classify",
                                                         "family=bert_minilm"], dest, log, left(args))
         classify = stage + ["attention_lab.stages.train", "task=classify", "family=bert_minilm",
                             "train.label_fractions=[0.1]"]
-        result["bert_minilm"] = side_by_side(dest, out, "bert_minilm", classify, args)
+        result["bert_minilm"] = side_by_side(dest, out, classify, args)
     else:
         result["bert_minilm"] = {"skipped": "no MiniLM weights (benchmarks/gpu_wheels.sh packs them into .whl/minilm)"}
     return result
