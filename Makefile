@@ -20,9 +20,10 @@ browser:
 	  { SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
 	    $$SUDO apt-get update && $$SUDO apt-get install -y chromium chromium-driver fonts-nanum; }
 
-# `dvc repro` with the families' chains of stages side by side, one per core (attention-lab repro; JOBS=1: one at a time)
+# `dvc repro` with the families' chains of stages side by side, one per core (attention-lab repro; JOBS=1: one at a time).
+# TRAINER=gpu (or auto: gpu where torch sees a CUDA GPU) sets params.yaml `trainer:` first; it stays set (docs/scaling.md)
 pipeline: $(STAMP)  ## run the whole DVC pipeline on the built-in data
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/attention-lab repro $(if $(JOBS),--jobs $(JOBS))
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/attention-lab repro $(if $(JOBS),--jobs $(JOBS)) $(if $(TRAINER),--trainer $(TRAINER))
 
 # A test file per core, one thread each: two workers' OpenMP threads spinning on the same cores slow both many-fold.
 # Files go out in tests/conftest.py's order, the longest first.

@@ -88,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     figures = {"machine": machine(), "families": families, "epochs": args.epochs, "rounds": args.rounds,
                "seconds": walls, "load_before": round(before, 2)}
     lines = ["## One pool of runs", "",
-             f"`python benchmarks/pool.py` ({machine()['cpu']}, {os.cpu_count()} cores, load average "
+             (f"`python benchmarks/pool.py` ({machine()['cpu']}, {os.cpu_count()} cores, load average "
              f"{before:.2f} before): the classify train stages of {', '.join(f'`{f}`' for f in families)} side by "
              f"side, {args.epochs} epochs, three seeds each in worker processes (`train.processes: 3`), one thread "
              f"each; {args.rounds} rounds, the arms in turn. Wall seconds from the stages' start to the last one's "
-             "end:", "",
+             "end:"), "",
              *table(["arm", "min", "median", "max", "speed-up"], rows)]
     write_marked_section(args.out, SECTION, lines, figures)
     print("\n".join(lines))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -49,6 +50,10 @@ def checkout_settings(rev: str, dest: Path) -> Path:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
     fill_conf(dest / "conf")
+    params = dest / "params.yaml"
+    if params.is_file() and not re.search(r"^trainer:", params.read_text(encoding="utf-8"), re.MULTILINE):
+        with params.open("a", encoding="utf-8") as out:  # before params.yaml had the switch, conf/ picked cpu
+            out.write("trainer: cpu\n")
     return dest
 
 

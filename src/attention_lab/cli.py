@@ -358,8 +358,11 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _repro(args) -> int:
+    from attention_lab.core.config import set_trainer
     from attention_lab.core.repro import repro
 
+    if args.trainer and set_trainer(Path.cwd(), args.trainer):  # kept in params.yaml: dvc.lock records what ran
+        print(f"params.yaml: trainer: {args.trainer}", flush=True)
     return repro(Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True), slots=args.slots)
 
 
@@ -447,6 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--slots", type=_int_in(1, 256), default=os.cpu_count() or 1,
                    help="training runs at once across every chain and worker: one pool (default: the machine's "
                    "cores, %(default)s)")
+    d.add_argument("--trainer", default=None, metavar="NAME", help="set params.yaml `trainer:` first (cpu, gpu, auto: "
+                   "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)")
     d.set_defaults(func=_repro)
     return parser
 

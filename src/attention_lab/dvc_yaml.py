@@ -45,8 +45,11 @@ class Kind:
 
 
 OWN = "{own}"  # ${item.params}: the family's params.yaml `<task>.family_params.<family>` (see own_params)
-CONF = ("conf/model/{item}.yaml", "conf/trainer/cpu.yaml", "conf/config.yaml", "conf/task/{task}.yaml")
-TRAIN_PARAMS = ("seeds", "{task}.train", OWN)
+# the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto` names none), so
+# switching it re-runs them; evaluate and export run their models on the CPU whatever it says
+TRAINER = ("conf/trainer",)
+CONF = ("conf/model/{item}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
+TRAIN_PARAMS = ("seeds", "trainer", "{task}.train", OWN)
 KINDS = (
     Kind("prepare", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
          deps=("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
@@ -57,8 +60,8 @@ KINDS = (
     Kind("pretrain", "pretrain", "the encoder a pretrained family starts from -> models/pretrained/<family>",
          deps=("data/prepared/{task}/train.jsonl", "data/prepared/{task}/valid.jsonl",
                "data/prepared/{task}/unlabelled.jsonl", "conf/model/{item}.yaml", "conf/task/{task}.yaml",
-               "conf/profile/{profile}.yaml"),
-         params=("seeds", "{task}.pretrain", OWN),
+               "conf/profile/{profile}.yaml", *TRAINER),
+         params=("seeds", "trainer", "{task}.pretrain", OWN),
          outs=("models/pretrained/{item}", "models/pretrained/{item}.run.json"),
          families="pretrained"),
     Kind("tune_{task}", "tune", "one Optuna study per family -> tuned/<family>.yaml, which its train stage merges",

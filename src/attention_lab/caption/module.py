@@ -47,8 +47,8 @@ class CaptioningModule(TaskModule):
 
         _, ce, _ = self.loss(batch)
         hyps = caption_batch(self.model, batch["images"], max_len=batch["tgt_out"].shape[1] + 2)
-        gold = [[int(t) for t in row if t not in (PAD, EOS)] for row in batch["tgt_out"]]
-        exact = torch.tensor([float(h.tokens == g) for h, g in zip(hyps, gold)]).mean()
+        gold = [[t for t in row if t not in (PAD, EOS)] for row in batch["tgt_out"].tolist()]
+        exact = torch.tensor([float(h.tokens == g) for h, g in zip(hyps, gold)], device=self.device).mean()
         self.log("val/loss", ce, prog_bar=True, batch_size=len(batch["images"]), sync_dist=True)
         self.log("val/accuracy", exact, prog_bar=True, batch_size=len(batch["images"]), sync_dist=True)
 

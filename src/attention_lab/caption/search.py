@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attention_lab.core.decoder_step import evaluating, torch_step
+from attention_lab.core.decoder_step import device_of, evaluating, to_numpy, torch_step
 from attention_lab.core.decoding import Hypothesis, search
 from attention_lab.core.tokenization import NEVER_EMITTED
 
@@ -17,8 +17,8 @@ def caption_batch(model: torch.nn.Module, images: torch.Tensor, max_len: int, be
     for every tokenizer trained here)."""
     with evaluating(model):
         with torch.inference_mode():
-            memory, state = model.encode(images)  # (B, L, D), decoder state before bos
+            memory, state = model.encode(images.to(device_of(model)))  # (B, L, D), decoder state before bos
             mask = model.grid_mask(memory)
-        hyps = search(torch_step(model), tuple(s.numpy() for s in state), (memory.numpy(), mask.numpy()),
+        hyps = search(torch_step(model), tuple(to_numpy(s) for s in state), (to_numpy(memory), to_numpy(mask)),
                       np.full(len(images), max_len), beam, len_penalty, bos, eos, banned)
     return hyps

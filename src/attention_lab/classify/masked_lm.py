@@ -23,12 +23,13 @@ def mask_tokens(ids: torch.Tensor, special: torch.Tensor, mask_id: int, vocab_si
                 rate: float = 0.15, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Devlin 2018 §3.1 masked LM input: ids (B, S), special (B, S) True at [CLS]/[SEP]/[PAD] -> (inputs, labels).
 
-    Random replacements are drawn from the ordinary tokens first_token..vocab_size-1.
+    Random replacements are drawn from the ordinary tokens first_token..vocab_size-1. Every draw is on the CPU (its
+    global generator, which checkpoints keep, or `generator`), then moved to ids' device: the same masks on a GPU.
     """
-    chosen = (torch.rand(ids.shape, generator=generator) < rate) & ~special  # (B, S)
+    chosen = (torch.rand(ids.shape, generator=generator).to(ids.device) < rate) & ~special  # (B, S)
     labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE))
-    action = torch.rand(ids.shape, generator=generator)  # < 0.8: [MASK]; 0.8-0.9: random token; >= 0.9: unchanged
-    random_ids = torch.randint(first_token, vocab_size, ids.shape, generator=generator)
+    action = torch.rand(ids.shape, generator=generator).to(ids.device)  # < 0.8: [MASK]; 0.8-0.9: random; else kept
+    random_ids = torch.randint(first_token, vocab_size, ids.shape, generator=generator).to(ids.device)
     inputs = torch.where(chosen & (action < 0.8), torch.full_like(ids, mask_id), ids)
     inputs = torch.where(chosen & (action >= 0.8) & (action < 0.9), random_ids, inputs)
     return inputs, labels

@@ -4,6 +4,7 @@ layer set each of its values (`attention-lab config --explain`)."""
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, wh
 MISSING = "???"  # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml (check_missing)
 REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
+AUTO = "auto"  # params.yaml `trainer: auto`: conf/trainer/gpu.yaml where torch sees a CUDA GPU, else cpu.yaml
 SET_ELSEWHERE = {"task": "the stage argument task=<task>", "family": "the stage argument family=<family>",
                  "profile": "params.yaml `profile:`", "seeds": "params.yaml `seeds:`", "root": "the working directory",
                  "pretrained": "params.yaml `<task>.pretrained:`",
@@ -38,10 +40,10 @@ def read_params(root: Path) -> dict:
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    unknown = sorted(set(params) - {"profile", "seeds", "tasks", *TASKS})
+    unknown = sorted(set(params) - {"profile", "seeds", "tasks", "trainer", *TASKS})
     if unknown:
-        raise ConfigError(f"{path}: unknown top-level key(s) {unknown}; expected profile, seeds, tasks and one "
-                          f"section per task ({', '.join(TASKS)})")
+        raise ConfigError(f"{path}: unknown top-level key(s) {unknown}; expected profile, seeds, tasks, trainer and "
+                          f"one section per task ({', '.join(TASKS)})")
     return params
 
 
@@ -100,13 +102,70 @@ def dotted_keys(tree: dict, prefix: str = "") -> list[str]:
     return keys
 
 
-def _check_choice(root: Path, group: str, name: str, what: str) -> None:
-    """A ConfigError listing the valid names unless conf/<group>/<name>.yaml exists."""
+def _check_choice(root: Path, group: str, name: str, what: str, also: str = "") -> None:
+    """A ConfigError listing the valid names (and `also`) unless conf/<group>/<name>.yaml exists."""
     folder = root / CONF_DIR / group
     if not (folder / f"{name}.yaml").is_file():
         valid = sorted(p.stem for p in folder.glob("*.yaml"))
         raise ConfigError(f"unknown {what.format(name=repr(name))}; choose one of {', '.join(valid) or '(none)'} "
-                          f"(files in {folder})")
+                          f"(files in {folder}){also}")
+
+
+def cuda_available() -> bool:
+    """Does torch see a CUDA GPU? (imported here only: serving never imports torch)"""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def trainer_file(root: Path, name: object, where: str) -> str:
+    """The conf/trainer file a trainer name picks: itself, checked; `auto` -> gpu where torch sees a CUDA GPU, else
+    cpu. `where` says who named it, for the error."""
+    if name == AUTO:
+        return "gpu" if cuda_available() else "cpu"
+    if not isinstance(name, str):
+        raise ConfigError(f"{where}: expected a trainer name (a file of {root / CONF_DIR / 'trainer'}, or auto), got "
+                          f"{name!r}")
+    try:
+        _check_choice(root, "trainer", name, "trainer {name}", also=" or auto (gpu where torch sees a CUDA GPU, else cpu)")
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+    return name
+
+
+def params_trainer(params: dict, root: Path) -> str:
+    """params.yaml `trainer:` (the switch every training stage reads; dvc.yaml lists it in their params) as the
+    conf/trainer file it picks (trainer_file)."""
+    if "trainer" not in params:
+        names = ", ".join(sorted(p.stem for p in (root / CONF_DIR / "trainer").glob("*.yaml")))
+        raise ConfigError(f"{root / PARAMS_FILE}: no `trainer:` (what every training stage trains on); set it to one of "
+                          f"{names} (conf/trainer/<name>.yaml) or auto (gpu where torch sees a CUDA GPU, else cpu)")
+    return pipeline_trainer(root, params["trainer"], f"{root / PARAMS_FILE} `trainer: {params['trainer']}`")
+
+
+def pipeline_trainer(root: Path, name: object, where: str) -> str:
+    """trainer_file, for the whole pipeline: a trainer of one device per process (tune runs one process per trial,
+    train runs train.processes side by side); a data-parallel one is for a stage run by hand."""
+    chosen = trainer_file(root, name, where)
+    options = yaml.safe_load((root / CONF_DIR / "trainer" / f"{chosen}.yaml").read_text(encoding="utf-8")) or {}
+    if options.get("strategy") not in (None, "auto") or options.get("devices", 1) != 1:
+        raise ConfigError(f"{where}: conf/trainer/{chosen}.yaml is data parallel ({options.get('devices')} devices, "
+                          f"strategy {options.get('strategy')!r}), and the pipeline trains one device per process; "
+                          "pick cpu, gpu or auto, and a data-parallel trainer for a stage run by hand "
+                          "(`python -m attention_lab.stages.train ... trainer=ddp_gpu`, docs/scaling.md)")
+    return chosen
+
+
+def set_trainer(root: Path, name: str) -> bool:
+    """Set params.yaml `trainer:` to `name` (checked), keeping the line's comment; True when it changed."""
+    pipeline_trainer(root, name, f"trainer {name}")
+    path = root / PARAMS_FILE
+    text = path.read_text(encoding="utf-8")
+    new, found = re.subn(r"^trainer:[ \t]*[^\s#]*", f"trainer: {name}", text, count=1, flags=re.MULTILINE)
+    if not found:
+        raise ConfigError(f"{path}: no top-level `trainer:` line to set")
+    path.write_text(new, encoding="utf-8")
+    return new != text
 
 
 def _split_overrides(root: Path, task: str, overrides: list[str]) -> tuple[list[str], list[str]]:
@@ -119,7 +178,9 @@ def _split_overrides(root: Path, task: str, overrides: list[str]) -> tuple[list[
             raise ConfigError(f"override {item!r}: expected key=value (e.g. train.lr=0.001)")
         if key in SET_ELSEWHERE:
             raise ConfigError(f"override {item!r}: `{key}` is set by {SET_ELSEWHERE[key]}, not by an override")
-        if key in GROUPS:
+        if key == "trainer":
+            groups.append(f"trainer={trainer_file(root, value.strip(), f'override {item}')}")
+        elif key in GROUPS:
             group = f"data/{task}" if key == "data" else key
             name = value.strip().removeprefix(f"{task}/") if key == "data" else value.strip()
             _check_choice(root, group, name, GROUPS[key].replace("{task}", task))
@@ -289,6 +350,8 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     if family is not None:
         _check_choice(root, "model", family, "family {name}")
     groups, cli = _split_overrides(root, task, list(overrides or []))
+    if not any(g.startswith("trainer=") for g in groups):  # params.yaml `trainer:`, unless the command line picks one
+        groups.append(f"trainer={params_trainer(params, root)}")
     # 1. compose conf/: config.yaml < task/<task>.yaml < data/<task>/<source>.yaml < model/<family>.yaml < trainer
     choices = [f"task={task}", f"data={task}/{source}", *([f"model={family}"] if family is not None else []), *groups]
     cfg = _compose(root, choices)

@@ -49,22 +49,35 @@ def evaluating(model: torch.nn.Module) -> Iterator[torch.nn.Module]:
         model.train(was_training)
 
 
+def device_of(model: DecoderStep) -> torch.device:
+    """Where the model's weights are (a GPU while it trains there: the validation search feeds it there)."""
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def to_numpy(t: Tensor) -> np.ndarray:
+    """A tensor on any device as a NumPy array (no copy on the CPU)."""
+    return t.cpu().numpy()
+
+
 def torch_step(model: DecoderStep) -> StepFn:
     """A decoding.py step function over model.decode_step: NumPy in, log-probs out; memory = (memory, src_mask)."""
+    device = device_of(model)
 
     def step(prev: np.ndarray, state: Arrays, memory: Arrays) -> tuple[np.ndarray, Arrays, np.ndarray]:
-        mem, src_mask = (torch.from_numpy(m) for m in memory)
+        mem, src_mask = (torch.from_numpy(m).to(device) for m in memory)
         with torch.inference_mode():
             logits, new_state, attn = model.decode_step(
-                torch.from_numpy(prev), tuple(torch.from_numpy(s) for s in state), mem, src_mask)
+                torch.from_numpy(prev).to(device), tuple(torch.from_numpy(s).to(device) for s in state), mem,
+                src_mask)
             log_probs = torch.log_softmax(logits.float(), dim=-1)
-        return log_probs.numpy(), tuple(s.numpy() for s in new_state), attn.float().numpy()
+        return to_numpy(log_probs), tuple(to_numpy(s) for s in new_state), to_numpy(attn.float())
 
     return step
 
 
 def torch_encode(model: DecoderStep, src: np.ndarray, src_mask: np.ndarray) -> tuple[Arrays, Arrays]:
     """Run encode on a source sentence batch; return (state, memory) as NumPy tuples ready for the search."""
+    device = device_of(model)
     with torch.inference_mode():
-        memory, state = model.encode(torch.from_numpy(src), torch.from_numpy(src_mask))  # (B, S', D), state
-    return tuple(s.numpy() for s in state), (memory.numpy(), src_mask)
+        memory, state = model.encode(torch.from_numpy(src).to(device), torch.from_numpy(src_mask).to(device))
+    return tuple(to_numpy(s) for s in state), (to_numpy(memory), src_mask)  # (B, S', D), state

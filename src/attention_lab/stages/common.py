@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
@@ -30,4 +31,19 @@ def stage_config(argv: list[str], need_family: bool = True, tuned: bool = True) 
     if need_family and "family" not in named:
         raise SystemExit("usage: python -m attention_lab.stages.<stage> [task=<task>] family=<name> [key=value ...]")
     rest = [a for a in argv if not a.startswith(("task=", "family="))]
-    return load_config(rest, family=named.get("family"), task=named.get("task", NAMES[0]), tuned=tuned)
+    cfg = load_config(rest, family=named.get("family"), task=named.get("task", NAMES[0]), tuned=tuned)
+    if cfg.trainer.accelerator in ("gpu", "cuda"):
+        cuda_process(cfg)
+    return cfg
+
+
+def cuda_process(cfg: DictConfig) -> None:
+    """A stage process that trains on a CUDA GPU, before its first kernel: deterministic cuBLAS (the workspace
+    CUBLAS_WORKSPACE_CONFIG=:4096:8 that torch.use_deterministic_algorithms needs; Lightning sets it too, but only
+    when it builds a Trainer) and, at precision 32-true, float32 in cuDNN's convolutions and RNNs too (torch lets
+    them use TF32 by default; its matmuls are float32 already), so a GPU run computes in the precision a CPU run does."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if str(cfg.trainer.get("precision", "32-true")) in ("32-true", "32"):
+        import torch
+
+        torch.backends.cudnn.allow_tf32 = False
