@@ -11,6 +11,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
+import yaml
 from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
 
@@ -136,17 +137,24 @@ def data_hash(cfg: DictConfig) -> str:
 
 
 def code_hash(cfg: DictConfig, stage: str = "train") -> str:
-    """Short SHA-256 over the Python sources that `stage`'s command for cfg's task and family can run (the files
-    dvc.yaml lists for it: attention_lab.code_deps), so a kept run can tell the code that trained it, and an edit
-    elsewhere (a report, the CLI) leaves its runs resumable and reusable."""
-    from attention_lab.code_deps import PACKAGE, Source
-
+    """Short SHA-256 over the source files dvc.yaml lists for the family's `stage` stage (`train` stands for
+    train_<task> or finetune_<task>; the files its command can import, attention_lab.code_deps), so a kept run can tell
+    the code that trained it, and an edit elsewhere (a report, the CLI) leaves its runs resumable and reusable; over
+    the whole package where dvc.yaml has no such stage (written by hand)."""
+    root = Path(cfg.root)
     package = Path(__file__).resolve().parents[1]
-    files = Source(package.parent, Path(cfg.root) / "conf").stage_files(
-        f"python -m {PACKAGE}.stages.{stage} task={cfg.task.name} family={cfg.family}")
+    group = "pretrain" if stage == "pretrain" else f"{'finetune' if cfg.get('pretrained') else 'train'}_{cfg.task.name}"
+    try:
+        do = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"][group]
+        model = do["foreach"][cfg.family]["model"]
+        files = sorted(d.replace("${item.model}", model) for d in do["do"]["deps"]
+                       if d.endswith(".py") and (d.startswith("src/") or d == "${item.model}"))
+        base = root
+    except (OSError, KeyError, TypeError):
+        files, base = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")), package
     h = hashlib.sha256()
-    for path in files:
-        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    for name in files:
+        h.update(name.encode() + b"\0" + (base / name).read_bytes())
     return h.hexdigest()[:16]
 
 
