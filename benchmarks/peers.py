@@ -1,9 +1,9 @@
 """Our translate families beside Joey NMT 2.3's: training tokens/s, validation loss after the same updates and greedy
 decoding speed, on the same data, vocabulary and batches -> the section `peers` of reports/benchmarks.md and .json.
 
-    python benchmarks/peers.py                 # 500 updates a model, about 10 minutes; writes the report
+    python benchmarks/peers.py                 # 1,000 updates a model, about 12 minutes; writes the report
     python benchmarks/peers.py --quick         # 20 updates: checks the run, prints the section, writes nothing
-    python benchmarks/peers.py --updates 1000 --work /tmp/peers   # keep Joey's files, configs and logs
+    python benchmarks/peers.py --updates 500 --work /tmp/peers    # keep Joey's files, configs and logs
 
 Joey NMT lives in its own virtualenv, .venv-peers at the repository root, which this script creates when missing:
 `python -m venv .venv-peers`, then `.venv-peers/bin/pip install torch==2.13.0` first (joeynmt asks torch>=1.12, which
@@ -200,7 +200,7 @@ def verdict(ours: dict, theirs: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--updates", type=int, default=500, help="training updates of every model")
+    ap.add_argument("--updates", type=int, default=1000, help="training updates of every model")
     ap.add_argument("--skip", type=int, default=20, help="first updates left out of the timing (warm-up)")
     ap.add_argument("--families", default=",".join(PAIRS), help=f"comma-separated subset of {list(PAIRS)}")
     ap.add_argument("--quick", action="store_true", help="20 updates: prints the section, writes no report "
