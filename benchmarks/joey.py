@@ -16,6 +16,7 @@ JOEY = "joeynmt==2.3.0"
 TORCH = "torch==2.13.0"  # first and pinned: joeynmt asks torch>=1.12, which pip would meet with a CUDA build
 EXTRA = ("importlib_metadata",)  # joeynmt.helpers imports it; joeynmt 2.3.0 does not declare it
 LANGS = ("en", "ko")
+RNN_STEP, RNN_TOLERANCE = 32, 0.10  # Joey's RNN decoder: a multiple of 32 whose model is within 10% of ours
 
 
 def ensure_venv(venv: Path = VENV) -> Path:
@@ -86,7 +87,8 @@ def rnn_params(vocab: int, emb: int, enc: int, dec: int) -> int:
             + dec * vocab + 2 * enc * dec + dec * dec + dec + 2 * enc * dec + dec)
 
 
-def rnn_hidden(vocab: int, emb: int, enc: int, dec: int, ours: int, tolerance: float = 0.10, step: int = 32) -> int:
+def rnn_hidden(vocab: int, emb: int, enc: int, dec: int, ours: int, tolerance: float = RNN_TOLERANCE,
+               step: int = RNN_STEP) -> int:
     """Joey's decoder size: ours, or the largest multiple of step below it whose model is within tolerance of ours
     (Joey's output path, an attentional layer of the decoder's size then the vocabulary, is larger than our maxout)."""
     for h in range(dec, step - 1, -step):
@@ -95,10 +97,17 @@ def rnn_hidden(vocab: int, emb: int, enc: int, dec: int, ours: int, tolerance: f
     return step
 
 
+def embed_init(std: float) -> dict:
+    """Joey's embeddings drawn as ours, N(0, std²): under its default (Xavier-uniform, far smaller for a table of
+    2,000 × 128) its Transformer learnt much more slowly than ours on the same batches."""
+    return {"embed_initializer": "normal", "embed_init_weight": std}
+
+
 def rnn_config(dims: dict, hidden: int) -> dict:
-    """Joey's RNN + Bahdanau attention at our bahdanau sizes (conf/model/bahdanau.yaml), decoder size `hidden`."""
+    """Joey's RNN + Bahdanau attention at our bahdanau sizes (conf/model/bahdanau.yaml), decoder size `hidden`;
+    embeddings N(0, 1) as torch.nn.Embedding's (ours)."""
     drop = dims["dropout"]
-    return {"encoder": {"type": "recurrent", "rnn_type": "gru", "bidirectional": True, "num_layers": 1,
+    return {**embed_init(1.0), "encoder": {"type": "recurrent", "rnn_type": "gru", "bidirectional": True, "num_layers": 1,
                         "hidden_size": dims["enc_hidden_dim"], "dropout": drop,
                         "embeddings": {"embedding_dim": dims["emb_dim"], "dropout": drop}},
             "decoder": {"type": "recurrent", "rnn_type": "gru", "num_layers": 1, "hidden_size": hidden,
@@ -111,22 +120,23 @@ def transformer_config(dims: dict) -> dict:
     side = {"type": "transformer", "num_layers": None, "num_heads": dims["heads"], "hidden_size": dims["d_model"],
             "ff_size": dims["d_ff"], "dropout": dims["dropout"], "layer_norm": "pre",
             "embeddings": {"embedding_dim": dims["d_model"], "scale": True, "dropout": dims["dropout"]}}
-    return {"tied_embeddings": True, "tied_softmax": True,
+    return {"tied_embeddings": True, "tied_softmax": True, **embed_init(dims["d_model"] ** -0.5),  # our N(0, 1/d)
             "encoder": {**side, "num_layers": dims["enc_layers"]},
             "decoder": {**side, "num_layers": dims["dec_layers"]}}
 
 
-def config(model: dict, data: Path, work: Path, train: dict, updates: int, seed: int) -> dict:
+def config(model: dict, data: Path, work: Path, train: dict, sizes: dict, seed: int) -> dict:
     """A whole Joey config: plain word-level files of our pieces, our vocabulary, Adam at our rate and clipping,
-    batches of our size in file order, no validation while training (validation_freq past the last update, a multiple of
-    logging_freq as Joey asks)."""
+    sizes["updates"] batches of our size in file order, no validation while training (validation_freq past the last
+    update, a multiple of logging_freq as Joey asks); greedy search for its own validation, sizes["decode_batch"]."""
+    updates = sizes["updates"]
     side = {"level": "word", "lowercase": False, "normalize": False, "max_length": -1, "min_length": -1,
             "voc_file": str(data / "vocab.txt")}
     return {"name": work.name, "joeynmt_version": "2.3.0", "use_cuda": False,
             "data": {"train": str(data / "train"), "dev": str(data / "dev"), "dataset_type": "plain",
                      "src": {**side, "lang": LANGS[0]}, "trg": {**side, "lang": LANGS[1]}},
-            "testing": {"beam_size": 1, "batch_size": 64, "batch_type": "sentence", "max_output_length": -1,
-                        "eval_metrics": ["bleu"]},
+            "testing": {"beam_size": 1, "batch_size": sizes["decode_batch"], "batch_type": "sentence",
+                        "max_output_length": -1, "eval_metrics": ["bleu"]},
             "training": {"model_dir": str(work), "overwrite": True, "random_seed": seed, "optimizer": "adam",
                          "adam_betas": [0.9, 0.999], "learning_rate": train["lr"],
                          "weight_decay": train["weight_decay"], "clip_grad_norm": train["clip"],
@@ -136,11 +146,10 @@ def config(model: dict, data: Path, work: Path, train: dict, updates: int, seed:
                          "shuffle": False, "epochs": 1, "max_updates": updates, "validation_freq": 2 * updates,
                          "logging_freq": updates, "early_stopping_metric": "loss",
                          "keep_best_ckpts": 1, "num_workers": 0, "print_valid_sents": []},
-            "model": {"initializer": "xavier_uniform", "embed_initializer": "xavier_uniform",
-                      "bias_initializer": "zeros", **model}}
+            "model": {"initializer": "xavier_uniform", "bias_initializer": "zeros", **model}}
 
 
-def run(python: Path, cfg: dict, work: Path, warmup: int, max_len_ratio: float, timeout: float) -> dict:
+def run(python: Path, cfg: dict, work: Path, warmup: int, max_len_ratio: float, sizes: dict) -> dict:
     """benchmarks/joey_driver.py on cfg in Joey's venv, one thread (OMP_NUM_THREADS=1); its JSON figures."""
     import yaml
 
@@ -149,9 +158,10 @@ def run(python: Path, cfg: dict, work: Path, warmup: int, max_len_ratio: float, 
     path.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     cmd = [str(python), str(ROOT / "benchmarks" / "joey_driver.py"), str(path), str(out),
-           "--warmup-steps", str(warmup), "--max-len-ratio", str(max_len_ratio)]
+           "--warmup-steps", str(warmup), "--max-len-ratio", str(max_len_ratio), "--decode-batch",
+           str(sizes["decode_batch"])]
     done = subprocess.run(cmd, check=False, env={**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=sizes["timeout"])
     if done.returncode:
         raise RuntimeError(f"Joey NMT's driver failed ({' '.join(cmd)}):\n{done.stderr.strip()[-3000:]}")
     return json.loads(out.read_text(encoding="utf-8"))

@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from joeynmt.builders import BaseScheduler
 from joeynmt.config import load_config, parse_global_args, set_validation_args
+from joeynmt.helpers import make_model_dir
+from joeynmt.helpers_for_ddp import get_logger
 from joeynmt.prediction import predict, prepare
 from joeynmt.search import search
 from joeynmt.training import TrainManager
@@ -83,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     cfg = load_config(args.config)
+    make_model_dir(Path(cfg["model_dir"]), overwrite=True)  # and its log, as `python -m joeynmt train` does
+    get_logger("", log_file=str(Path(cfg["model_dir"]) / "train.log"))
     torch.manual_seed(cfg["training"]["random_seed"])  # Joey seeds only after building the model
     run = parse_global_args(cfg, rank=0, mode="train")
     model, train_data, dev_data, _ = prepare(run, rank=0, mode="train")

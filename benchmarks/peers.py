@@ -60,6 +60,19 @@ def our_config(family: str, data: Path):
     return with_paths(load_config(family=family, task="translate", root=ROOT), "translate", ROOT / "models", data)
 
 
+def joey_model(family: str, dims: dict, vocab: int, params: int) -> tuple[dict, dict]:
+    """(Joey's model config at our family's sizes, what was chosen for it): the RNN's decoder size keeps its
+    parameters within joey.RNN_TOLERANCE of ours."""
+    from benchmarks import joey
+
+    if PAIRS[family] == "transformer":
+        return joey.transformer_config(dims), {}
+    sizes = vocab, dims["emb_dim"], dims["enc_hidden_dim"]
+    hidden = joey.rnn_hidden(*sizes, dims["dec_hidden_dim"], params)
+    return joey.rnn_config(dims, hidden), {"joey_dec_hidden": hidden,
+                                           "joey_params_at_ours": joey.rnn_params(*sizes, dims["dec_hidden_dim"])}
+
+
 def pair(family: str, data: Path, work: Path, python: Path, sizes: dict) -> dict:
     """One family and Joey's model of the same size on the same batches: the figures of both."""
     from omegaconf import OmegaConf
@@ -68,32 +81,28 @@ def pair(family: str, data: Path, work: Path, python: Path, sizes: dict) -> dict
     from benchmarks import joey
 
     cfg = our_config(family, data)
+    sizes = {**sizes, "decode_batch": cfg.evaluate.batch_size}  # a greedy call's and a validation batch's sentences
     module, dm = get_task("translate").build(cfg, cfg.seed)
     exported = joey.export(dm, sizes["updates"], work / "data")
     dims = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k != "_target_"}
-    vocab, params = dm.tok.get_vocab_size(), sum(p.numel() for p in module.model.parameters())
-    extra = {}
-    if PAIRS[family] == "rnn":
-        hidden = joey.rnn_hidden(vocab, dims["emb_dim"], dims["enc_hidden_dim"], dims["dec_hidden_dim"], params)
-        extra = {"joey_dec_hidden": hidden, "joey_params_at_ours": joey.rnn_params(
-            vocab, dims["emb_dim"], dims["enc_hidden_dim"], dims["dec_hidden_dim"])}
-        model = joey.rnn_config(dims, hidden)
-    else:
-        model = joey.transformer_config(dims)
+    vocab = dm.tok.get_vocab_size()
+    model, chosen = joey_model(family, dims, vocab, sum(p.numel() for p in module.model.parameters()))
     ours = train_ours(module, dm, cfg, sizes)
     train = OmegaConf.to_container(cfg.train, resolve=True)
-    theirs = joey.run(python, joey.config(model, work / "data", work / family, train, sizes["updates"], cfg.seed),
-                      work / family, cfg.train.warmup_steps, cfg.evaluate.max_len_ratio, sizes["timeout"])
+    theirs = joey.run(python, joey.config(model, work / "data", work / family, train, sizes, cfg.seed),
+                      work / family, cfg.train.warmup_steps, cfg.evaluate.max_len_ratio, sizes)
+    if theirs["vocab"] != vocab:
+        raise RuntimeError(f"Joey's vocabulary has {theirs['vocab']} entries, ours {vocab}")
     refs = [r["tgt"] for r in dm.splits["valid"]]
     ids = [[dm.tok.token_to_id(p) for p in h] for h in theirs["greedy"]["hypotheses"]]
     ours["bleu"], ours["greedy"] = bleu(dm.tok, ours["greedy"]["hypotheses"], refs), outputs(ours["greedy"])
     theirs = {**summarise(theirs, sizes["skip"]), "bleu": bleu(dm.tok, ids, refs), "params": theirs["params"],
-              "val_loss": theirs["val_loss"], "greedy": outputs(theirs["greedy"]), "vocab": theirs["vocab"],
-              "torch": theirs["torch"], "threads": theirs["threads"]}
-    return {"family": family, "joey_model": PAIRS[family], "dims": dims, "vocab": vocab, **exported, **extra,
+              "val_loss": theirs["val_loss"], "greedy": outputs(theirs["greedy"]), "torch": theirs["torch"],
+              "threads": theirs["threads"]}
+    return {"family": family, "joey_model": PAIRS[family], "dims": dims, "vocab": vocab, **exported, **chosen,
             "batch_size": cfg.train.batch_size, "lr": cfg.train.lr, "warmup_steps": cfg.train.warmup_steps,
-            "clip": cfg.train.clip, "max_len_ratio": cfg.evaluate.max_len_ratio, "ours": ours, "joey": theirs,
-            **verdict(ours, theirs)}
+            "clip": cfg.train.clip, "max_len_ratio": cfg.evaluate.max_len_ratio,
+            "decode_batch": sizes["decode_batch"], "ours": ours, "joey": theirs, **verdict(ours, theirs)}
 
 
 class Clock(pl.Callback):
@@ -130,7 +139,7 @@ def fit(module, dm, cfg, updates: int) -> dict:
     return {"starts": clock.starts, "ends": clock.ends, "tokens": clock.tokens}
 
 
-def val_loss(module, rows: list[dict], batch: int = 64) -> float:
+def val_loss(module, rows: list[dict], batch: int) -> float:
     """Cross-entropy per target token (</s> in, padding out) over rows, teacher-forced, in eval mode."""
     from attention_lab.translate.data.batches import collate
 
@@ -143,7 +152,7 @@ def val_loss(module, rows: list[dict], batch: int = 64) -> float:
     return total / count
 
 
-def greedy(model, rows: list[dict], ratio: float, batch: int = 64) -> dict:
+def greedy(model, rows: list[dict], ratio: float, batch: int) -> dict:
     """Our greedy search (translate_batch, beam 1) over rows in order, batch sentences a call; timed calls only."""
     from attention_lab.translate.search import translate_batch
 
@@ -160,8 +169,8 @@ def train_ours(module, dm, cfg, sizes: dict) -> dict:
     """Our side: fit, then validation loss and greedy decoding of the valid split."""
     clock = fit(module, dm, cfg, sizes["updates"])
     return {**summarise(clock, sizes["skip"]), "params": sum(p.numel() for p in module.model.parameters()),
-            "val_loss": val_loss(module, dm.splits["valid"]),
-            "greedy": greedy(module.model, dm.splits["valid"], cfg.evaluate.max_len_ratio),
+            "val_loss": val_loss(module, dm.splits["valid"], sizes["decode_batch"]),
+            "greedy": greedy(module.model, dm.splits["valid"], cfg.evaluate.max_len_ratio, sizes["decode_batch"]),
             "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from benchmarks.common import num, table
+from benchmarks.joey import RNN_STEP, RNN_TOLERANCE
 
-COMMON = ("- Joey appends `</s>` to every source sentence; ours reads the source without it. Joey's initialisation is "
-          "its default (Xavier-uniform, zero biases), ours PyTorch's and the model's own.")
+COMMON = ("- Joey appends `</s>` to every source sentence; ours reads the source without it. Joey draws its "
+          "embeddings as ours (N(0, 1) for the RNN's, N(0, 1/d_model) for the Transformer's) and its other weights "
+          "by its default (Xavier-uniform, zero biases); ours are PyTorch's defaults. The recipe (rate, warm-up, "
+          "batch, dropout) is ours, tuned for our models (`tuned/<family>.yaml`), not for Joey's: its validation loss "
+          "is what Joey reaches under our recipe.")
 INSTALL = ("- Installing: `joeynmt==2.3.0` declares `torch>=1.12`, so torch 2.13.0 (CPU) goes in first and stays; it "
            "imports `importlib_metadata` without declaring it (installed beside it).")
 NAMES = {"bahdanau": "RNN + Bahdanau attention", "transformer": "Transformer"}
@@ -41,7 +45,8 @@ def differences(rows: list[dict]) -> list[str]:
                 f"a bridge from the encoder) feeds an attentional layer of its own size straight to the vocabulary, "
                 f"where ours has a {d['maxout_dim']}-unit maxout; at our decoder size {d['dec_hidden_dim']} Joey's "
                 f"model would have {r['joey_params_at_ours']:,} parameters, so its decoder is "
-                f"**{r['joey_dec_hidden']}** (the largest multiple of 32 within 10% of ours). Its attention hidden "
+                f"**{r['joey_dec_hidden']}** (the largest multiple of {RNN_STEP} within {100 * RNN_TOLERANCE:.0f}% "
+                f"of ours). Its attention hidden "
                 f"layer is the decoder's size (ours: {d['attn_dim']}), and it queries with the new state "
                 "(Luong's order), ours with the previous one (Bahdanau's).")
         else:
@@ -77,8 +82,9 @@ def render(f: dict) -> list[str]:
               f"sides) run from the start of update {sizes['skip']} to the end of the last: forward, backward, "
               "clipping, Adam and each framework's own loop and data loading. **Validation loss**: cross-entropy "
               f"per target token over the {r0['ours']['greedy']['sentences']} validation pairs after the last "
-              f"update. **Greedy**: sentences/s of each framework's greedy search over the validation sources, 64 "
-              f"a batch, at most {r0['max_len_ratio']}× the source tokens + 10 steps, neither emitting `<unk>`; "
+              f"update. **Greedy**: sentences/s of each framework's greedy search over the validation sources, "
+              f"{r0['decode_batch']} a batch, at most {r0['max_len_ratio']}× the source tokens + 10 steps (our "
+              "`evaluate.max_len_ratio` rule), neither emitting `<unk>`; "
               "**BLEU** of those outputs (sacreBLEU, our detokenizer for both) and their mean length (a model that has "
               "not learnt to stop decodes longer, and slower)."), ""]
     rows = []
