@@ -40,19 +40,25 @@ class WarmupConstant(BaseScheduler):
 
 
 def timed_training(trainer: TrainManager, train_data, dev_data) -> dict:
-    """train_and_validate with a clock at every batch's start and every optimizer step's end, and its tokens."""
-    starts, ends, tokens = [], [], []
+    """train_and_validate with clocks (wall: perf_counter, CPU: process_time) at every batch's start and every
+    optimizer step's end, and its tokens."""
+    clock = {k: [] for k in ("starts", "ends", "cpu_starts", "cpu_ends", "tokens")}
     step = trainer._train_step
 
     def clocked(batch):
-        starts.append(time.perf_counter())
-        tokens.append(int(batch.ntokens))  # target tokens, </s> in, padding out
+        clock["starts"].append(time.perf_counter())
+        clock["cpu_starts"].append(time.process_time())
+        clock["tokens"].append(int(batch.ntokens))  # target tokens, </s> in, padding out
         return step(batch)
 
+    def stepped(*_):
+        clock["ends"].append(time.perf_counter())
+        clock["cpu_ends"].append(time.process_time())
+
     trainer._train_step = clocked
-    trainer.optimizer.register_step_post_hook(lambda *_: ends.append(time.perf_counter()))
+    trainer.optimizer.register_step_post_hook(stepped)
     trainer.train_and_validate(train_data=train_data, valid_data=dev_data)
-    return {"starts": starts, "ends": ends, "tokens": tokens}
+    return clock
 
 
 def greedy(model, data, batch_size: int, max_len_ratio: float) -> dict:

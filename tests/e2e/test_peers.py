@@ -73,12 +73,15 @@ def test_joey_rnn_size():
 def test_summary_and_verdict():
     from benchmarks.peers import summarise, verdict
 
-    side = {"starts": [0.0, 1.0, 2.0, 3.0], "ends": [0.5, 1.5, 2.5, 3.5], "tokens": [10, 20, 30, 40]}
+    side = {"starts": [0.0, 1.0, 2.0, 3.0], "ends": [0.5, 1.5, 2.5, 3.5], "cpu_starts": [0.0, 0.5, 1.0, 1.5],
+            "cpu_ends": [0.25, 0.75, 1.25, 1.75], "tokens": [10, 20, 30, 40]}
     s = summarise(side, skip=1)
     assert s["timed_updates"] == 3 and s["ms_per_update"] == pytest.approx(2500 / 3)
+    assert s["cpu_ms_per_update"] == pytest.approx(1250 / 3) and s["tokens_per_cpu_s"] == pytest.approx(90 / 1.25)
     assert s["tokens_per_s"] == pytest.approx(90 / 2.5) and s["train_tokens"] == 100
     with pytest.raises(RuntimeError):
         summarise({**side, "ends": side["ends"][:3]}, skip=1)
-    fast, slow = {"ms_per_update": 1.0, "val_loss": 1.01}, {"ms_per_update": 2.0, "val_loss": 1.0}
-    assert verdict(fast, slow)["met"] and not verdict(slow, fast)["met"]
+    fast = {"cpu_ms_per_update": 1.0, "ms_per_update": 3.0, "val_loss": 1.01}
+    slow = {"cpu_ms_per_update": 2.0, "ms_per_update": 2.0, "val_loss": 1.0}
+    assert verdict(fast, slow)["met"] and not verdict(slow, fast)["met"]  # by CPU time, not wall time
     assert not verdict({**fast, "val_loss": 1.1}, slow)["equal_quality"]
