@@ -1,8 +1,8 @@
 """Our translate families beside Joey NMT 2.3's: training tokens/s, validation loss after the same updates and greedy
 decoding speed, on the same data, vocabulary and batches -> the section `peers` of reports/benchmarks.md and .json.
 
-    python benchmarks/peers.py                 # 1,000 updates a model, about 12 minutes; writes the report
-    python benchmarks/peers.py --quick         # 20 updates: checks the run, prints the section, writes nothing
+    python benchmarks/peers.py                 # 1,000 updates a model, seeds 0 and 1, about 20 minutes
+    python benchmarks/peers.py --quick         # 20 updates, one seed: checks the run, prints the section
     python benchmarks/peers.py --updates 500 --work /tmp/peers    # keep Joey's files, configs and logs
 
 Joey NMT lives in its own virtualenv, .venv-peers at the repository root, which this script creates when missing:
@@ -73,24 +73,25 @@ def joey_model(family: str, dims: dict, vocab: int, params: int) -> tuple[dict, 
                                            "joey_params_at_ours": joey.rnn_params(*sizes, dims["dec_hidden_dim"])}
 
 
-def pair(family: str, data: Path, work: Path, python: Path, sizes: dict) -> dict:
-    """One family and Joey's model of the same size on the same batches: the figures of both."""
+def one_seed(family: str, seed: int, data: Path, work: Path, python: Path, sizes: dict) -> dict:
+    """One family and Joey's model of the same size, from seed `seed`, on the same batches: the figures of both."""
     from omegaconf import OmegaConf
 
     from attention_lab.core.task import get_task
     from benchmarks import joey
 
     cfg = our_config(family, data)
+    cfg.seed = seed
     sizes = {**sizes, "decode_batch": cfg.evaluate.batch_size}  # a greedy call's and a validation batch's sentences
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)  # as the train stage does before building
-    module, dm = get_task("translate").build(cfg, cfg.seed)
+    pl.seed_everything(seed, workers=True, verbose=False)  # as the train stage does before building
+    module, dm = get_task("translate").build(cfg, seed)
     exported = joey.export(dm, sizes["updates"], work / "data")
     dims = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k != "_target_"}
     vocab = dm.tok.get_vocab_size()
     model, chosen = joey_model(family, dims, vocab, sum(p.numel() for p in module.model.parameters()))
     ours = train_ours(module, dm, cfg, sizes)
     train = OmegaConf.to_container(cfg.train, resolve=True)
-    theirs = joey.run(python, joey.config(model, work / "data", work / family, train, sizes, cfg.seed),
+    theirs = joey.run(python, joey.config(model, work / "data", work / family, train, sizes, seed),
                       work / family, cfg.train.warmup_steps, cfg.evaluate.max_len_ratio, sizes)
     if theirs["vocab"] != vocab:
         raise RuntimeError(f"Joey's vocabulary has {theirs['vocab']} entries, ours {vocab}")
@@ -103,7 +104,28 @@ def pair(family: str, data: Path, work: Path, python: Path, sizes: dict) -> dict
     return {"family": family, "joey_model": PAIRS[family], "dims": dims, "vocab": vocab, **exported, **chosen,
             "batch_size": cfg.train.batch_size, "lr": cfg.train.lr, "warmup_steps": cfg.train.warmup_steps,
             "clip": cfg.train.clip, "max_len_ratio": cfg.evaluate.max_len_ratio,
-            "decode_batch": sizes["decode_batch"], "ours": ours, "joey": theirs, **verdict(ours, theirs)}
+            "decode_batch": sizes["decode_batch"], "ours": ours, "joey": theirs}
+
+
+def mean_side(sides: list[dict]) -> dict:
+    """One side's figures over seeds: numbers (also the greedy run's) averaged, the rest from the first seed; the
+    validation losses of every seed under `val_losses`."""
+    def mean(key, rows):
+        values = [r[key] for r in rows]
+        return sum(values) / len(values) if isinstance(values[0], float) else values[0]
+
+    first = sides[0]
+    return {**{k: mean(k, sides) for k in first if k != "greedy"},
+            "greedy": {k: mean(k, [s["greedy"] for s in sides]) for k in first["greedy"]},
+            "val_losses": [s["val_loss"] for s in sides]}
+
+
+def pair(family: str, seeds: list[int], data: Path, work: Path, python: Path, sizes: dict) -> dict:
+    """one_seed for every seed, ours and Joey's in turn; each side's figures averaged over them, and the verdict."""
+    runs = [one_seed(family, seed, data, work / f"seed{seed}", python, sizes) for seed in seeds]
+    ours, theirs = mean_side([r["ours"] for r in runs]), mean_side([r["joey"] for r in runs])
+    return {**runs[0], "seeds": seeds, "same_batches": all(r["same_batches"] for r in runs),
+            "ours": ours, "joey": theirs, **verdict(ours, theirs)}
 
 
 class Clock(pl.Callback):
@@ -218,10 +240,11 @@ def verdict(ours: dict, theirs: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--updates", type=int, default=1000, help="training updates of every model")
+    ap.add_argument("--seeds", type=int, default=2, help="seeds 0, 1, ... of every model (figures: their mean)")
     ap.add_argument("--skip", type=int, default=20, help="first updates left out of the timing (warm-up)")
     ap.add_argument("--families", default=",".join(PAIRS), help=f"comma-separated subset of {list(PAIRS)}")
-    ap.add_argument("--quick", action="store_true", help="20 updates: prints the section, writes no report "
-                    "unless --out is given")
+    ap.add_argument("--quick", action="store_true", help="20 updates, one seed: prints the section, writes no "
+                    "report unless --out is given")
     ap.add_argument("--data", type=Path, default=ROOT / "data", help="folder of prepared/ and tokenized/")
     ap.add_argument("--work", type=Path, default=None, help="keep Joey's data, configs and logs here")
     ap.add_argument("--venv", type=Path, default=None, help="Joey NMT's virtualenv (default .venv-peers)")
@@ -232,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown families {unknown}; choose from {', '.join(PAIRS)}")
     updates = 20 if args.quick else args.updates
     sizes = {"updates": updates, "skip": min(args.skip, updates // 4), "timeout": 3600}
+    seeds = list(range(1 if args.quick else args.seeds))
     out = args.out or (None if args.quick else ROOT / "reports" / "benchmarks.md")
     from benchmarks import joey
 
@@ -242,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     load, t0 = os.getloadavg(), time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
         work = args.work or Path(tmp)
-        rows = [pair(f, args.data, work / f, python, sizes) for f in families]
+        rows = [pair(f, seeds, args.data, work / f, python, sizes) for f in families]
     argv_text = " ".join(sys.argv[1:] if argv is None else argv)
     figures = {"command": f"python benchmarks/peers.py {argv_text}".strip(), "date": datetime.date.today().isoformat(),
                "cpu": cpu_model(), "cores": os.cpu_count(), "threads": torch.get_num_threads(), "sizes": sizes,

@@ -85,3 +85,12 @@ def test_summary_and_verdict():
     slow = {"cpu_ms_per_update": 2.0, "ms_per_update": 2.0, "val_loss": 1.0}
     assert verdict(fast, slow)["met"] and not verdict(slow, fast)["met"]  # by CPU time, not wall time
     assert not verdict({**fast, "val_loss": 1.1}, slow)["equal_quality"]
+
+
+def test_mean_over_seeds():
+    from benchmarks.peers import mean_side
+
+    sides = [{"params": 7, "val_loss": 1.0, "greedy": {"sentences": 5, "seconds": 1.0}},
+             {"params": 7, "val_loss": 2.0, "greedy": {"sentences": 5, "seconds": 3.0}}]
+    assert mean_side(sides) == {"params": 7, "val_loss": 1.5, "greedy": {"sentences": 5, "seconds": 2.0},
+                                "val_losses": [1.0, 2.0]}
