@@ -1,0 +1,120 @@
+"""Joey NMT's side of benchmarks/peers.py, run in Joey's own virtualenv: its TrainManager trains, then per-token
+validation loss and timed greedy search; the figures go to a JSON file.
+
+    .venv-peers/bin/python benchmarks/joey_driver.py CONFIG.yaml OUT.json --warmup-steps 200 --skip 10
+
+Imports nothing of attention_lab (Joey's venv does not have it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+from joeynmt.builders import BaseScheduler
+from joeynmt.config import load_config, parse_global_args, set_validation_args
+from joeynmt.helpers import make_model_dir
+from joeynmt.helpers_for_ddp import get_logger
+from joeynmt.prediction import predict, prepare
+from joeynmt.search import search
+from joeynmt.training import TrainManager
+
+
+class WarmupConstant(BaseScheduler):
+    """Linear warm-up to the peak rate over `warmup` updates, then constant: update k (0-based) at (k + 1) / warmup.
+
+    Joey 2.3 has no such schedule: `warmupexponentialdecay` (decay rate 1 would be this) is built without its optimizer
+    (a TypeError), `plateau` passes ReduceLROnPlateau the `verbose` that torch 2.13 no longer takes (a TypeError), and
+    no `scheduling` at all is a ConfigurationError. The config names `warmupinversesquareroot`; this replaces it."""
+
+    def __init__(self, optimizer, peak: float, warmup: int):
+        super().__init__(optimizer)
+        self.peak, self.warmup = peak, max(1, warmup)
+
+    def _compute_rate(self) -> float:
+        return self.peak * min(1.0, (self._step + 1) / self.warmup)
+
+
+def timed_training(trainer: TrainManager, train_data, dev_data) -> dict:
+    """train_and_validate with clocks (wall: perf_counter, CPU: process_time) at every batch's start and every
+    optimizer step's end, and its tokens."""
+    clock = {k: [] for k in ("starts", "ends", "cpu_starts", "cpu_ends", "tokens")}
+    step = trainer._train_step
+
+    def clocked(batch):
+        clock["starts"].append(time.perf_counter())
+        clock["cpu_starts"].append(time.process_time())
+        clock["tokens"].append(int(batch.ntokens))  # target tokens, </s> in, padding out
+        return step(batch)
+
+    def stepped(*_):
+        clock["ends"].append(time.perf_counter())
+        clock["cpu_ends"].append(time.process_time())
+
+    trainer._train_step = clocked
+    trainer.optimizer.register_step_post_hook(stepped)
+    trainer.train_and_validate(train_data=train_data, valid_data=dev_data)
+    return clock
+
+
+def greedy(model, data, batch_size: int, max_len_ratio: float) -> dict:
+    """Joey's search() with beam 1 over data in order, batch_size sentences a batch, at most ceil(ratio × source
+    tokens) + 10 steps (the longest source of the batch; Joey's source ends in </s>, not counted); timed calls only."""
+    model.eval()
+    batches = data.make_iter(batch_size=batch_size, batch_type="sentence", shuffle=False, eos_index=model.eos_index,
+                             pad_index=model.pad_index)
+    seconds, hyps = 0.0, {}
+    for batch in batches:
+        batch.sort_by_src_length()  # Joey's packed RNN encoder needs it (predict() does the same)
+        steps = math.ceil(max_len_ratio * (int(batch.src_length.max()) - 1)) + 10
+        t0 = time.perf_counter()
+        output, _, _ = search(model=model, batch=batch, max_output_length=steps, beam_size=1, beam_alpha=-1,
+                              n_best=1, return_prob="none", generate_unk=False)  # ours never emits <unk> either
+        seconds += time.perf_counter() - t0
+        words = model.trg_vocab.arrays_to_sentences(arrays=output, cut_at_eos=True)
+        for i, sentence in zip(batch.indices.tolist(), words):  # indices were sorted with the batch
+            hyps[i] = [w for w in sentence if w != model.trg_vocab._itos[model.eos_index]]
+    return {"seconds": seconds, "sentences": len(hyps), "hypotheses": [hyps[i] for i in sorted(hyps)]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--warmup-steps", type=int, required=True, help="linear learning-rate warm-up (updates)")
+    ap.add_argument("--decode-batch", type=int, default=64)
+    ap.add_argument("--max-len-ratio", type=float, default=2.0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    cfg = load_config(args.config)
+    make_model_dir(Path(cfg["model_dir"]), overwrite=True)  # and its log, as `python -m joeynmt train` does
+    get_logger("", log_file=str(Path(cfg["model_dir"]) / "train.log"))
+    torch.manual_seed(cfg["training"]["random_seed"])  # Joey seeds only after building the model
+    run = parse_global_args(cfg, rank=0, mode="train")
+    model, train_data, dev_data, _ = prepare(run, rank=0, mode="train")
+    trainer = TrainManager(model=model, model_dir=run.model_dir, device=run.device, n_gpu=run.n_gpu, rank=0,
+                           num_workers=run.num_workers, autocast=run.autocast, seed=run.seed, train_args=run.train,
+                           dev_args=set_validation_args(run.test))
+    trainer.scheduler = WarmupConstant(trainer.optimizer, run.train.learning_rate, args.warmup_steps)
+    trainer.scheduler_step_at = "step"
+    trainer.scheduler.step(-1)  # the first update's rate, as Joey sets it after each update
+    clock = timed_training(trainer, train_data, dev_data)
+    # "ref": scores the references, no search; without return_attention Joey's Transformer fails (attention None)
+    scoring = set_validation_args(run.test)._replace(return_prob="ref", return_attention=True,
+                                                     batch_size=args.decode_batch, batch_type="sentence")
+    scores = predict(model=model, data=dev_data, device=run.device, n_gpu=0, compute_loss=True,
+                     normalization="tokens", args=scoring, autocast=run.autocast)[0]
+    decoded = greedy(model, dev_data, args.decode_batch, args.max_len_ratio)
+    figures = {"updates": trainer.stats.steps, **clock, "val_loss": scores["loss"],
+               "params": sum(p.numel() for p in model.parameters()), "vocab": len(model.trg_vocab),
+               "greedy": decoded, "torch": torch.__version__, "threads": torch.get_num_threads()}
+    args.out.write_text(json.dumps(figures), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

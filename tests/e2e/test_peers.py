@@ -1,0 +1,96 @@
+"""benchmarks/peers.py's pure parts: our batches as Joey NMT's plain files, Joey's RNN size, the timing summary and
+the verdict. Joey's own virtualenv is not needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.tiny_models import PAIRS
+
+
+@pytest.fixture
+def tiny_dm(tmp_path):
+    """A TranslationDataModule (batch 4) over 40 training and 8 validation pairs, with its own BPE tokenizer."""
+    from attention_lab.core.tokenization import train_tokenizer
+    from attention_lab.translate.data.datamodule import TranslationDataModule
+
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    for split, n in (("train", 40), ("valid", 8)):
+        rows = [{"id": f"{split}-{i}", "src": PAIRS[i % 4][0], "tgt": PAIRS[i % 4][1]} for i in range(n)]
+        (prepared / f"{split}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                                 encoding="utf-8")
+    tok = train_tokenizer([s for pair in PAIRS for s in pair] * 3, "bpe", vocab_size=120, min_frequency=1)
+    tok.save(str(tmp_path / "tokenizer.json"))
+    dm = TranslationDataModule(prepared, tmp_path / "tokenizer.json", batch_size=4, seed=0)
+    dm.setup()
+    return dm
+
+
+def test_export_writes_our_batches_in_order(tiny_dm, tmp_path):
+    from benchmarks import joey
+
+    info = joey.export(tiny_dm, 12, tmp_path / "joey")  # 10 batches an epoch: epochs 0 and 1
+    assert info == {"pairs": 48, "same_batches": True}
+    batches = joey.train_order(tiny_dm, 12)
+    sampler = tiny_dm.train_dataloader().batch_sampler
+    sampler.set_epoch(1)
+    assert [r["index"] for r in batches[10]] == next(iter(sampler))  # epoch 1 reshuffles, as the Trainer does
+    tok = tiny_dm.tok
+    lines = (tmp_path / "joey" / "train.en").read_text(encoding="utf-8").splitlines()
+    assert [[tok.token_to_id(p) for p in line.split(" ")] for line in lines] == [r["src_ids"] for b in batches
+                                                                                for r in b]
+    dev = (tmp_path / "joey" / "dev.ko").read_text(encoding="utf-8").splitlines()
+    assert [[tok.token_to_id(p) for p in line.split(" ")] for line in dev] == [r["tgt_ids"]
+                                                                              for r in tiny_dm.splits["valid"]]
+    vocab = (tmp_path / "joey" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert vocab == [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
+
+
+def test_pieces_that_joey_would_split_are_refused():
+    from benchmarks import joey
+
+    class Tok:
+        def id_to_token(self, i):
+            return ["▁a", "b c", "d\u2028e"][i]
+
+    assert joey.tokens(Tok(), [0]) == "▁a"
+    for bad in (1, 2):
+        with pytest.raises(ValueError, match="would not survive"):
+            joey.tokens(Tok(), [0, bad])
+
+
+def test_joey_rnn_size():
+    from benchmarks import joey
+
+    assert joey.rnn_params(2000, 128, 128, 224) == 1_819_616  # what Joey NMT 2.3 logs ("Total params") for it
+    assert joey.rnn_hidden(2000, 128, 128, 256, ours=1_724_112) == 224  # 256 and 240 are > 10% larger
+    assert joey.rnn_hidden(2000, 128, 128, 256, ours=2_100_000) == 256
+
+
+def test_summary_and_verdict():
+    from benchmarks.peers import summarise, verdict
+
+    side = {"starts": [0.0, 1.0, 2.0, 3.0], "ends": [0.5, 1.5, 2.5, 3.5], "cpu_starts": [0.0, 0.5, 1.0, 1.5],
+            "cpu_ends": [0.25, 0.75, 1.25, 1.75], "tokens": [10, 20, 30, 40]}
+    s = summarise(side, skip=1)
+    assert s["timed_updates"] == 3 and s["ms_per_update"] == pytest.approx(2500 / 3)
+    assert s["cpu_ms_per_update"] == pytest.approx(1250 / 3) and s["tokens_per_cpu_s"] == pytest.approx(90 / 1.25)
+    assert s["tokens_per_s"] == pytest.approx(90 / 2.5) and s["train_tokens"] == 100
+    with pytest.raises(RuntimeError):
+        summarise({**side, "ends": side["ends"][:3]}, skip=1)
+    fast = {"cpu_ms_per_update": 1.0, "ms_per_update": 3.0, "val_loss": 1.01}
+    slow = {"cpu_ms_per_update": 2.0, "ms_per_update": 2.0, "val_loss": 1.0}
+    assert verdict(fast, slow)["met"] and not verdict(slow, fast)["met"]  # by CPU time, not wall time
+    assert not verdict({**fast, "val_loss": 1.1}, slow)["equal_quality"]
+
+
+def test_mean_over_seeds():
+    from benchmarks.peers import mean_side
+
+    sides = [{"params": 7, "val_loss": 1.0, "greedy": {"sentences": 5, "seconds": 1.0}},
+             {"params": 7, "val_loss": 2.0, "greedy": {"sentences": 5, "seconds": 3.0}}]
+    assert mean_side(sides) == {"params": 7, "val_loss": 1.5, "greedy": {"sentences": 5, "seconds": 2.0},
+                                "val_losses": [1.0, 2.0]}
