@@ -100,7 +100,7 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
     # every process decides the same: rank 0 only deletes or writes these files after deciding, and a process that
     # looks later sees either the same stopped run or no last.ckpt
     same = holds(partial, key)
-    if same and (partial / "train.json").is_file():  # finished before the stop: taken as it is
+    if finished(partial, key):  # finished before the stop: taken as it is
         if not is_global_zero():
             return None
         print(f"{cfg.family} seed {seed}: finished before the stop, kept ({partial})")
@@ -181,6 +181,11 @@ def holds(partial: Path, key: str) -> bool:
         return read_json(partial / "run.json").get("key") == key
     except (FileNotFoundError, ValueError):  # none yet, or rank 0 just removed a stale one
         return False
+
+
+def finished(partial: Path, key: str) -> bool:
+    """`partial` holds the finished run whose run_key is `key` (its train.json written)."""
+    return holds(partial, key) and (partial / "train.json").is_file()
 
 
 def is_global_zero() -> bool:
@@ -267,7 +272,7 @@ def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
             break
     else:
         return None
-    if holds(out, key) and (out / "train.json").is_file():  # taken before a stop: train_one keeps it
+    if finished(out, key):  # taken before a stop: train_one keeps it
         return None
     kept, trial = kept.parent, read_json(kept)["trial"]
     source = read_json(kept / "run.json")["run_id"]

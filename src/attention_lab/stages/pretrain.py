@@ -92,10 +92,10 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
     with atomic_path(out) as tmp:  # the encoder appears whole, or the previous one stays
         tmp.mkdir()
         save_encoder(tmp, model.bert, config, tok, about)
-    write_json(pretrain_run_path(cfg), {"run_id": read_json(partial / "run.json")["run_id"],
-                                        **{k: summary[k] for k in RUN_ONLY}})
+    run = {"run_id": read_json(partial / "run.json")["run_id"], **{k: summary[k] for k in RUN_ONLY}}
+    write_json(pretrain_run_path(cfg), run)
     shutil.rmtree(partial)
-    return {**about, **read_json(pretrain_run_path(cfg))}
+    return {**about, **run}
 
 
 def from_minilm(cfg: DictConfig, out: Path) -> dict:
