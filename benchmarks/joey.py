@@ -44,10 +44,13 @@ def tokens(tok, ids: list[int]) -> str:
     return " ".join(pieces)
 
 
-def write_split(rows: list[dict], prefix: Path, tok) -> None:
-    """prefix.en and prefix.ko: one pair a line, our BPE pieces of src and tgt, in the order of rows."""
+def write_split(rows: list[dict], prefix: Path, tok, reverse_source: bool = False) -> None:
+    """prefix.en and prefix.ko: one pair a line, our BPE pieces of src and tgt, in the order of rows; each source
+    backwards with reverse_source (what our Luong encoder reads: Sutskever et al. 2014, §3.3)."""
     for lang, key in zip(LANGS, ("src_ids", "tgt_ids")):
-        Path(f"{prefix}.{lang}").write_text("".join(tokens(tok, r[key]) + "\n" for r in rows), encoding="utf-8")
+        flip = reverse_source and key == "src_ids"
+        lines = (tokens(tok, r[key][::-1] if flip else r[key]) + "\n" for r in rows)
+        Path(f"{prefix}.{lang}").write_text("".join(lines), encoding="utf-8")
 
 
 def write_vocab(tok, path: Path) -> None:
@@ -66,13 +69,14 @@ def train_order(dm, updates: int) -> list[list[dict]]:
     return batches[:updates]
 
 
-def export(dm, updates: int, out: Path) -> dict:
+def export(dm, updates: int, out: Path, reverse_source: bool = False) -> dict:
     """Joey's data under out: train (our first `updates` batches, flattened in order), dev (our valid split) and the
-    vocabulary. Whether Joey's batches of batch_size consecutive lines are ours (every batch full)."""
+    vocabulary, sources backwards with reverse_source. Whether Joey's batches of batch_size consecutive lines are
+    ours (every batch full)."""
     out.mkdir(parents=True, exist_ok=True)
     batches = train_order(dm, updates)
-    write_split([r for b in batches for r in b], out / "train", dm.tok)
-    write_split(dm.splits["valid"], out / "dev", dm.tok)
+    write_split([r for b in batches for r in b], out / "train", dm.tok, reverse_source)
+    write_split(dm.splits["valid"], out / "dev", dm.tok, reverse_source)
     write_vocab(dm.tok, out / "vocab.txt")
     return {"pairs": sum(map(len, batches)), "same_batches": all(len(b) == dm.batch_size for b in batches)}
 
@@ -113,6 +117,21 @@ def rnn_config(dims: dict, hidden: int) -> dict:
             "decoder": {"type": "recurrent", "rnn_type": "gru", "num_layers": 1, "hidden_size": hidden,
                         "attention": "bahdanau", "input_feeding": True, "init_hidden": "bridge", "dropout": drop,
                         "hidden_dropout": drop, "embeddings": {"embedding_dim": dims["emb_dim"], "dropout": drop}}}
+
+
+def luong_config(dims: dict) -> dict:
+    """Joey's RNN as Luong et al. 2015's global model at our luong_concat sizes (conf/model/luong_concat.yaml, tuned/):
+    one-way LSTM encoder and decoder of our hidden size and layers, input feeding, the decoder started from the
+    encoder's last state, and Joey's "bahdanau" score vᵀ tanh(W h_t + U h̄_s), which is Luong's concat (eq. 8) queried
+    with the new state; embeddings N(0, 1) as ours."""
+    drop, hidden, layers = dims["dropout"], dims["hidden_dim"], dims["layers"]
+    embeddings = {"embedding_dim": dims["emb_dim"], "dropout": drop}
+    return {**embed_init(1.0), "encoder": {"type": "recurrent", "rnn_type": "lstm", "bidirectional": False,
+                                           "num_layers": layers, "hidden_size": hidden, "dropout": drop,
+                                           "embeddings": embeddings},
+            "decoder": {"type": "recurrent", "rnn_type": "lstm", "num_layers": layers, "hidden_size": hidden,
+                        "attention": "bahdanau", "input_feeding": True, "init_hidden": "last", "dropout": drop,
+                        "hidden_dropout": drop, "embeddings": embeddings}}
 
 
 def transformer_config(dims: dict) -> dict:

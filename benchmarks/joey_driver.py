@@ -24,6 +24,24 @@ from joeynmt.search import search
 from joeynmt.training import TrainManager
 
 
+def fix_one_way_encoder() -> None:
+    """Joey 2.3's RecurrentEncoder.forward takes the backward direction's final state of every RNN, one-way too (an
+    IndexError at `hidden_layerwise[-1:, 1]`); that one line becomes "the backward directions' final states, if any"
+    (the same tensor for a two-way RNN, an empty one for a one-way RNN), the rest of Joey's forward as it is."""
+    import inspect
+    import textwrap
+
+    from joeynmt import encoders
+
+    old, new = "hidden_layerwise[-1:, 1]", "hidden_layerwise[-1:, 1:].transpose(1, 2).flatten(2)"
+    source = textwrap.dedent(inspect.getsource(encoders.RecurrentEncoder.forward))
+    if source.count(old) != 1:
+        raise RuntimeError(f"joeynmt's RecurrentEncoder.forward has changed: {old!r} not found once")
+    scope: dict = {}
+    exec(compile(source.replace(old, new), encoders.__file__, "exec"), vars(encoders), scope)  # noqa: S102
+    encoders.RecurrentEncoder.forward = scope["forward"]
+
+
 class WarmupConstant(BaseScheduler):
     """Linear warm-up to the peak rate over `warmup` updates, then constant: update k (0-based) at (k + 1) / warmup.
 
@@ -90,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-len-ratio", type=float, default=2.0)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
+    fix_one_way_encoder()
     cfg = load_config(args.config)
     make_model_dir(Path(cfg["model_dir"]), overwrite=True)  # and its log, as `python -m joeynmt train` does
     get_logger("", log_file=str(Path(cfg["model_dir"]) / "train.log"))

@@ -1,7 +1,7 @@
 """Our translate families beside Joey NMT 2.3's: training tokens/s, validation loss after the same updates and greedy
 decoding speed, on the same data, vocabulary and batches -> the section `peers` of reports/benchmarks.md and .json.
 
-    python benchmarks/peers.py                 # 1,000 updates a model, seeds 0 and 1, about 20 minutes
+    python benchmarks/peers.py                 # 1,000 updates a model, seeds 0 and 1, about 30 minutes
     python benchmarks/peers.py --quick         # 20 updates, one seed: checks the run, prints the section
     python benchmarks/peers.py --updates 500 --work /tmp/peers    # keep Joey's files, configs and logs
 
@@ -32,7 +32,9 @@ from benchmarks.common import ROOT, cpu_model, write_marked_section
 from benchmarks.peers_report import render
 
 SECTION = "peers"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)
-PAIRS = {"bahdanau": "rnn", "transformer": "transformer"}  # our family -> Joey's model
+# our family -> Joey's model: its RNN as Bahdanau's nearest (GRU, bridge; sized to ours), its RNN as Luong's global
+# model (the same architecture as ours: joey.luong_config), its Transformer
+PAIRS = {"bahdanau": "rnn", "luong_concat": "rnn_luong", "transformer": "transformer"}
 QUALITY = 0.02  # "equal quality": ours' validation loss at most 2% above Joey's
 
 
@@ -67,6 +69,8 @@ def joey_model(family: str, dims: dict, vocab: int, params: int) -> tuple[dict, 
 
     if PAIRS[family] == "transformer":
         return joey.transformer_config(dims), {}
+    if PAIRS[family] == "rnn_luong":
+        return joey.luong_config(dims), {}
     sizes = vocab, dims["emb_dim"], dims["enc_hidden_dim"]
     hidden = joey.rnn_hidden(*sizes, dims["dec_hidden_dim"], params)
     return joey.rnn_config(dims, hidden), {"joey_dec_hidden": hidden,
@@ -85,8 +89,9 @@ def one_seed(family: str, seed: int, data: Path, work: Path, python: Path, sizes
     sizes = {**sizes, "decode_batch": cfg.evaluate.batch_size}  # a greedy call's and a validation batch's sentences
     pl.seed_everything(seed, workers=True, verbose=False)  # as the train stage does before building
     module, dm = get_task("translate").build(cfg, seed)
-    exported = joey.export(dm, sizes["updates"], work / "data")
     dims = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k != "_target_"}
+    reverse = PAIRS[family] == "rnn_luong" and dims["reverse_source"]  # Joey's encoder reads what ours reads
+    exported = joey.export(dm, sizes["updates"], work / "data", reverse_source=reverse)
     vocab = dm.tok.get_vocab_size()
     model, chosen = joey_model(family, dims, vocab, sum(p.numel() for p in module.model.parameters()))
     ours = train_ours(module, dm, cfg, sizes)

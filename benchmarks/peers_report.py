@@ -12,7 +12,8 @@ COMMON = ("- Joey appends `</s>` to every source sentence; ours reads the source
           "is what Joey reaches under our recipe.")
 INSTALL = ("- Installing: `joeynmt==2.3.0` declares `torch>=1.12`, so torch 2.13.0 (CPU) goes in first and stays; it "
            "imports `importlib_metadata` without declaring it (installed beside it).")
-NAMES = {"bahdanau": "RNN + Bahdanau attention", "transformer": "Transformer"}
+NAMES = {"bahdanau": "RNN + Bahdanau attention", "luong_concat": "RNN as Luong's global model (concat score)",
+         "transformer": "Transformer"}
 
 
 def side_row(r: dict, who: str, name: str) -> list:
@@ -48,7 +49,7 @@ def differences(rows: list[dict]) -> list[str]:
         if r["joey_model"] == "rnn":
             lines.append(
                 f"- RNN: embeddings {d['emb_dim']}, bidirectional GRU encoder {d['enc_hidden_dim']} a direction, "
-                f"dropout {d['dropout']} on both sides. Joey's decoder (GRU, Bahdanau's MLP attention, input feeding, "
+                f"dropout {d['dropout']:.3g} on both sides. Joey's decoder (GRU, Bahdanau's MLP attention, input feeding, "
                 f"a bridge from the encoder) feeds an attentional layer of its own size straight to the vocabulary, "
                 f"where ours has a {d['maxout_dim']}-unit maxout; at our decoder size {d['dec_hidden_dim']} Joey's "
                 f"model would have {r['joey_params_at_ours']:,} parameters, so its decoder is "
@@ -56,14 +57,29 @@ def differences(rows: list[dict]) -> list[str]:
                 f"of ours). Its attention hidden "
                 f"layer is the decoder's size (ours: {d['attn_dim']}), and it queries with the new state "
                 "(Luong's order), ours with the previous one (Bahdanau's).")
+        elif r["joey_model"] == "rnn_luong":
+            lines.append(
+                f"- Luong: the same model on both sides. Embeddings {d['emb_dim']}, a one-way LSTM encoder and decoder "
+                f"of {d['hidden_dim']} units and {d['layers']} layer(s), each source read backwards (Joey's files hold "
+                "it reversed), input feeding, h̃_t = tanh(W_c [c_t; h_t]) and the score vᵀ tanh(W h_t + U h̄_s) queried "
+                f"with the new state, dropout {d['dropout']:.3g}. Joey starts the decoder's cell from the encoder's last "
+                "hidden state (ours from its last cell), its attentional layer has a bias and its output layer none "
+                "(ours the other way round), and it drops out the attentional layer's input, ours its output. Joey 2.3's "
+                "encoder fails on a one-way RNN (it reads a backward state that is not there); "
+                "`benchmarks/joey_driver.py` fixes that one line.")
         else:
             lines.append(
                 f"- Transformer: d_model {d['d_model']}, {d['heads']} heads, {d['enc_layers']}+{d['dec_layers']} "
                 f"layers, d_ff {d['d_ff']}, pre-LN, one scaled embedding for source, target and softmax, sinusoids: "
                 "the same parameter count. Joey also drops out attention weights and the feed-forward hidden layer "
-                f"(p = {d['dropout']}; ours only sublayer outputs and embeddings, as Vaswani et al. §5.4), and its "
+                f"(p = {d['dropout']:.3g}; ours only sublayer outputs and embeddings, as Vaswani et al. §5.4), and its "
                 "greedy search runs the decoder over the whole prefix at every step (ours caches it).")
     return lines
+
+
+def recipe(rows: list[dict]) -> str:
+    """'bahdanau 0.002, warm-up 200; ...': each pair's rate and warm-up updates."""
+    return "; ".join(f"`{r['family']}` {r['lr']:.4g}, warm-up {r['warmup_steps']}" for r in rows)
 
 
 def render(f: dict) -> list[str]:
@@ -82,8 +98,8 @@ def render(f: dict) -> list[str]:
               "thread each, one after the other (ours, Joey's, the next seed), on "
               f"our prepared translate data and BPE vocabulary ({r0['vocab']:,} pieces: Joey reads our pieces as "
               f"words). Joey's training file is our first {sizes['updates']} batches in the order our Trainer draws "
-              f"them from that seed, read in order by batches of {r0['batch_size']} sentences{batching}. Adam at {r0['lr']} with "
-              f"linear warm-up over {r0['warmup_steps']} updates then constant (the "
+              f"them from that seed, read in order by batches of {r0['batch_size']} sentences{batching}. Adam at each family's "
+              f"tuned rate ({recipe(f['rows'])}) with linear warm-up, then constant (the "
               f"rate of our plateau schedule before its first cut; Joey's own schedules cannot do this, see "
               f"`benchmarks/joey_driver.py`), gradient norm clipped at {r0['clip']}, loss per target token."),
              "",

@@ -49,6 +49,30 @@ def test_export_writes_our_batches_in_order(tiny_dm, tmp_path):
     assert vocab == [tok.id_to_token(i) for i in range(tok.get_vocab_size())]
 
 
+def test_export_reverses_sources_for_a_reversing_encoder(tiny_dm, tmp_path):
+    from benchmarks import joey
+
+    joey.export(tiny_dm, 3, tmp_path / "joey", reverse_source=True)
+    tok = tiny_dm.tok
+    rows = [r for b in joey.train_order(tiny_dm, 3) for r in b]
+    src = (tmp_path / "joey" / "train.en").read_text(encoding="utf-8").splitlines()
+    tgt = (tmp_path / "joey" / "train.ko").read_text(encoding="utf-8").splitlines()
+    assert [[tok.token_to_id(p) for p in line.split(" ")] for line in src] == [r["src_ids"][::-1] for r in rows]
+    assert [[tok.token_to_id(p) for p in line.split(" ")] for line in tgt] == [r["tgt_ids"] for r in rows]
+
+
+def test_joey_luong_is_our_luong_concat():
+    from attention_lab.core.config import load_config
+    from benchmarks import joey
+
+    cfg = load_config(family="luong_concat", task="translate")
+    dec = joey.luong_config(cfg.model)["decoder"]
+    assert cfg.model.attention == "concat" and cfg.model.input_feeding
+    assert (dec["rnn_type"], dec["attention"], dec["input_feeding"], dec["init_hidden"]) == ("lstm", "bahdanau", True,
+                                                                                           "last")
+    assert dec["hidden_size"] == cfg.model.hidden_dim and dec["num_layers"] == cfg.model.layers
+
+
 def test_pieces_that_joey_would_split_are_refused():
     from benchmarks import joey
 
