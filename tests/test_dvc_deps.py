@@ -17,8 +17,9 @@ from attention_lab.dvc_yaml import render, write
 from tests.conftest import ROOT
 
 SOURCE = Source(ROOT / "src", ROOT / "conf")
-TOOLING = ("src/attention_lab/serving/", "src/attention_lab/cli.py", "src/attention_lab/core/report.py",
-           "src/attention_lab/core/charts.py", "src/attention_lab/core/provenance.py", "src/attention_lab/core/repro.py",
+TOOLING = ("src/attention_lab/serving/", "src/attention_lab/cli.py", "src/attention_lab/project.py",
+           "src/attention_lab/core/report.py", "src/attention_lab/core/charts.py", "src/attention_lab/core/provenance.py",
+           "src/attention_lab/core/repro.py",
            "src/attention_lab/core/ablations.py", "src/attention_lab/dvc_yaml.py", "src/attention_lab/code_deps.py",
            "src/attention_lab/translate/report.py", "src/attention_lab/classify/report.py",
            "src/attention_lab/caption/report.py", "benchmarks/")
@@ -89,7 +90,7 @@ def test_stage_code_deps_are_what_its_command_imports(name):
 
 
 def test_tooling_is_a_dep_of_no_training_or_evaluate_stage():
-    """Editing serving/, cli.py, benchmarks/ or the report, chart, provenance, repro and ablation code re-runs no
+    """Editing serving/, cli.py, project.py, benchmarks/ or the report, chart, provenance, repro and ablation code re-runs no
     tune, train, pretrain or evaluate stage."""
     found = [f"{name}: {dep}" for name, _, deps in pipeline()[0] if name.startswith(TRAINING)
              for dep in deps if dep.startswith(TOOLING)]

@@ -69,7 +69,7 @@ def test_design_notes_name_each_family_class_as_conf_does():
 
 def test_readme_cost_is_the_committed_cost_report():
     """README's cost table is the one `attention-lab readme` writes from reports/cost.json (benchmarks/pipeline_cost.py)."""
-    from attention_lab.cli import cost_table
+    from attention_lab.project import cost_table
 
     cost = ROOT / "reports" / "cost.json"
     readme = (ROOT / "README.md").read_text()

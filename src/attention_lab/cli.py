@@ -1,4 +1,6 @@
-"""`attention-lab`: command-line entry point. Subcommands import what they need lazily, so `translate` never loads torch."""
+"""`attention-lab`: command-line entry point, and the commands that use an exported model (translate, classify, caption,
+serve, register); the project's own (readme, ablations, config, stages, repro) are in project.py. Subcommands import
+what they need lazily, so `translate` never loads torch."""
 
 from __future__ import annotations
 
@@ -218,155 +220,8 @@ def _register(args: argparse.Namespace) -> int:
     return 0
 
 
-def cost_table(summary: dict) -> str:
-    """README's cost table from reports/cost.json (benchmarks/pipeline_cost.py): per task, its stages' wall minutes
-    added up and its costliest family."""
-    rows = ["| task | stage minutes, added up | costliest family | stages stopped and resumed |", "|---|---|---|---|"]
-    for task, t in summary["tasks"].items():
-        family, seconds = max(t["families"].items(), key=lambda kv: kv[1])
-        rows.append(f"| {task} | {t['seconds'] / 60:,.1f} | {family} {seconds / 60:,.1f} | {t['stopped']} |")
-    source = f"From the logs {', '.join(summary['logs'])} ({summary['date']}, {summary['cpu']}; [reports/cost.md](reports/cost.md))."
-    return "\n".join([*rows, "", source, ""])
-
-
-def _readme(args: argparse.Namespace) -> int:
-    """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json) between its markers,
-    and the provenance block (the commit that recorded dvc.lock, what `dvc status` says changed since). With --check,
-    write nothing: exit 1 unless the results are fresh, agree with dvc.lock, and README.md is what this writes."""
-    from attention_lab.core import provenance
-    from attention_lab.core.config import families, load_config, read_params
-    from attention_lab.core.files import read_json, write_text
-    from attention_lab.core.report import splice_results
-    from attention_lab.core.task import get_task
-
-    root = Path.cwd()
-    params, readme = read_params(root), root / "README.md"
-    text = current = readme.read_text(encoding="utf-8")
-    for task in params.get("tasks", []):
-        cfg = load_config(root=root, task=task)
-        paths = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
-        if missing := [str(p) for p in paths.values() if not p.is_file()]:
-            raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
-        results = {f: read_json(path) for f, path in paths.items()}
-        text = splice_results(text, get_task(task).table(results, cfg), task)
-    if (cost := root / "reports" / "cost.json").is_file():
-        text = splice_results(text, cost_table(read_json(cost)), "cost")
-    fresh = provenance.freshness(root)
-    block = provenance.readme_block(fresh)
-    text = provenance.splice_block(text, block)
-    if args.check:
-        passed, lines = provenance.check_results(root, current, text, fresh)
-        print("\n".join(lines))
-        return 0 if passed else 1
-    write_text(readme, text)
-    print(f"updated {readme}; its provenance block:\n{block}")
-    return 0
-
-
-def _ablations(args: argparse.Namespace) -> int:
-    """reports/ablations.md from the DVC experiments that changed a family's family_params."""
-    import dvc.api
-    from dvc.exceptions import DvcException
-    from omegaconf import OmegaConf
-
-    from attention_lab.core.ablations import ablation_rows, render
-    from attention_lab.core.config import families, load_config, read_params
-    from attention_lab.core.files import read_json, write_text
-
-    root = Path.cwd()
-    cfg = load_config(root=root)
-    try:
-        experiments = dvc.api.exp_show()
-    except DvcException as err:  # no git repository, no DVC project here, ...
-        raise ValueError(f"cannot list DVC experiments in {root}: {err} (run it in the project's git checkout)") from err
-    params = read_params(root)
-    tables = {}
-    for task in params.get("tasks", []):
-        files = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
-        own = {f: set(read_json(path)) if path.is_file() else set() for f, path in files.items()}
-        def below(family: str, key: str, task: str = task):
-            return OmegaConf.select(load_config(root=root, task=task, family=family), key)
-
-        tables[task] = ablation_rows(experiments, task, families(params, task), own, below)
-    out = root / cfg.paths.reports / "ablations.md"
-    write_text(out, render(tables))
-    print(f"wrote {out} ({sum(map(len, tables.values()))} ablation rows)")
-    return 0
-
-
-def _stages(args: argparse.Namespace) -> int:
-    """Write dvc.yaml from params.yaml and the code's imports; with --check, write nothing and fail unless it is so."""
-    from attention_lab.dvc_yaml import write
-
-    current = write(Path.cwd(), check=args.check)
-    if args.check and not current:
-        print("dvc.yaml is not what `attention-lab stages` writes from params.yaml and the code: run it", file=sys.stderr)
-        return 1
-    print("dvc.yaml is current" if current else "wrote dvc.yaml")
-    return 0
-
-
-def _config(args: argparse.Namespace) -> int:
-    """Print the config a stage of task=<task> family=<family> trains with (YAML), or with --explain the layer that
-    set each key (load_config's layers: conf/ files, params.yaml, tuned/, family_params, the profile, the command line)."""
-    import yaml
-    from omegaconf import OmegaConf
-
-    from attention_lab.core.config import (
-        ConfigError,
-        explain_config,
-        families,
-        leaf_values,
-        read_params,
-        task_params,
-    )
-
-    items, explain = list(args.items), args.explain
-    if explain is not None and "=" in explain:  # `--explain task=translate ...`: the flag alone, then the items
-        items, explain = [explain, *items], "all"
-    stage = {k: v for k, _, v in (i.partition("=") for i in items) if k in ("task", "family")}
-    overrides = [i for i in items if i.partition("=")[0] not in ("task", "family")]
-    task, family = stage.get("task", "translate"), stage.get("family")
-    root = Path.cwd()
-    params = read_params(root)
-    task_params(params, root, task)  # an unknown task, named
-    valid = families(params, task)
-    if family not in valid:
-        raise ConfigError(f"{'no family given' if family is None else f'unknown family {family!r}'} for task {task}; "
-                          f"give family=<name>, one of {', '.join(valid)} (params.yaml `{task}.families`, "
-                          f"`{task}.pretrained`)")
-    cfg, origins = explain_config(overrides, family=family, root=root, task=task)
-    if explain is None:
-        print(OmegaConf.to_yaml(cfg, resolve=True), end="")
-        return 0
-    keys = list(origins) if explain == "all" else [k for k in origins if k == explain or k.startswith(explain + ".")]
-    if not keys:
-        raise ConfigError(f"no key {explain!r} in the config of {task}/{family} (keys look like model.dropout, "
-                          f"train.lr; `--explain all` lists every one)")
-
-    def show(value) -> str:
-        return yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("\n...\n").strip()
-
-    values = leaf_values(OmegaConf.to_container(cfg, resolve=True))
-    for key in keys:
-        *lower, (layer, _) = origins[key]
-        line = f"{key}: {show(values[key])}  <- {layer}"
-        if lower:
-            line += "  (over " + "; ".join(f"{name} = {show(value)}" for name, value in reversed(lower)) + ")"
-        print(line)
-    return 0
-
-
-def _repro(args) -> int:
-    from attention_lab.core.config import set_trainer
-    from attention_lab.core.repro import repro
-
-    if args.trainer and set_trainer(Path.cwd(), args.trainer):  # kept in params.yaml: dvc.lock records what ran
-        print(f"params.yaml: trainer: {args.trainer}", flush=True)
-    return repro(Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True), slots=args.slots)
-
-
 def build_parser() -> argparse.ArgumentParser:
+    from attention_lab import project
     from attention_lab.serving.schemas import MAX_BEAM
 
     beam, threads = _int_in(1, MAX_BEAM), _int_in(1, 1024)
@@ -427,9 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "dvc.lock, `dvc status`)")
     r.add_argument("--check", action="store_true", help="write nothing; fail (exit 1) while dvc.lock is stale, the "
                    "committed results disagree with it, or README.md is not what `readme` writes (make check-results)")
-    r.set_defaults(func=_readme)
+    r.set_defaults(func=project.readme)
     a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S <task>.family_params...` runs")
-    a.set_defaults(func=_ablations)
+    a.set_defaults(func=project.ablations)
     f = sub.add_parser("config", help="print the config a stage trains with, or with --explain which layer set a value "
                        "(conf/, params.yaml, tuned/, family_params, the profile, the command line)")
     f.add_argument("items", nargs="*", metavar="task=<task> family=<family> [key=value ...]",
@@ -437,11 +292,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--explain", nargs="?", const="all", default=None, metavar="KEY",
                    help="for KEY (a leaf such as model.input_feeding, or a section such as model), or every key without "
                    "one: its value, the layer that set it and the values of the layers below it")
-    f.set_defaults(func=_config)
+    f.set_defaults(func=project.config)
     w = sub.add_parser("stages", help="write dvc.yaml from params.yaml (`tasks`, families) and the code's imports "
                        "(repro does it first)")
     w.add_argument("--check", action="store_true", help="write nothing; exit 1 unless dvc.yaml is current")
-    w.set_defaults(func=_stages)
+    w.set_defaults(func=project.stages)
     d = sub.add_parser("repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)")
     d.add_argument("--jobs", type=_int_in(1, 64), default=os.cpu_count() or 1,
                    help="chains at once, one thread each (default: the machine's cores, %(default)s)")
@@ -452,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "cores, %(default)s)")
     d.add_argument("--trainer", default=None, metavar="NAME", help="set params.yaml `trainer:` first (cpu, gpu, auto: "
                    "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)")
-    d.set_defaults(func=_repro)
+    d.set_defaults(func=project.repro)
     return parser
 
 
