@@ -244,6 +244,24 @@ def test_lstm_families_learn_to_copy_through_the_encoder(cls):
     assert loss.item() < 0.5  # a decoder that ignores the source cannot beat log(19) ≈ 2.9 on random tokens
 
 
+@pytest.mark.parametrize("family", ["luong_dot", "luong_concat", "luong_local_p"])
+def test_luong_initialisation(family):
+    """The Luong families as Luong et al. §4.1 start them: every weight (attention's included) uniform in [-0.1, 0.1],
+    the word embeddings N(0, 1) with zero padding rows; `init_range: null` keeps PyTorch's defaults."""
+    torch.manual_seed(0)
+    spec = OmegaConf.load(ROOT / "conf" / "model" / f"{family}.yaml")
+    model = instantiate(spec, vocab_size=50, pad_id=0)
+    tables = (model.embed.weight, model.encoder.embed.weight)
+    weights = torch.cat([p.flatten() for p in model.parameters() if all(p is not t for t in tables)])
+    assert weights.abs().max() <= 0.1 and weights.abs().max() > 0.099
+    assert all(p.abs().max() > 0.09 for p in model.attention.parameters())
+    for table in tables:
+        assert not table[0].any() and 0.8 < table[1:].std() < 1.2
+    torch.manual_seed(0)
+    default = instantiate(spec, vocab_size=50, pad_id=0, init_range=None)
+    assert default.W_s.weight.abs().max() <= spec.hidden_dim ** -0.5  # nn.Linear's bound, 1/sqrt(fan_in)
+
+
 def test_sutskever_initialisation_and_clipping():
     """seq2seq_lstm as Sutskever et al. §3.4 train it: the LSTM and output weights uniform in [-0.08, 0.08] at start,
     the word embeddings N(0, 1) with zero padding rows (docs/tasks.md), and gradients clipped at norm 5 (params.yaml
