@@ -4,6 +4,7 @@ decoding speed, on the same data, vocabulary and batches -> the section `peers` 
     python benchmarks/peers.py                 # 1,000 updates a model, seeds 0 and 1, about 30 minutes
     python benchmarks/peers.py --quick         # 20 updates, one seed: checks the run, prints the section
     python benchmarks/peers.py --updates 500 --work /tmp/peers    # keep Joey's files, configs and logs
+    python benchmarks/peers.py --rerender      # the section again from reports/benchmarks.json's figures
 
 Joey NMT lives in its own virtualenv, .venv-peers at the repository root, which this script creates when missing:
 `python -m venv .venv-peers`, then `.venv-peers/bin/pip install torch==2.13.0` first (joeynmt asks torch>=1.12, which
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import logging
 import os
 import sys
@@ -254,7 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="keep Joey's data, configs and logs here")
     ap.add_argument("--venv", type=Path, default=None, help="Joey NMT's virtualenv (default .venv-peers)")
     ap.add_argument("--out", type=Path, default=None, help="report to write (default reports/benchmarks.md)")
+    ap.add_argument("--rerender", action="store_true", help="write the section again from --out's .json figures")
     args = ap.parse_args(argv)
+    if args.rerender:
+        out = args.out or ROOT / "reports" / "benchmarks.md"
+        figures = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))[SECTION]
+        write_marked_section(out, SECTION, render(figures), figures)
+        return 0
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     if unknown := sorted(set(families) - set(PAIRS)):
         ap.error(f"unknown families {unknown}; choose from {', '.join(PAIRS)}")

@@ -7,7 +7,8 @@ from benchmarks.joey import RNN_STEP, RNN_TOLERANCE
 
 COMMON = ("- Joey appends `</s>` to every source sentence; ours reads the source without it. Joey draws its "
           "embeddings as ours (N(0, 1) for the RNN's, N(0, 1/d_model) for the Transformer's) and its other weights "
-          "by its default (Xavier-uniform, zero biases); ours are PyTorch's defaults. The recipe (rate, warm-up, "
+          "by its default (Xavier-uniform, zero biases); ours are PyTorch's defaults, but for the Luong families' uniform "
+          "[-0.1, 0.1] (Luong et al. §4.1; reports/benchmarks.md, Initialisation). The recipe (rate, warm-up, "
           "batch, dropout) is ours, tuned for our models (`tuned/<family>.yaml`), not for Joey's: its validation loss "
           "is what Joey reaches under our recipe.")
 INSTALL = ("- Installing: `joeynmt==2.3.0` declares `torch>=1.12`, so torch 2.13.0 (CPU) goes in first and stays; it "

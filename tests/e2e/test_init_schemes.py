@@ -34,10 +34,12 @@ def test_luong_paper_and_xavier_keep_embeddings():
     assert not model.W_s.bias.any() and torch.equal(model.embed.weight, embed)
 
 
-def test_verdict_reads_the_figures():
-    from benchmarks.init_schemes import verdict
+def test_each_family_is_marked_with_the_scheme_its_config_trains_with():
+    from benchmarks.init_schemes import DEFAULTS, own_scheme, verdict
 
-    ours = "PyTorch defaults (ours)"
-    assert "every other scheme" in verdict({"bahdanau": {ours: [0.8, 0.9], "x": [1.0, 0.9]}})
-    assert verdict({"bahdanau": {ours: [0.8, 0.9], "x": [0.7, 0.8]}}) == "Lower validation loss than PyTorch's " \
-        "defaults: x on `bahdanau`."
+    assert own_scheme("bahdanau") == DEFAULTS and own_scheme("luong_concat") == "Luong et al. §4.1"
+    own = {"bahdanau": DEFAULTS}
+    assert verdict({"bahdanau": {DEFAULTS: [0.8, 0.9], "x": [1.0, 0.9]}}, own) == (
+        "Lowest validation loss after these updates: `bahdanau`: its own scheme ended lowest (PyTorch defaults).")
+    assert "not its own scheme (PyTorch defaults) ended lowest (x)" in verdict(
+        {"bahdanau": {DEFAULTS: [0.8, 0.9], "x": [0.7, 0.8]}}, own)
