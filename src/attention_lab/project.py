@@ -32,8 +32,8 @@ def readme(args: argparse.Namespace) -> int:
     from attention_lab.core.task import get_task
 
     root = Path.cwd()
-    params, readme = read_params(root), root / "README.md"
-    text = current = readme.read_text(encoding="utf-8")
+    params, readme_md = read_params(root), root / "README.md"
+    text = current = readme_md.read_text(encoding="utf-8")
     for task in params.get("tasks", []):
         cfg = load_config(root=root, task=task)
         paths = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
@@ -50,8 +50,8 @@ def readme(args: argparse.Namespace) -> int:
         passed, lines = provenance.check_results(root, current, text, fresh)
         print("\n".join(lines))
         return 0 if passed else 1
-    write_text(readme, text)
-    print(f"updated {readme}; its provenance block:\n{block}")
+    write_text(readme_md, text)
+    print(f"updated {readme_md}; its provenance block:\n{block}")
     return 0
 
 
