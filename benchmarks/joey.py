@@ -107,31 +107,33 @@ def embed_init(std: float) -> dict:
     return {"embed_initializer": "normal", "embed_init_weight": std}
 
 
+def recurrent_config(emb: int, dropout: float, rnn_type: str, encoder: int, bidirectional: bool, decoder: int,
+                     layers: int, init_hidden: str) -> dict:
+    """Joey's recurrent encoder-decoder with its "bahdanau" (MLP) attention and input feeding, dropout everywhere it
+    has one; embeddings N(0, 1) as torch.nn.Embedding's (ours)."""
+    def embeddings() -> dict:  # a dict per side: one shared object would reach Joey's YAML as an anchor and alias
+        return {"embedding_dim": emb, "dropout": dropout}
+
+    return {**embed_init(1.0),
+            "encoder": {"type": "recurrent", "rnn_type": rnn_type, "bidirectional": bidirectional,
+                        "num_layers": layers, "hidden_size": encoder, "dropout": dropout, "embeddings": embeddings()},
+            "decoder": {"type": "recurrent", "rnn_type": rnn_type, "num_layers": layers, "hidden_size": decoder,
+                        "attention": "bahdanau", "input_feeding": True, "init_hidden": init_hidden, "dropout": dropout,
+                        "hidden_dropout": dropout, "embeddings": embeddings()}}
+
+
 def rnn_config(dims: dict, hidden: int) -> dict:
-    """Joey's RNN + Bahdanau attention at our bahdanau sizes (conf/model/bahdanau.yaml), decoder size `hidden`;
-    embeddings N(0, 1) as torch.nn.Embedding's (ours)."""
-    drop = dims["dropout"]
-    return {**embed_init(1.0), "encoder": {"type": "recurrent", "rnn_type": "gru", "bidirectional": True, "num_layers": 1,
-                        "hidden_size": dims["enc_hidden_dim"], "dropout": drop,
-                        "embeddings": {"embedding_dim": dims["emb_dim"], "dropout": drop}},
-            "decoder": {"type": "recurrent", "rnn_type": "gru", "num_layers": 1, "hidden_size": hidden,
-                        "attention": "bahdanau", "input_feeding": True, "init_hidden": "bridge", "dropout": drop,
-                        "hidden_dropout": drop, "embeddings": {"embedding_dim": dims["emb_dim"], "dropout": drop}}}
+    """Joey's RNN + Bahdanau attention at our bahdanau sizes (conf/model/bahdanau.yaml): bidirectional GRU encoder,
+    a bridge to a GRU decoder of size `hidden`."""
+    return recurrent_config(dims["emb_dim"], dims["dropout"], "gru", dims["enc_hidden_dim"], True, hidden, 1, "bridge")
 
 
 def luong_config(dims: dict) -> dict:
     """Joey's RNN as Luong et al. 2015's global model at our luong_concat sizes (conf/model/luong_concat.yaml, tuned/):
-    one-way LSTM encoder and decoder of our hidden size and layers, input feeding, the decoder started from the
-    encoder's last state, and Joey's "bahdanau" score vᵀ tanh(W h_t + U h̄_s), which is Luong's concat (eq. 8) queried
-    with the new state; embeddings N(0, 1) as ours."""
-    drop, hidden, layers = dims["dropout"], dims["hidden_dim"], dims["layers"]
-    embeddings = {"embedding_dim": dims["emb_dim"], "dropout": drop}
-    return {**embed_init(1.0), "encoder": {"type": "recurrent", "rnn_type": "lstm", "bidirectional": False,
-                                           "num_layers": layers, "hidden_size": hidden, "dropout": drop,
-                                           "embeddings": embeddings},
-            "decoder": {"type": "recurrent", "rnn_type": "lstm", "num_layers": layers, "hidden_size": hidden,
-                        "attention": "bahdanau", "input_feeding": True, "init_hidden": "last", "dropout": drop,
-                        "hidden_dropout": drop, "embeddings": embeddings}}
+    one-way LSTM encoder and decoder of our hidden size and layers, the decoder started from the encoder's last state,
+    and Joey's "bahdanau" score vᵀ tanh(W h_t + U h̄_s), which is Luong's concat (eq. 8) queried with the new state."""
+    hidden = dims["hidden_dim"]
+    return recurrent_config(dims["emb_dim"], dims["dropout"], "lstm", hidden, False, hidden, dims["layers"], "last")
 
 
 def transformer_config(dims: dict) -> dict:

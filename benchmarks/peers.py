@@ -38,6 +38,7 @@ SECTION = "peers"  # its key in benchmarks.json and its markers in benchmarks.md
 # model (the same architecture as ours: joey.luong_config), its Transformer
 PAIRS = {"bahdanau": "rnn", "luong_concat": "rnn_luong", "transformer": "transformer"}
 QUALITY = 0.02  # "equal quality": ours' validation loss at most 2% above Joey's
+REPORT = ROOT / "reports" / "benchmarks.md"
 
 
 def ensure_data(data: Path) -> None:
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rerender", action="store_true", help="write the section again from --out's .json figures")
     args = ap.parse_args(argv)
     if args.rerender:
-        out = args.out or ROOT / "reports" / "benchmarks.md"
+        out = args.out or REPORT
         figures = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))[SECTION]
         write_marked_section(out, SECTION, render(figures), figures)
         return 0
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     updates = 20 if args.quick else args.updates
     sizes = {"updates": updates, "skip": min(args.skip, updates // 4), "timeout": 3600}
     seeds = list(range(1 if args.quick else args.seeds))
-    out = args.out or (None if args.quick else ROOT / "reports" / "benchmarks.md")
+    out = args.out or (None if args.quick else REPORT)
     from benchmarks import joey
 
     python = joey.ensure_venv(args.venv or joey.VENV)
