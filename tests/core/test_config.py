@@ -153,7 +153,8 @@ def test_each_documented_ablation_changes_what_trains(project, override, task, f
     want = yaml.safe_load(value)
     (project / "tuned").mkdir(exist_ok=True)
     decoy = {"window": 7, "penalty": 0.5, "penalty_warmup": 100, "input_feeding": True, "reverse_source": True,
-             "schedule": "linear", "image_input": "every_step", "positions": "alibi"}
+             "schedule": "linear", "image_input": "every_step", "positions": "alibi",
+             "init_range": 0.05}
     tuned = {}
     node = tuned.setdefault("params", {})
     *parents, leaf = key.split(".")
