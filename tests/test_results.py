@@ -5,7 +5,7 @@ metrics, reports and tuned values in git must be the ones dvc.lock records. The 
 committed metrics is tests/test_readme.py's."""
 
 from attention_lab.core.config import families, read_params
-from attention_lab.core.provenance import block_disagreements, lock_disagreements
+from attention_lab.core.provenance import block_disagreements, lock_disagreements, protocol_problems
 from tests.conftest import ROOT
 
 
@@ -23,3 +23,9 @@ def test_committed_outputs_have_the_hashes_dvc_lock_records():
 def test_readme_provenance_block_names_the_committed_lock():
     problems = block_disagreements(ROOT, (ROOT / "README.md").read_text(encoding="utf-8"))
     assert not problems, "\n".join(problems)
+
+
+def test_committed_results_keep_the_protocol():
+    """Three seeds, every final run stopped by early stopping, >= 8 trials in every tuned family's study."""
+    gaps = protocol_problems(ROOT)
+    assert not gaps, "\n".join(gaps)

@@ -122,18 +122,40 @@ def test_agreement_catches_hand_edits_and_a_stale_readme_block(results_repo):
         subprocess.run(["git", "checkout", "-q", "--", "."], cwd=results_repo, check=True)
 
 
-@pytest.mark.parametrize(("stale", "disagree", "outdated", "passed"), [
-    ({}, [], False, True),
-    ({"report_index": [("modified", "x.py")]}, [], False, False),
-    ({}, ["metrics/a.json: dvc.lock records 1, the committed one is 2"], False, False),
-    ({}, [], True, False),
+@pytest.mark.parametrize(("stale", "disagree", "outdated", "gaps", "passed"), [
+    ({}, [], False, [], True),
+    ({"report_index": [("modified", "x.py")]}, [], False, [], False),
+    ({}, ["metrics/a.json: dvc.lock records 1, the committed one is 2"], False, [], False),
+    ({}, [], True, [], False),
+    ({}, [], False, ["tuned/a.yaml: 4 trials, the protocol asks for >= 8"], False),
 ])
-def test_check_results_fails_while_stale_disagreeing_or_outdated(monkeypatch, stale, disagree, outdated, passed):
+def test_check_results_fails_while_stale_disagreeing_outdated_or_off_protocol(monkeypatch, stale, disagree, outdated,
+                                                                              gaps, passed):
     monkeypatch.setattr(provenance, "lock_disagreements", lambda root: (["metrics/a.json"], disagree))
     monkeypatch.setattr(provenance, "block_disagreements", lambda root, readme, names: [])
+    monkeypatch.setattr(provenance, "protocol_problems", lambda root: gaps)
     fresh = {"source": SOURCE, "names": ["report_index"], "tasks": {}, "stale": stale}
     ok, lines = provenance.check_results(ROOT, "readme", "readme, regenerated" if outdated else "readme", fresh)
     assert ok == passed and lines[-1] == f"check-results: {'passed' if passed else 'FAILED'}"
     assert lines[0].startswith("STALE" if stale else "fresh")
     assert any(line.startswith("DISAGREE") for line in lines) == bool(disagree)
     assert any(line.startswith("OUTDATED") for line in lines) == outdated
+    assert any(line.startswith("PROTOCOL") for line in lines) == bool(gaps)
+
+
+def test_protocol_gaps_name_short_studies_capped_runs_and_missing_seeds():
+    params = {"tasks": ["classify"], "seeds": [0, 1, 2], "classify": {"families": ["bow", "han"],
+                                                                       "pretrained": ["bert_minilm"]}}
+    kept = {"seeds": [0, 1, 2], "train/stopped_by": ["early stopping"]}
+    studies = {"bow": {"trials": 8}, "han": {"trials": 4}, "bert_minilm": {"trials": 0}}  # 0: untuned, allowed
+    metrics = {"classify/bow": kept, "classify/han": kept, "classify/bert_minilm": kept}
+    assert provenance.protocol_gaps(params, studies, metrics) == [
+        "tuned/han.yaml: 4 trials, the protocol asks for >= 8 (raise params.yaml `classify.tune.updates`)"]
+    metrics["classify/bow"] = {"seeds": [0], "train/stopped_by": ["early stopping", "time limit"]}
+    del metrics["classify/bert_minilm"], studies["han"]
+    assert provenance.protocol_gaps(params, studies, metrics) == [
+        "metrics/classify/bow.json: seeds [0], params.yaml says [0, 1, 2]",
+        ("metrics/classify/bow.json: final runs stopped by ['early stopping', 'time limit'], expected ['early "
+        "stopping'] (a run cut by a cap has not converged)"),
+        "tuned/han.yaml: missing, or without `study.trials`",
+        "metrics/classify/bert_minilm.json: missing"]
