@@ -149,11 +149,38 @@ def config(args: argparse.Namespace) -> int:
     return 0
 
 
+def gpu_or_refuse(root: Path, name: str | None) -> None:
+    """Before any stage runs: a trainer on the GPU (`name`, else params.yaml `trainer:`) needs torch to see a CUDA
+    GPU; without one, the error says so here rather than Lightning's from inside the first training stage."""
+    import yaml
+
+    from attention_lab.core.config import (
+        CONF_DIR,
+        ConfigError,
+        cuda_available,
+        params_trainer,
+        pipeline_trainer,
+        read_params,
+    )
+
+    chosen = (pipeline_trainer(root, name, f"--trainer {name}") if name else
+              params_trainer(read_params(root), root))
+    options = yaml.safe_load((root / CONF_DIR / "trainer" / f"{chosen}.yaml").read_text(encoding="utf-8")) or {}
+    if options.get("accelerator") == "gpu" and not cuda_available():
+        import torch
+
+        where = f"--trainer {name}" if name else f"{root / 'params.yaml'} `trainer: {chosen}`"
+        raise ConfigError(f"{where}: trains on a CUDA GPU, and torch {torch.__version__} sees none "
+                          "(torch.cuda.is_available() is False); use cpu, or auto (gpu where torch sees one), or "
+                          "install a CUDA build of torch (docs/scaling.md)")
+
+
 def repro(args: argparse.Namespace) -> int:
     """`dvc repro` with the families' chains side by side (core/repro.py), after setting params.yaml `trainer:` when asked."""
     from attention_lab.core.config import set_trainer
     from attention_lab.core.repro import repro
 
+    gpu_or_refuse(Path.cwd(), args.trainer)
     if args.trainer and set_trainer(Path.cwd(), args.trainer):  # kept in params.yaml: dvc.lock records what ran
         print(f"params.yaml: trainer: {args.trainer}", flush=True)
     return repro(Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True), slots=args.slots)

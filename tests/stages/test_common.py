@@ -5,6 +5,7 @@ generated dvc.yaml runs it, without a GPU (the config is resolved, nothing is tr
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -94,3 +95,19 @@ def test_repro_trainer_refuses_an_unknown_one_before_running(project, capsys):
     assert main(["repro", "--trainer", "tpu"]) == 2
     assert "unknown trainer 'tpu'" in capsys.readouterr().err
     assert (project / "params.yaml").read_text() == before
+
+
+@pytest.mark.parametrize("how", ["flag", "params"])
+def test_repro_on_gpu_without_one_refuses_before_running(project, capsys, monkeypatch, how):
+    from attention_lab.cli import main
+
+    monkeypatch.setattr("attention_lab.core.config.cuda_available", lambda: False)
+    if how == "params":
+        path = project / "params.yaml"
+        path.write_text(re.sub(r"^trainer:.*$", "trainer: gpu", path.read_text(), count=1, flags=re.MULTILINE))
+    before = (project / "params.yaml").read_text()
+    assert main(["repro", "--trainer", "gpu"] if how == "flag" else ["repro"]) == 2
+    err = capsys.readouterr().err
+    assert "trains on a CUDA GPU, and torch" in err and "sees none" in err
+    assert ("--trainer gpu" if how == "flag" else "`trainer: gpu`") in err
+    assert (project / "params.yaml").read_text() == before  # nothing set, no stage ran
