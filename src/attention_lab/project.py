@@ -156,6 +156,7 @@ def gpu_or_refuse(root: Path, name: str | None) -> None:
 
     from attention_lab.core.config import (
         CONF_DIR,
+        PARAMS_FILE,
         ConfigError,
         cuda_available,
         params_trainer,
@@ -169,7 +170,7 @@ def gpu_or_refuse(root: Path, name: str | None) -> None:
     if options.get("accelerator") == "gpu" and not cuda_available():
         import torch
 
-        where = f"--trainer {name}" if name else f"{root / 'params.yaml'} `trainer: {chosen}`"
+        where = f"--trainer {name}" if name else f"{root / PARAMS_FILE} `trainer: {chosen}`"
         raise ConfigError(f"{where}: trains on a CUDA GPU, and torch {torch.__version__} sees none "
                           "(torch.cuda.is_available() is False); use cpu, or auto (gpu where torch sees one), or "
                           "install a CUDA build of torch (docs/scaling.md)")

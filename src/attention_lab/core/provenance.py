@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from attention_lab.core.protocol import MIN_TRIALS, protocol_problems
+
 LOCK = "dvc.lock"
 BEGIN = "<!-- provenance:begin"
 END = "<!-- provenance:end -->"
@@ -368,57 +370,10 @@ def block_disagreements(root: Path, readme: str, names: list[str] | None = None)
     return problems
 
 
-MIN_TRIALS = 8  # the protocol: every tuned family's study has at least this many trials (0: untuned, said so)
-STOPPED = ["early stopping"]  # the protocol: every final run stopped by early stopping, not by a cap
-
-
-def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dict]) -> list[str]:
-    """Where the results break the comparison's protocol: a family's final runs not at params.yaml's seeds or not all
-    stopped by early stopping (metrics `train/stopped_by`), or its study with 1 to MIN_TRIALS - 1 trials (tuned/
-    <family>.yaml `study.trials`). studies: {family: study}, metrics: {"<task>/<family>": metrics}."""
-    from attention_lab.core.config import families
-
-    gaps = []
-    for task in params.get("tasks", []):
-        for family in families(params, task):
-            m = metrics.get(f"{task}/{family}")
-            if m is None:
-                gaps.append(f"metrics/{task}/{family}.json: missing")
-                continue
-            if m.get("seeds") != params.get("seeds"):
-                gaps.append(f"metrics/{task}/{family}.json: seeds {m.get('seeds')}, params.yaml says "
-                            f"{params.get('seeds')}")
-            if m.get("train/stopped_by") != STOPPED:
-                gaps.append(f"metrics/{task}/{family}.json: final runs stopped by {m.get('train/stopped_by')}, "
-                            f"expected {STOPPED} (a run cut by a cap has not converged)")
-            trials = (studies.get(family) or {}).get("trials")
-            if trials is None:
-                gaps.append(f"tuned/{family}.yaml: missing, or without `study.trials`")
-            elif 0 < trials < MIN_TRIALS:
-                gaps.append(f"tuned/{family}.yaml: {trials} trials, the protocol asks for >= {MIN_TRIALS} (raise "
-                            f"params.yaml `{task}.tune.updates`)")
-    return gaps
-
-
-def protocol_problems(root: Path) -> list[str]:
-    """protocol_gaps of the results under root (params.yaml, tuned/*.yaml, metrics/<task>/*.json)."""
-    import json
-
-    import yaml
-
-    from attention_lab.core.config import read_params
-
-    studies = {p.stem: (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("study")
-               for p in sorted((root / "tuned").glob("*.yaml"))}
-    metrics = {f"{p.parent.name}/{p.stem}": json.loads(p.read_text(encoding="utf-8"))
-               for p in sorted((root / "metrics").glob("*/*.json"))}
-    return protocol_gaps(read_params(root), studies, metrics)
-
-
 def check_results(root: Path, readme: str, regenerated: str, fresh: dict) -> tuple[bool, list[str]]:
     """`make check-results`: (passed, report lines). Fails while dvc.lock is stale (`dvc status` lists a changed
     dependency kept in git), while the committed outputs or the README disagree with it, while the results break the
-    protocol (protocol_problems), or while README.md is not what `attention-lab readme` writes now (`regenerated`)."""
+    protocol (core/protocol.py), or while README.md is not what `attention-lab readme` writes now (`regenerated`)."""
     source, names, stale = fresh["source"], fresh["names"], fresh["stale"]
     lines = []
     recorded = f"commit {source['commit']}" if source["committed"] else "the working tree (not committed yet)"
