@@ -291,6 +291,18 @@ def test_bert_and_transformer_encoder_are_twins():
                                                                                       "out.weight", "out.bias"}
 
 
+def test_the_twins_train_by_the_same_recipe():
+    """bert and transformer_encoder also train alike (schedule, stopping, batch, label fractions; params.yaml
+    family_params): only their tuned values (searched with the same budget) and bert's WordPiece cap may differ."""
+    from attention_lab.stages.common import stage_config
+
+    scratch, bert = (stage_config(["task=classify", f"family={f}"], tuned=False).train
+                     for f in ("transformer_encoder", "bert"))
+    differ = {k for k in set(scratch) | set(bert) if scratch.get(k) != bert.get(k)}
+    assert differ <= {"lr", "max_tokens"}, differ
+    assert scratch.min_epochs == 10 and list(scratch.label_fractions) == [0.1, 1.0]
+
+
 def test_bert_minilm_keeps_berts_layout():
     from omegaconf import OmegaConf
 
