@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from attention_lab.core import provenance
+from attention_lab.core import protocol, provenance
 from tests.conftest import ROOT
 
 SOURCE = {"md5": "0123456789abcdef0123456789abcdef", "committed": True, "commit": "abc1234", "date": "2026-11-24"}
@@ -133,7 +133,7 @@ def test_check_results_fails_while_stale_disagreeing_outdated_or_off_protocol(mo
                                                                               gaps, passed):
     monkeypatch.setattr(provenance, "lock_disagreements", lambda root: (["metrics/a.json"], disagree))
     monkeypatch.setattr(provenance, "block_disagreements", lambda root, readme, names: [])
-    monkeypatch.setattr(provenance, "protocol_problems", lambda root: gaps)
+    monkeypatch.setattr(protocol, "protocol_problems", lambda root: gaps)
     fresh = {"source": SOURCE, "names": ["report_index"], "tasks": {}, "stale": stale}
     ok, lines = provenance.check_results(ROOT, "readme", "readme, regenerated" if outdated else "readme", fresh)
     assert ok == passed and lines[-1] == f"check-results: {'passed' if passed else 'FAILED'}"

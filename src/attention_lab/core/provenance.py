@@ -25,8 +25,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from attention_lab.core.protocol import MIN_TRIALS, protocol_problems
-
 LOCK = "dvc.lock"
 BEGIN = "<!-- provenance:begin"
 END = "<!-- provenance:end -->"
@@ -374,6 +372,9 @@ def check_results(root: Path, readme: str, regenerated: str, fresh: dict) -> tup
     """`make check-results`: (passed, report lines). Fails while dvc.lock is stale (`dvc status` lists a changed
     dependency kept in git), while the committed outputs or the README disagree with it, while the results break the
     protocol (core/protocol.py), or while README.md is not what `attention-lab readme` writes now (`regenerated`)."""
+    # imported here: core.protocol loads omegaconf, and importing provenance loads none of the config stack
+    from attention_lab.core.protocol import MIN_TRIALS, protocol_problems
+
     source, names, stale = fresh["source"], fresh["names"], fresh["stale"]
     lines = []
     recorded = f"commit {source['commit']}" if source["committed"] else "the working tree (not committed yet)"
