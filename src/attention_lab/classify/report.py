@@ -137,7 +137,9 @@ def render_classify(results: dict[str, dict], buckets, top_k: int, pictures: dic
     if pretrained:
         out += ["## Pretrained encoders", "", pretraining_table(pretrained), "",
                 ("Validation figures are the last pretraining epoch's, on sentence pairs of the validation documents "
-                 "with a fixed masking; perplexity = exp(masked-LM loss)."), ""]
+                 "with a fixed masking; perplexity = exp(masked-LM loss). Pair accuracy is the second objective's "
+                 "(sentence order or next sentence), whose chance level is 0.5: half the pairs are swapped or "
+                 "replaced."), ""]
     for family, paths in pictures.items():
         if paths:
             out += [f"## Attention: `{family}`", ""]
