@@ -300,7 +300,7 @@ def test_the_twins_train_by_the_same_recipe():
                      for f in ("transformer_encoder", "bert"))
     differ = {k for k in set(scratch) | set(bert) if scratch.get(k) != bert.get(k)}
     assert differ <= {"lr", "max_tokens"}, differ
-    assert scratch.min_epochs == 10 and list(scratch.label_fractions) == [0.1, 1.0]
+    assert scratch.min_epochs == 25 and list(scratch.label_fractions) == [0.1, 1.0]
 
 
 def test_bert_minilm_keeps_berts_layout():
