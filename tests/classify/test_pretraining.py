@@ -3,7 +3,6 @@ PretrainingModule's losses on a tiny BERT. A whole pretrain stage (updates, MLfl
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import torch
 import yaml
 
 from attention_lab.classify.pretraining import PairDataModule, PretrainingModule, perplexity, pretraining_text
+from attention_lab.core.files import write_jsonl
 from attention_lab.core.tokenization import train_wordpiece
 from tests.tiny_models import DOCS, PAIRS, ROOT, TINY
 
@@ -28,7 +28,7 @@ def write_prepared(folder: Path, unlabelled: bool = True) -> Path:
     for split, docs in splits.items():
         rows = [{"id": f"{split}-{i}", "sentences": d, **({} if split == "unlabelled" else {"label": 0})}
                 for i, d in enumerate(docs)]
-        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        write_jsonl(folder / f"{split}.jsonl", rows)
     return folder
 
 

@@ -4,14 +4,13 @@ metrics on a tiny random-weight model. evaluate_family through the evaluate stag
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
 
-from attention_lab.core.tokenization import never_emitted, train_tokenizer
+from attention_lab.core.files import write_jsonl
+from attention_lab.core.tokenization import EOS, never_emitted, train_tokenizer
 from attention_lab.translate.data.batches import load_split
 from attention_lab.translate.evaluate import decode_corpus, evaluate, forced_word_attention
 from attention_lab.translate.search import translate_batch
@@ -36,8 +35,7 @@ def rows_of(tok, folder, align: bool = True) -> list[dict]:
     lines = [{"id": f"test-{i}", "src": s, "tgt": t,
               **({"align": [[k, k] for k in range(min(len(s.split()), len(t.split())))]} if align else {})}
              for i, (s, t) in enumerate(TEST)]
-    (folder / "test.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in lines),
-                                       encoding="utf-8")
+    write_jsonl(folder / "test.jsonl", lines)
     return load_split(folder, "test", tok)
 
 
@@ -46,7 +44,7 @@ def model_of(tok, family: str = "bahdanau"):
     model = tiny_model(family, tok.get_vocab_size())
     with torch.no_grad():
         [bias] = [p for p in model.parameters() if p.dim() == 1 and p.shape[0] == tok.get_vocab_size()]
-        bias[2] -= 30.0
+        bias[EOS] -= 30.0
     return model
 
 
