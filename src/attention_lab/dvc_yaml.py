@@ -81,13 +81,13 @@ KINDS = (
     Kind("evaluate_{task}", "evaluate", "test scores; predictions are every seed's outputs, for the paired tests",
          deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints", "tuned/{item}.yaml"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs=("predictions/{task}/{item}.json",)),
+         outs_no_cache=("predictions/{task}/{item}.json",)),
     Kind("evaluate_finetuned", "evaluate", "as evaluate_<task>, plus the pretraining figures",
          deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
                "models/pretrained/{item}.run.json",
                "models/pretrained/{item}/tokenizer.json", "models/{item}/checkpoints", "tuned/{item}.yaml"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs=("predictions/{task}/{item}.json",), families="pretrained"),
+         outs_no_cache=("predictions/{task}/{item}.json",), families="pretrained"),
     Kind("export_{task}", "export", "ONNX graphs, tokenizer, meta.json, parity.json -> models/<family>/onnx",
          deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
          params=("{task}.evaluate",), outs=("models/{item}/onnx",)),
@@ -168,7 +168,7 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, items: list[str]
     if kind.metrics:
         do["metrics"] = [{m.format(**values): {"cache": False}} for m in kind.metrics]
     if kind.plots:
-        do["plots"] = [p.format(**values) for p in kind.plots]
+        do["plots"] = [{p.format(**values): {"cache": False}} for p in kind.plots]
     outs = [o.format(**values) for o in kind.outs] + [{o.format(**values): {"cache": False}} for o in kind.outs_no_cache]
     if outs:
         do["outs"] = outs

@@ -216,3 +216,22 @@ def test_a_run_on_a_tracking_server_records_what_a_local_run_records(mlflow_serv
     with urllib.request.urlopen(download, timeout=30) as r:
         assert r.read().decode("utf-8") == config_text
     assert not (prepared / "mlartifacts" / "translate" / remote_id).exists()  # nothing beside the local store
+
+
+def test_a_pretrained_family_s_data_hash_names_its_encoder(project):
+    """data_hash (a run's key, a study's name) covers the encoder a pretrained family starts from: another
+    pretraining is other data, so a kept run or study is not taken for it."""
+    from attention_lab.core.paths import pretrained_dir
+    from attention_lab.core.tracking import data_hash
+
+    cfg = stage_config(["task=classify", "family=bert"], tuned=False)
+    encoder = pretrained_dir(cfg) / "encoder.safetensors"
+    encoder.parent.mkdir(parents=True, exist_ok=True)
+    encoder.write_bytes(b"one pretraining")
+    first = data_hash(cfg)
+    encoder.write_bytes(b"another pretraining")
+    assert data_hash(cfg) != first
+    own = stage_config(["task=classify", "family=han"], tuned=False)  # a family of its own: the encoder is not its data
+    before = data_hash(own)
+    encoder.write_bytes(b"a third pretraining")
+    assert not own.get("pretrained") and data_hash(own) == before

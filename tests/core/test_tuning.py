@@ -21,6 +21,7 @@ from attention_lab.core.tuning import (
     requeue_dead_trials,
     sampler,
     study_name,
+    study_run,
     suggest,
 )
 from attention_lab.stages.common import stage_config
@@ -94,6 +95,30 @@ def test_trials_of_a_killed_worker_are_queued_again_as_they_were(project):
     again = study.ask()
     assert again.number == trial.number and again.user_attrs["default"]
     assert suggest(again, space) == params and study.get_trials()[0].intermediate_values == {0: 0.5}
+
+
+def test_a_journal_from_another_machine_resumes_here(project):
+    """A journal brought from another machine (in git, after its session ended): its RUNNING trial is queued again
+    (its worker stayed there), and the study's MLflow run, which is not in this machine's store, is made anew; in an
+    RDB study shared by machines, another host's running trial is left to the heartbeats."""
+    cfg = stage_config(["family=bahdanau", "tune.trials=2"], tuned=False)
+    space = load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+    study = open_study(cfg, space)
+    trial = study.ask()
+    trial.set_user_attr("worker", "another-machine:4242")
+    study.set_user_attr("mlflow_run_id", "0123456789abcdef0123456789abcdef")
+    study.set_user_attr("creator", "another-machine:4241")
+    assert requeue_dead_trials(study) == [trial.number]
+    run_id = study_run(cfg, study, wait_s=60.0)  # made at once: no waiting for a creator that is not here
+    assert run_id != "0123456789abcdef0123456789abcdef" and study.user_attrs["mlflow_run_id"] == run_id
+    assert study_run(cfg, study) == run_id
+
+    shared = stage_config(["family=bahdanau", "tune.trials=2", f"tune.storage=sqlite:///{project / 'optuna.db'}"],
+                          tuned=False)
+    rdb = open_study(shared, space)
+    elsewhere = rdb.ask()
+    elsewhere.set_user_attr("worker", "another-machine:4242")
+    assert requeue_dead_trials(rdb) == []
 
 
 def test_each_family_study_has_its_own_sampler_seed():

@@ -15,6 +15,7 @@ import yaml
 from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.core.paths import pretrained_dir
 from attention_lab.core.task import get_task
 
 # The experiment kind MLflow's UI calls "Machine learning" (not "GenAI apps & agents"); MLflow 3.17's UI follows its
@@ -127,10 +128,13 @@ def git_commit(root: str | Path) -> str:
 
 
 def data_hash(cfg: DictConfig) -> str:
-    """Short SHA-256 over the prepared splits, so a run names the exact data it saw."""
+    """Short SHA-256 over the prepared splits and, for a pretrained family, the encoder it starts from
+    (models/pretrained/<family>/encoder.safetensors), so a run or study names the exact data and weights it saw."""
     h = hashlib.sha256()
-    for split in ("train", "valid", "test"):
-        path = Path(cfg.root) / cfg.paths.prepared / f"{split}.jsonl"
+    paths = [Path(cfg.root) / cfg.paths.prepared / f"{split}.jsonl" for split in ("train", "valid", "test")]
+    if cfg.get("pretrained"):
+        paths.append(pretrained_dir(cfg) / "encoder.safetensors")
+    for path in paths:
         if path.is_file():
             h.update(path.read_bytes())
     return h.hexdigest()[:16]

@@ -107,10 +107,12 @@ def nested(flat: dict[str, object]) -> dict:
 
 
 def study_name(cfg: DictConfig, space: dict) -> str:
-    """<task>-<family>-<hash of the space, the budget, the config trials start from and how trials are drawn>: a
-    changed search space or budget starts a new study; the same one resumes."""
+    """<task>-<family>-<hash of the space, the budget, the config trials start from, how trials are drawn and the
+    data (and pretrained encoder) they train on>: a changed search space, budget or data starts a new study; the same
+    one resumes, on this machine or another (the journal is committed)."""
     what = {"space": space, **{k: OmegaConf.to_container(cfg[k], resolve=True)
-                               for k in ("model", "train", "data", "tune")}, "seed": cfg.seeds[0], "draws": DRAWS}
+                               for k in ("model", "train", "data", "tune")}, "seed": cfg.seeds[0], "draws": DRAWS,
+            "data_hash": tracking.data_hash(cfg)}
     what["tune"].pop("storage", None)
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return f"{cfg.task.name}-{cfg.family}-{digest}"
@@ -188,13 +190,18 @@ def worker_id() -> str:
 
 
 def requeue_dead_trials(study: optuna.Study) -> list[int]:
-    """Trials left RUNNING by a killed worker on this host are queued again (WAITING: the same number, params and
-    reported values), so the next trial to run is the killed one, resumed from its partial run's last.ckpt
-    (core.training.train_one): no trial is lost or repeated, and the study ends as an uninterrupted one."""
+    """Trials left RUNNING by a killed worker are queued again (WAITING: the same number, params and reported
+    values), so the next trial to run is the killed one, resumed from its partial run's last.ckpt where this machine
+    has it (core.training.train_one), else run again from its start: no trial is lost or repeated, and the study ends
+    as an uninterrupted one. A worker is dead when it was on this host and its process is gone, or, in a journal file,
+    when it was on another host: a journal serves one machine, so one brought from another (in git, say) came
+    without its workers. An RDB study's trials on other hosts are left to its heartbeats."""
     host, dead = socket.gethostname(), []
+    journal = isinstance(study._storage, optuna.storages.JournalStorage)
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         worker_host, _, pid = str(t.user_attrs.get("worker", "")).partition(":")
-        if worker_host == host and pid.isdigit() and not _alive(int(pid)):
+        here = worker_host == host and pid.isdigit()
+        if (here and not _alive(int(pid))) or (journal and not here):
             study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.WAITING)  # Optuna's own queue
             dead.append(t.number)
     return dead
@@ -329,17 +336,30 @@ def study_run(cfg: DictConfig, study: optuna.Study, wait_s: float = 120.0) -> st
     import mlflow
 
     experiment = tracking.experiment_id(cfg)
+    client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
     deadline = time.monotonic() + wait_s
-    while (run_id := study.user_attrs.get("mlflow_run_id")) is None:
+    while (run_id := study.user_attrs.get("mlflow_run_id")) is None or not _recorded(client, run_id):
+        if run_id is not None:  # the study came from another machine's journal, its MLflow run stayed there
+            deadline = 0.0
         if study.user_attrs.get("creator") == worker_id() or time.monotonic() > deadline:
             tags = {"kind": "tune", "task": cfg.task.name, "family": str(cfg.family), "study": study.study_name,
                     "git_commit": tracking.git_commit(cfg.root)}
-            client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
             run_id = client.create_run(experiment, run_name=f"tune-{cfg.family}", tags=tags).info.run_id
             study.set_user_attr("mlflow_run_id", run_id)
             break
         time.sleep(0.5)
     return run_id
+
+
+def _recorded(client, run_id: str) -> bool:
+    """Is the run in this tracking store?"""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.get_run(run_id)
+    except MlflowException:
+        return False
+    return True
 
 
 def spent(study: optuna.Study) -> int:
