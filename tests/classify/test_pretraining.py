@@ -65,9 +65,9 @@ def test_pair_batches_hold_one_pair_per_document(tmp_path):
     assert all(torch.equal(a["ids"], b["ids"]) for a, b in zip(valid, again, strict=True))
 
 
-def module(dm: PairDataModule, objective: str) -> PretrainingModule:
+def module(dm: PairDataModule, objective: str, mask_rate: float = 0.3) -> PretrainingModule:
     model = {**yaml.safe_load((ROOT / "conf" / "model" / "bert.yaml").read_text()), **TINY["bert"]}
-    cfg = {"model": model, "train": {"mask_rate": 0.3, "objective": objective, "lr": 1e-3, "weight_decay": 0.0,
+    cfg = {"model": model, "train": {"mask_rate": mask_rate, "objective": objective, "lr": 1e-3, "weight_decay": 0.0,
                                      "warmup_steps": 1, "schedule": "cosine"}}
     torch.manual_seed(0)
     return PretrainingModule(cfg, vocab_size=dm.tok.get_vocab_size(), special_ids=dm.special_ids)
@@ -92,7 +92,7 @@ def test_validation_masks_the_same_tokens_every_time(tmp_path):
 @pytest.mark.parametrize("objective", ["sop", "nsp", "none"])
 def test_loss_is_masked_lm_plus_the_pair_objective(tmp_path, objective):
     """val/loss = val/mlm_loss + the pair loss (sop, nsp; pair_accuracy logged), = val/mlm_loss alone for none;
-    val/perplexity = exp(val/mlm_loss) on one validation batch; mlm_accuracy a fraction."""
+    val/perplexity = exp(val/mlm_loss); mlm_accuracy a fraction."""
     dm = data(write_prepared(tmp_path), objective)
     got = validate(module(dm, objective), dm, tmp_path)
     assert math.isfinite(got["val/mlm_loss"]) and 0 <= got["val/mlm_accuracy"] <= 1
@@ -101,6 +101,29 @@ def test_loss_is_masked_lm_plus_the_pair_objective(tmp_path, objective):
         assert "val/pair_accuracy" not in got and got["val/loss"] == pytest.approx(got["val/mlm_loss"])
     else:
         assert got["val/loss"] > got["val/mlm_loss"] and 0 <= got["val/pair_accuracy"] <= 1
+
+
+def test_val_perplexity_is_exp_of_the_epoch_s_mean_loss(tmp_path):
+    """Over several validation batches, val/perplexity = exp(mean val/mlm_loss), not the mean of each batch's exp
+    (which is larger whenever the batches differ: Jensen)."""
+    dm = data(write_prepared(tmp_path), batch_size=1)
+    m = module(dm, "sop")
+    got = validate(m, dm, tmp_path)
+    assert len(list(dm.val_dataloader())) == 3
+    assert got["val/perplexity"] == pytest.approx(math.exp(got["val/mlm_loss"]), rel=1e-5)
+
+
+def test_a_batch_with_nothing_masked_trains_on_the_pair_objective_alone(tmp_path):
+    """mask_rate 0 draws no token to predict: the loss is the pair objective's, finite, and no MLM figure is logged
+    (a mean over no masked token would be NaN, and training would stop as diverged)."""
+    dm = data(write_prepared(tmp_path), batch_size=2)
+    m = module(dm, "sop", mask_rate=0.0)
+    trainer = pl.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path)
+    trainer.fit(m, datamodule=dm)
+    got = trainer.callback_metrics
+    assert math.isfinite(float(got["train/loss"])) and math.isfinite(float(got["val/loss"]))
+    assert "val/mlm_loss" not in got and "val/perplexity" not in got and 0 <= float(got["val/pair_accuracy"]) <= 1
 
 
 def test_an_epoch_of_training_counts_every_token_it_reads(tmp_path):

@@ -50,13 +50,17 @@ class PretrainingModule(TaskModule):
         inputs, labels = mask_tokens(batch["ids"], batch["special"], s["mask"], self.model.bert.config.vocab_size,
                                      max(s.values()) + 1, t.mask_rate, generator)
         mlm_logits, pair_logits = self.model(inputs, batch["mask"], batch["segments"])  # (B, S, V), (B, 2)
-        mlm_loss = F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
-        masked = labels != IGNORE
+        masked = labels != IGNORE  # (B, S)
         n = batch["ids"].shape[0]
-        self.log_dict({f"{stage}/mlm_loss": mlm_loss,
-                       f"{stage}/mlm_accuracy": (mlm_logits.argmax(-1) == labels)[masked].float().mean(),
-                       f"{stage}/perplexity": torch.exp(mlm_loss.detach())}, batch_size=n, prog_bar=stage == "val",
-                      sync_dist=True)
+        if masked.any():
+            mlm_loss = F.cross_entropy(mlm_logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+            self.log_dict({f"{stage}/mlm_loss": mlm_loss,
+                           f"{stage}/mlm_accuracy": (mlm_logits.argmax(-1) == labels)[masked].float().mean()},
+                          batch_size=n, prog_bar=stage == "val", sync_dist=True)
+            if stage == "train":  # one step's; val/perplexity is the epoch's (on_validation_epoch_end)
+                self.log("train/perplexity", torch.exp(mlm_loss.detach()), batch_size=n, sync_dist=True)
+        else:  # nothing drawn to predict (a batch of very short texts): no MLM term, rather than a mean over none (NaN)
+            mlm_loss = mlm_logits.sum() * 0.0
         loss = mlm_loss
         if t.objective != "none":
             pair_loss = F.cross_entropy(pair_logits, batch["pair_label"])
@@ -74,6 +78,11 @@ class PretrainingModule(TaskModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self.step(batch, "val", torch.Generator().manual_seed(batch_idx))  # the same masks every epoch
+
+    def on_validation_epoch_end(self) -> None:
+        """val/perplexity = exp(the epoch's mean masked-LM loss), not the mean of the batches' exp."""
+        if (loss := self.trainer.callback_metrics.get("val/mlm_loss")) is not None:
+            self.log("val/perplexity", perplexity(float(loss)), prog_bar=True, sync_dist=True)
 
 
 class PairDataModule(pl.LightningDataModule):
@@ -110,4 +119,5 @@ class PairDataModule(pl.LightningDataModule):
 
 
 def perplexity(mlm_loss: float) -> float:
+    """exp(masked-LM loss), capped at e^50 so a diverged run logs a number."""
     return math.exp(min(mlm_loss, 50.0))
