@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from attention_lab.core.attention import build_attention
 from attention_lab.core.seq2seq import Seq2Seq, State
-from attention_lab.translate.models.seq2seq import LSTMEncoder, lstm_stack_step
+from attention_lab.translate.models.seq2seq import LSTMEncoder, lstm_stack_step, uniform_init
 
 
 class LuongNMT(Seq2Seq):
@@ -38,10 +38,7 @@ class LuongNMT(Seq2Seq):
         self.W_s = nn.Linear(hidden_dim, vocab_size)
         # Luong §4.1: "parameters uniformly initialized in [-0.1, 0.1]"; the word embeddings keep N(0, 1), as
         # seq2seq_lstm's (benchmarks/init_schemes.py: at 1,000 updates 0.79 val loss against PyTorch's defaults' 1.00)
-        if init_range is not None:
-            for module in (self.encoder.rnn, self.rnn, self.attention, self.W_c, self.W_s):
-                for param in module.parameters():
-                    nn.init.uniform_(param, -init_range, init_range)
+        uniform_init((self.encoder.rnn, self.rnn, self.attention, self.W_c, self.W_s), init_range)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
         """memory = [h̄_s; keys projected for the score] (B, S, 2H or H); state = (h, c, h̃_0 = 0, t = 0)."""

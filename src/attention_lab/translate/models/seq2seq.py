@@ -29,6 +29,15 @@ def lstm_stack_step(rnn: nn.LSTM, x: Tensor, h: Tensor, c: Tensor, training: boo
     return x, torch.stack(hs, 1), torch.stack(cs, 1)
 
 
+def uniform_init(modules: tuple[nn.Module, ...], init_range: float | None) -> None:
+    """Every parameter of `modules` uniform in [-init_range, init_range] (Sutskever 2014 §3.4, Luong 2015 §4.1), in
+    order; None keeps PyTorch's defaults."""
+    if init_range is not None:
+        for module in modules:
+            for param in module.parameters():
+                nn.init.uniform_(param, -init_range, init_range)
+
+
 class LSTMEncoder(nn.Module):
     """Embedding + stacked LSTM, reading each sentence backwards when `reverse` (Sutskever et al. 2014, §3.3)."""
 
@@ -68,10 +77,7 @@ class LSTMEncoderDecoder(Seq2Seq):
         self.out = nn.Linear(hidden_dim, vocab_size)
         # Sutskever §3.4: "all of the LSTM's parameters" uniform in [-0.08, 0.08]; the word embeddings keep N(0, 1):
         # at 128 dimensions, ±0.08 tables starve the LSTM's inputs and it learned far slower (docs/tasks.md)
-        if init_range is not None:
-            for module in (self.encoder.rnn, self.rnn, self.out):
-                for param in module.parameters():
-                    nn.init.uniform_(param, -init_range, init_range)
+        uniform_init((self.encoder.rnn, self.rnn, self.out), init_range)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
         """memory = the top layer's final h (B, 1, H), for shape only; state = the final (h, c), each (B, L, H)."""
