@@ -271,6 +271,9 @@ def test_predictions_ranking_and_index_pages(tiny):
                       str)
     index = (tiny / "reports" / "index.md").read_text()
     assert all(f"[{task}.md]({task}.md)" in index for task in ("translate", "classify", "caption"))
+    for task, family in (("translate", "seq2seq_lstm"), ("classify", "bow"), ("caption", "show_tell")):
+        # committed like the predictions, a family without attention keeps a folder that says why it is empty
+        assert "no attention" in (tiny / "plots" / task / family / "none.md").read_text()
 
 
 def test_report_tables_equal_the_mlflow_comparison_runs(tiny):

@@ -25,6 +25,7 @@ from attention_lab.stages.common import run_stage, stage_config
 
 TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "schedule", "decay", "min_epochs", "patience", "min_delta",
               "max_epochs", "weight_decay", "label_smoothing", "penalty", "penalty_warmup", "clip")
+NO_PICTURES = "none.md"  # plots/<task>/<family>/ of a family without attention: git keeps no empty folder
 
 
 def trained_settings(config: dict) -> dict[str, object]:
@@ -87,6 +88,9 @@ def main(argv: list[str]) -> None:
     with atomic_path(root / cfg.paths.plots / cfg.family) as pictures:
         pictures.mkdir()
         per_seed, outputs = task.evaluate(cfg, pictures, main_runs)
+        if not any(pictures.iterdir()):  # plots/ is committed, so a report re-renders in a fresh clone
+            (pictures / NO_PICTURES).write_text(f"{cfg.family} draws no pictures: it has no attention weights.\n",
+                                                encoding="utf-8")
         summary = {"family": cfg.family, **summarize(cfg, per_seed, main_runs)}
         if (tuned := root / TUNED_DIR / f"{cfg.family}.yaml").is_file():  # the study, for the report's tuning section
             summary["tuning"] = {k: v for k, v in yaml.safe_load(tuned.read_text(encoding="utf-8")).items()
