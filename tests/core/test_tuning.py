@@ -121,6 +121,25 @@ def test_a_journal_from_another_machine_resumes_here(project):
     assert requeue_dead_trials(rdb) == []
 
 
+def test_the_study_s_name_follows_its_training_code_and_data(project):
+    """A study resumes only where its trials would train the same: an edit to the code the family's train stage
+    imports, or other prepared data, names a new study; an edit elsewhere (the CLI) does not."""
+    cfg = stage_config(["family=bahdanau"], tuned=False)
+    space = load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+    name = study_name(cfg, space)
+    with (project / "src" / "attention_lab" / "cli.py").open("a") as f:
+        f.write("# not training code\n")
+    assert study_name(cfg, space) == name
+    with (project / "src" / "attention_lab" / "translate" / "models" / "seq2seq.py").open("a") as f:
+        f.write("# training code\n")
+    edited = study_name(cfg, space)
+    assert edited != name
+    train = project / cfg.paths.prepared / "train.jsonl"
+    train.parent.mkdir(parents=True, exist_ok=True)
+    train.write_text('{"src": "a", "tgt": "b"}\n')
+    assert study_name(cfg, space) not in (name, edited)
+
+
 def test_each_family_study_has_its_own_sampler_seed():
     from attention_lab.core.tuning import sampler_seed
 

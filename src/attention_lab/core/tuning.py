@@ -107,12 +107,13 @@ def nested(flat: dict[str, object]) -> dict:
 
 
 def study_name(cfg: DictConfig, space: dict) -> str:
-    """<task>-<family>-<hash of the space, the budget, the config trials start from, how trials are drawn and the
-    data (and pretrained encoder) they train on>: a changed search space, budget or data starts a new study; the same
-    one resumes, on this machine or another (the journal is committed)."""
+    """<task>-<family>-<hash of the space, the budget, the config trials start from, how trials are drawn, the data
+    (and pretrained encoder) they train on and the code that trains them>: a changed search space, budget, data or
+    training code starts a new study (as DVC re-runs the stage); the same one resumes, on this machine or another (the
+    journal is committed)."""
     what = {"space": space, **{k: OmegaConf.to_container(cfg[k], resolve=True)
                                for k in ("model", "train", "data", "tune")}, "seed": cfg.seeds[0], "draws": DRAWS,
-            "data_hash": tracking.data_hash(cfg)}
+            "data_hash": tracking.data_hash(cfg), "code": tracking.code_hash(cfg, "train")}
     what["tune"].pop("storage", None)
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return f"{cfg.task.name}-{cfg.family}-{digest}"
