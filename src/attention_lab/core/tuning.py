@@ -333,16 +333,16 @@ def mark_pruned(cfg: DictConfig, run_id: str) -> None:
 
 def study_run(cfg: DictConfig, study: optuna.Study, wait_s: float = 120.0) -> str:
     """The study's MLflow parent run: created by the worker that created the study, its id kept in the study's user
-    attributes, which the other workers (on any machine) wait for; after wait_s (its creator died) any worker makes it."""
+    attributes, which the other workers (on any machine) wait for; after wait_s (its creator died), or at once when
+    this tracking store lacks it (a journal from another machine), any worker makes it."""
     import mlflow
 
     experiment = tracking.experiment_id(cfg)
     client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
     deadline = time.monotonic() + wait_s
     while (run_id := study.user_attrs.get("mlflow_run_id")) is None or not _recorded(client, run_id):
-        if run_id is not None:  # the study came from another machine's journal, its MLflow run stayed there
-            deadline = 0.0
-        if study.user_attrs.get("creator") == worker_id() or time.monotonic() > deadline:
+        moved = run_id is not None  # the study came in another machine's journal; its MLflow run stayed there
+        if moved or study.user_attrs.get("creator") == worker_id() or time.monotonic() > deadline:
             tags = {"kind": "tune", "task": cfg.task.name, "family": str(cfg.family), "study": study.study_name,
                     "git_commit": tracking.git_commit(cfg.root)}
             run_id = client.create_run(experiment, run_name=f"tune-{cfg.family}", tags=tags).info.run_id
