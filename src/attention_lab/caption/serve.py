@@ -16,17 +16,8 @@ from PIL import Image, ImageDraw, UnidentifiedImageError
 
 from attention_lab.caption.data.photos import ImageError, read_photo
 from attention_lab.core.decoding import search
-from attention_lab.core.runtime import (
-    DECODER_FILE,
-    ENCODER_FILE,
-    META_FILE,
-    TOKENIZER_FILE,
-    make_session,
-    ort_step,
-    read_meta,
-    read_tokenizer,
-)
-from attention_lab.core.tokenization import never_emitted, tokens_of
+from attention_lab.core.runtime import ExportedDecoder
+from attention_lab.core.tokenization import tokens_of
 
 META_KEYS = ("height", "width", "grid", "max_len", "beam", "len_penalty", "bos_id", "eos_id", "has_attention",
              "encoder_state_outputs", "state_inputs", "state_outputs")  # what captioning reads from meta.json
@@ -74,21 +65,13 @@ class Caption:
                 "score": self.score, "has_attention": self.has_attention, "overlay": self.overlay}
 
 
-class OnnxCaptioner:
+class OnnxCaptioner(ExportedDecoder):
     """Caption images with an exported folder (encoder.onnx, decoder_step.onnx, meta.json, tokenizer.json)."""
 
+    task, meta_keys = "caption", META_KEYS
+
     def __init__(self, model_dir: str | Path, threads: int = 1):
-        self.model_dir = Path(model_dir)
-        missing = [f for f in (ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE) if not (self.model_dir / f).is_file()]
-        if missing:
-            raise FileNotFoundError(f"{self.model_dir}: not an exported model folder, missing {', '.join(missing)} "
-                                    "(run the export stage: dvc repro export_caption@<family>)")
-        self.meta = read_meta(self.model_dir, "caption", META_KEYS)
-        self.tokenizer = read_tokenizer(self.model_dir / TOKENIZER_FILE)
-        self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
-        self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
-        self.step = ort_step(self.decoder, self.meta)
-        self.banned = never_emitted(self.tokenizer)  # <pad>, <s>, <unk>: the search never outputs them
+        super().__init__(model_dir, threads)
         self.height, self.width = self.meta["height"], self.meta["width"]
         self.photo = self.meta.get("input", "canvas") == "photo"  # exports before photos were canvases
 

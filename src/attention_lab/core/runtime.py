@@ -1,6 +1,6 @@
 """What every task's onnxruntime side shares: the exported folder's file names, a CPU session, meta.json and
-tokenizer.json read with named errors, and the search's step over a decoder-step graph (translation and captioning).
-Never imports torch."""
+tokenizer.json read with named errors, and an encoder + decoder-step folder read for the search (translation and
+captioning). Never imports torch."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 from attention_lab.core.decoding import Arrays, StepFn
+from attention_lab.core.tokenization import never_emitted
 
 ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE = "encoder.onnx", "decoder_step.onnx", "meta.json", "tokenizer.json"
 
@@ -77,3 +78,25 @@ def ort_step(decoder: ort.InferenceSession, meta: dict) -> StepFn:
         return log_probs, tuple(new_state), attn
 
     return step
+
+
+class ExportedDecoder:
+    """An exported encoder + decoder-step folder (encoder.onnx, decoder_step.onnx, meta.json, tokenizer.json) read for
+    decoding.search: both sessions, the step over the decoder graph and the tokens the search never emits. A subclass
+    names its task and the meta.json keys it reads."""
+
+    task: str
+    meta_keys: tuple[str, ...]
+
+    def __init__(self, model_dir: str | Path, threads: int = 1):
+        self.model_dir = Path(model_dir)
+        missing = [f for f in (ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE) if not (self.model_dir / f).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{self.model_dir}: not an exported model folder, missing {', '.join(missing)} "
+                                    f"(run the export stage: dvc repro export_{self.task}@<family>)")
+        self.meta = read_meta(self.model_dir, self.task, self.meta_keys)
+        self.tokenizer = read_tokenizer(self.model_dir / TOKENIZER_FILE)
+        self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
+        self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
+        self.step = ort_step(self.decoder, self.meta)
+        self.banned = never_emitted(self.tokenizer)  # <pad>, <s>, <unk>: the search never outputs them

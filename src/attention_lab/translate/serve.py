@@ -6,23 +6,13 @@ Never imports torch (directly or through attention_lab modules that do): serving
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
 from attention_lab.core.decoding import Arrays, Hypothesis, max_decode_len, pad_batch, search
-from attention_lab.core.runtime import (
-    DECODER_FILE,
-    ENCODER_FILE,
-    META_FILE,
-    TOKENIZER_FILE,
-    make_session,
-    ort_step,
-    read_meta,
-    read_tokenizer,
-)
-from attention_lab.core.tokenization import never_emitted, tokens_of
+from attention_lab.core.runtime import ExportedDecoder
+from attention_lab.core.tokenization import tokens_of
 
 META_KEYS = ("has_attention", "pad_id", "bos_id", "eos_id", "encoder_state_outputs", "state_inputs", "state_outputs",
              "max_len_ratio")  # what translation reads from meta.json
@@ -76,21 +66,10 @@ def to_word_rows(attn: np.ndarray, word_ids: list[int | None]) -> np.ndarray:
     return rows
 
 
-class OnnxTranslator:
+class OnnxTranslator(ExportedDecoder):
     """Translate sentences with an exported model folder (encoder.onnx, decoder_step.onnx, meta.json, tokenizer.json)."""
 
-    def __init__(self, model_dir: str | Path, threads: int = 1):
-        self.model_dir = Path(model_dir)
-        missing = [f for f in (ENCODER_FILE, DECODER_FILE, META_FILE, TOKENIZER_FILE) if not (self.model_dir / f).is_file()]
-        if missing:
-            raise FileNotFoundError(f"{self.model_dir}: not an exported model folder, missing {', '.join(missing)} "
-                                    "(run the export stage: dvc repro export_translate@<family>)")
-        self.meta = read_meta(self.model_dir, "translate", META_KEYS)
-        self.tokenizer = read_tokenizer(self.model_dir / TOKENIZER_FILE)
-        self.encoder = make_session(self.model_dir / ENCODER_FILE, threads)
-        self.decoder = make_session(self.model_dir / DECODER_FILE, threads)
-        self.step = ort_step(self.decoder, self.meta)
-        self.banned = never_emitted(self.tokenizer)  # <pad>, <s>, <unk>: the search never outputs them
+    task, meta_keys = "translate", META_KEYS
 
     @property
     def has_attention(self) -> bool:
