@@ -1,5 +1,5 @@
-"""tuning.py: search-space checks, suggested values and their nesting, and the trials of dead workers (the tune stage
-itself: tests/stages/test_tune.py)."""
+"""tuning.py: a study's name, sampler and pruner, and the trials of dead workers (search spaces:
+tests/core/test_search_space.py; the tune stage itself: tests/stages/test_tune.py)."""
 
 import itertools
 import os
@@ -8,43 +8,19 @@ import sys
 
 import optuna
 import pytest
-import yaml
 
-from attention_lab.core.config import ConfigError
+from attention_lab.core.search_space import defaults, load_space, suggest
 from attention_lab.core.tuning import (
     COUNTED,
     Halving,
-    defaults,
-    load_space,
-    nested,
     open_study,
     requeue_dead_trials,
     sampler,
     study_name,
     study_run,
-    suggest,
 )
 from attention_lab.stages.common import stage_config
-
-
-def write_space(project, family: str, text: str):
-    (project / "conf" / "tune" / f"{family}.yaml").write_text(text)
-
-
-@pytest.mark.parametrize("text, message", [
-    ("model.no_such_key: {low: 1, high: 2}", "not a key of the family's config"),
-    ("train.lr: {low: 0.1, high: 0.01}", "low < high"),
-    ("train.lr: {low: 0.0, high: 0.1, log: true}", "log scale needs low > 0"),
-    ("train.lr: {choices: []}", "non-empty list"),
-    ("train.lr: {low: 0.1, high: 0.2, choices: [1]}", "expected {low: L, high: H"),
-    ("train.lr: 0.1", "expected {low: L, high: H"),
-])
-def test_bad_search_spaces_name_the_file_and_key(project, text, message):
-    write_space(project, "bahdanau", text)
-    cfg = stage_config(["family=bahdanau"])
-    with pytest.raises(ConfigError, match=message) as err:
-        load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
-    assert "conf/tune/bahdanau.yaml" in str(err.value)
+from tests.core.test_search_space import write_space
 
 
 def test_a_family_without_a_search_space_is_not_tuned_and_says_so(project, capsys):
@@ -55,22 +31,6 @@ def test_a_family_without_a_search_space_is_not_tuned_and_says_so(project, capsy
     cfg = stage_config(["family=bahdanau"], tuned=False)
     assert tune(cfg) == {"params": {}, "study": {"trials": 0, "untuned": "no conf/tune/bahdanau.yaml"}}
     assert "tune@bahdanau: no search space" in capsys.readouterr().out
-
-
-def test_every_family_has_a_valid_search_space(project):
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    for task in ("translate", "classify", "caption"):
-        for family in params[task]["families"] + params[task].get("pretrained", []):
-            cfg = stage_config([f"task={task}", f"family={family}"])
-            assert load_space(project / "conf" / "tune" / f"{family}.yaml", cfg), family
-
-
-def test_suggest_types_and_nesting():
-    space = {"train.lr": {"low": 1e-4, "high": 1e-2, "log": True}, "model.hops": {"low": 1, "high": 6},
-             "model.dim": {"choices": [64, 128]}}
-    values = suggest(optuna.trial.FixedTrial({"train.lr": 1e-3, "model.hops": 3, "model.dim": 128}), space)
-    assert values == {"train.lr": 1e-3, "model.hops": 3, "model.dim": 128}
-    assert nested(values) == {"train": {"lr": 1e-3}, "model": {"hops": 3, "dim": 128}}
 
 
 def test_trials_of_a_killed_worker_are_queued_again_as_they_were(project):
@@ -217,14 +177,6 @@ def test_expected_best_follows_dodge_et_al():
     assert curve[0] == pytest.approx(2.5) and all(a >= b for a, b in itertools.pairwise(curve))
     assert curve[-1] == pytest.approx(sum(v * ((i / 4) ** 4 - ((i - 1) / 4) ** 4) for i, v in enumerate([4, 3, 2, 1], 1)))
     assert expected_best([0.5, 0.9], "maximize") == pytest.approx([0.7, 0.5 * 0.25 + 0.9 * 0.75])
-
-
-def test_the_family_s_own_value_must_lie_in_its_space(project):
-    """Trial 0 trains the untuned default, so a space that excludes it is refused, naming the key and value."""
-    cfg = stage_config(["family=bahdanau", "train.lr=0.01"], tuned=False)
-    write_space(project, "bahdanau", "train.lr: {low: 1.0e-4, high: 1.0e-3}\n")
-    with pytest.raises(ConfigError, match=r"`train.lr`: the family's own value 0.01 is outside the space"):
-        load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
 
 
 @pytest.mark.parametrize("task, family", [("classify", "han"), ("translate", "bahdanau")])

@@ -406,7 +406,7 @@ def test_a_search_space_that_is_not_yaml_names_file_and_line(project):
 
 
 def test_search_space_bounds_outside_the_keys_range_are_refused(project):
-    from attention_lab.core.tuning import load_space
+    from attention_lab.core.search_space import load_space
     from attention_lab.stages.common import stage_config
 
     (project / "conf" / "tune" / "bahdanau.yaml").write_text("model.dropout: {low: 0.0, high: 1.5}\n")

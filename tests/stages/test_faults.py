@@ -28,9 +28,11 @@ from attention_lab.core.checkpoints import CheckpointError, load_model, read_che
 from attention_lab.core.export import ExportError
 from attention_lab.core.files import read_json
 from attention_lab.core.paths import onnx_dir, partial_dir, pretrained_dir, seed_dir
+from attention_lab.core.search_space import load_space
 from attention_lab.core.task import get_task
 from attention_lab.core.training import run_partial
-from attention_lab.core.tuning import FINISHED, load_space, storage, study_name, trial_dirs
+from attention_lab.core.trial import trial_dirs
+from attention_lab.core.tuning import FINISHED, storage, study_name
 from attention_lab.stages import evaluate, export, prepare, pretrain, tokenizer, train, tune
 from attention_lab.stages.common import stage_config
 from attention_lab.translate import export as translate_export

@@ -13,7 +13,8 @@ from omegaconf import OmegaConf
 
 from attention_lab.core.files import read_json
 from attention_lab.core.paths import seed_dir
-from attention_lab.core.tuning import load_space, open_study
+from attention_lab.core.search_space import load_space
+from attention_lab.core.tuning import open_study
 from attention_lab.stages import prepare, tokenizer, train, tune
 from attention_lab.stages.common import stage_config
 from tests.tiny_models import stage_overrides

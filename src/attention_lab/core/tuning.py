@@ -1,9 +1,9 @@
-"""Optuna tuning under one budget for every family of a task: a search space per family (conf/tune/<family>.yaml),
-one study per family in a journal file (or an RDB URL shared by many workers). Every trial is the full training run
-(core.training's `train_one`, as the train stage runs it: same schedule and early stopping), cut short by successive halving (Li et al. 2018,
-ASHA: Optuna's SuccessiveHalvingPruner via optuna-integration's Lightning callback), so the last rung is the full
-schedule and the pick is judged where it is used. The budget is counted in training updates (tune.updates, the same
-for every family of a task); trial 0 is the family's untuned default, so the study also measures what tuning bought."""
+"""Optuna tuning under one budget for every family of a task: one study per family in a journal file (or an RDB URL
+shared by many workers), over the family's search space (core.search_space). Every trial is the full training run
+(core.trial), cut short by successive halving (Li et al. 2018, ASHA: Optuna's SuccessiveHalvingPruner), so the last
+rung is the full schedule and the pick is judged where it is used. The budget is counted in training updates
+(tune.updates, the same for every family of a task); trial 0 is the family's untuned default, so the study also
+measures what tuning bought."""
 
 from __future__ import annotations
 
@@ -11,99 +11,22 @@ import hashlib
 import json
 import math
 import os
-import shutil
 import socket
 import time
 from pathlib import Path
 
-import lightning.pytorch as pl
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core import tracking
-from attention_lab.core.checkpoints import count_parameters
-from attention_lab.core.config import CONF_DIR, TUNED_DIR, ConfigError, check_value
-from attention_lab.core.files import read_json
+from attention_lab.core.config import CONF_DIR, TUNED_DIR
 from attention_lab.core.paths import trials_dir
-from attention_lab.core.task import get_task
-from attention_lab.core.training import keep_for_reuse, run_settings, train_one
+from attention_lab.core.search_space import defaults, load_space, nested, space_path
+from attention_lab.core.trial import keep_best, objective, over_cap, worker_id
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 COUNTED = (*FINISHED, optuna.trial.TrialState.RUNNING)  # the budget: finished trials and those under way
 DRAWS = "tpe seeded per live trial; failed trials ignored"  # how trials are drawn: part of a study's name
-SPEC_KEYS = {"low", "high", "log", "choices"}
-
-
-def space_path(cfg: DictConfig) -> Path:
-    return Path(cfg.root) / CONF_DIR / "tune" / f"{cfg.family}.yaml"
-
-
-def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:
-    """conf/tune/<family>.yaml: {dotted config key: {low, high[, log]} or {choices: [...]}}, checked against cfg."""
-    try:
-        space = OmegaConf.to_container(OmegaConf.load(path)) or {}
-    except Exception as err:  # yaml's and omegaconf's parse errors
-        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(err).split())}") from err
-    if not isinstance(space, dict):
-        raise ConfigError(f"{path}: expected a mapping of config keys to {{low, high}} or {{choices}}")
-    for key, spec in space.items():
-        where = f"{path}: `{key}`"
-        if OmegaConf.select(cfg, key, default=None) is None:
-            raise ConfigError(f"{where} is not a key of the family's config (e.g. train.lr, model.dropout)")
-        if not isinstance(spec, dict) or not spec.keys() <= SPEC_KEYS or ("choices" in spec) == ("low" in spec):
-            raise ConfigError(f"{where}: expected {{low: L, high: H[, log: true]}} or {{choices: [...]}}, got {spec!r}")
-        if "choices" in spec and not (isinstance(spec["choices"], list) and spec["choices"]):
-            raise ConfigError(f"{where}: choices must be a non-empty list")
-        if "low" in spec:
-            low, high = spec.get("low"), spec.get("high")
-            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)) or low >= high:
-                raise ConfigError(f"{where}: low and high must be numbers with low < high, got {low!r}, {high!r}")
-            if spec.get("log") and low <= 0:
-                raise ConfigError(f"{where}: a log scale needs low > 0, got {low!r}")
-        for value in spec.get("choices") or (spec["low"], spec["high"]):  # the key's own range (config.RULES)
-            if problem := check_value(key, value, cfg.task.name):
-                raise ConfigError(f"{where}: {problem}")
-        if not contains(spec, own := OmegaConf.select(cfg, key)):
-            raise ConfigError(f"{where}: the family's own value {own!r} is outside the space (trial 0 trains the "
-                              "untuned default); widen the range or add it to the choices")
-    return space
-
-
-def contains(spec: dict, value: object) -> bool:
-    """Is `value` one of spec's choices, or within its [low, high]?"""
-    if "choices" in spec:
-        return value in spec["choices"]
-    return isinstance(value, (int, float)) and spec["low"] <= value <= spec["high"]
-
-
-def defaults(cfg: DictConfig, space: dict) -> dict[str, object]:
-    """The family's own (untuned) value of every searched key: trial 0 of its study."""
-    return {key: OmegaConf.select(cfg, key) for key in space}
-
-
-def suggest(trial: optuna.Trial, space: dict[str, dict]) -> dict[str, object]:
-    """One sampled value per key: categorical for choices, int when low and high are ints, else float."""
-    out = {}
-    for key, spec in space.items():
-        if "choices" in spec:
-            out[key] = trial.suggest_categorical(key, spec["choices"])
-        elif isinstance(spec["low"], int) and isinstance(spec["high"], int):
-            out[key] = trial.suggest_int(key, spec["low"], spec["high"], log=bool(spec.get("log")))
-        else:
-            out[key] = trial.suggest_float(key, float(spec["low"]), float(spec["high"]), log=bool(spec.get("log")))
-    return out
-
-
-def nested(flat: dict[str, object]) -> dict:
-    """{'train.lr': 1e-3} -> {'train': {'lr': 1e-3}}."""
-    out: dict = {}
-    for key, value in flat.items():
-        *parents, leaf = key.split(".")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
 
 
 def study_name(cfg: DictConfig, space: dict) -> str:
@@ -186,10 +109,6 @@ def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
     return study
 
 
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def requeue_dead_trials(study: optuna.Study) -> list[int]:
     """Trials left RUNNING by a killed worker are queued again (WAITING: the same number, params and reported
     values), so the next trial to run is the killed one, resumed from its partial run's last.ckpt where this machine
@@ -216,119 +135,6 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
-
-
-class ParamCap(pl.Callback):
-    """Prune a trial whose sampled model has more trainable parameters than the task's cap (tune.max_params)."""
-
-    def __init__(self, trial: optuna.Trial, cap: int | None):
-        self.trial, self.cap = trial, cap
-
-    def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
-        n = count_parameters(module.model)
-        self.trial.set_user_attr("params", n)
-        if self.cap and n > self.cap:
-            self.trial.set_user_attr("stopped_by", "parameter cap")
-            raise optuna.TrialPruned(over_cap(module.cfg.task.name, n, self.cap))
-
-
-def over_cap(task: str, counted: int, cap: int) -> str:
-    """Why a trial is over the parameter cap, and what to raise."""
-    return (f"{counted:,} parameters > params.yaml `{task}.tune.max_params` = {cap:,}; the embedding and output "
-            f"layers scale with tokenize.vocab_size, so for a corpus with a larger vocabulary raise "
-            f"`{task}.tune.max_params` above {counted:,} (or set it to null)")
-
-
-class Budget(pl.Callback):
-    """Reserve what a trial may spend (user attribute `reserved`: its full schedule, at most `cap`, what was left of
-    tune.updates when it began), record its updates after each validation (`updates`, `epoch_updates`) and stop it
-    before an epoch that would take it past `cap`."""
-
-    def __init__(self, trial: optuna.Trial, cap: int | None):
-        self.trial, self.cap, self.cut = trial, cap, False
-
-    def on_train_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
-        full = int(trainer.max_epochs * trainer.num_training_batches)
-        self.trial.set_user_attr("reserved", full if self.cap is None else min(full, self.cap))
-
-    def on_validation_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
-        if trainer.sanity_checking:
-            return
-        per_epoch = int(trainer.num_training_batches)
-        self.trial.set_user_attr("updates", int(trainer.global_step))
-        self.trial.set_user_attr("epoch_updates", per_epoch)
-        last = trainer.current_epoch + 1 >= trainer.max_epochs
-        if self.cap is not None and trainer.global_step + per_epoch > self.cap and not (trainer.should_stop or last):
-            self.cut = trainer.should_stop = True
-
-
-def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, cap: int | None = None):
-    """Train one trial: the full training run with the sampled values (at most `cap` updates); its best validation
-    value of tune.metric. Pruned at a rung, or cut by the budget, it ends PRUNED."""
-    from optuna_integration import PyTorchLightningPruningCallback
-
-    full = get_task(cfg.task.name).full_run(cfg, cfg.seeds[0])  # the family's run on all the data at the first seed
-
-    def run(trial: optuna.Trial) -> float:
-        trial.set_user_attr("worker", worker_id())
-        values = suggest(trial, space)
-        run_cfg = run_settings(cfg, full)
-        for key, value in values.items():
-            OmegaConf.update(run_cfg, key, value)
-        out, partial = trial_dirs(workdir, trial.number)
-        name = f"{cfg.family}-trial{trial.number}"
-        tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}
-        budget = Budget(trial, cap)
-        try:
-            result = train_one(run_cfg, full.seed, out, partial, stage="tune", tags=tags, name=name,
-                               callbacks=(ParamCap(trial, cfg.tune.max_params), budget,
-                                          PyTorchLightningPruningCallback(trial, monitor=cfg.tune.metric)))
-            trial.set_user_attr("stopped_by", "budget" if budget.cut else result["stopped_by"])
-            if budget.cut:
-                raise optuna.TrialPruned(f"tune.updates spent after {result['steps']} updates")
-            keep_for_reuse(out, trial.number, run_cfg, full.seed)
-        except BaseException as err:  # pruned, or failed: nothing of the trial is kept
-            shutil.rmtree(out, ignore_errors=True)
-            if isinstance(err, optuna.TrialPruned):  # its MLflow run says so (Lightning closed it as FAILED)
-                if "stopped_by" not in trial.user_attrs:
-                    trial.set_user_attr("stopped_by", "rung")
-                if (partial / "run.json").is_file():
-                    mark_pruned(cfg, read_json(partial / "run.json")["run_id"])
-            raise
-        finally:
-            shutil.rmtree(partial, ignore_errors=True)
-        frozen = next(t for t in trial.study.get_trials(deepcopy=False) if t.number == trial.number)
-        reported = list(frozen.intermediate_values.values())
-        if not reported:
-            raise RuntimeError(f"{cfg.family} trial {trial.number}: no `{cfg.tune.metric}` was logged; "
-                               "tune.metric must be a validation metric of the task (e.g. val/loss)")
-        return min(reported) if cfg.tune.direction == "minimize" else max(reported)
-
-    return run
-
-
-def trial_dirs(workdir: Path, number: int) -> tuple[Path, Path]:
-    """Where trial `number` lands (out) and trains (its partial run); the partial run is removed when the trial ends,
-    the out of a complete trial only once a better one completes (keep_best)."""
-    return workdir / f"trial{number}", workdir / f".partial-trial{number}"
-
-
-def keep_best(study: optuna.Study, workdir: Path) -> None:
-    """Remove the runs of complete trials other than the study's best (which the train stage may take as its first
-    seed's run: core.training.reuse_tuned_run)."""
-    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    best = study.best_trial.number if complete else None
-    for t in complete:
-        if t.number != best:
-            shutil.rmtree(trial_dirs(workdir, t.number)[0], ignore_errors=True)
-
-
-def mark_pruned(cfg: DictConfig, run_id: str) -> None:
-    import mlflow
-
-    client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
-    client.set_tag(run_id, "optuna.state", "PRUNED")
-    client.set_terminated(run_id, "KILLED")
 
 
 def study_run(cfg: DictConfig, study: optuna.Study, wait_s: float = 120.0) -> str:
