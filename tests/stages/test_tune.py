@@ -164,3 +164,15 @@ def test_the_best_trial_is_the_first_seed_s_run_when_it_is_that_very_run(prepare
     train.main([*args, "model.dropout=0.25"])  # another config than the trial's: trained, not taken
     assert "was this very run" not in capsys.readouterr().out
     assert (seed0 / "best.ckpt").read_bytes() != (kept / "best.ckpt").read_bytes()
+
+
+def test_a_classify_trial_is_taken_though_its_run_learns_the_labels(project, one_torch_thread, capsys):
+    """Classify's data setup writes the labels it reads into the run's config (task.labels): the kept trial's key is
+    the run's as configured, the one the train stage computes before training, so the trial is still taken."""
+    prepare.main(["task=classify", "data.n_train=90", "data.n_valid=15"])
+    tokenizer.main(["task=classify"])
+    args = ["task=classify", "family=bow", *stage_overrides("bow"), "train.max_epochs=1", "train.min_epochs=1",
+            "train.batch_size=16", "tune.trials=1"]
+    tune.main(args)
+    train.main(args)
+    assert "tuning trial 0 was this very run" in capsys.readouterr().out

@@ -4,6 +4,7 @@ when its model is over the parameter cap, and cut where the study's budget of up
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import socket
@@ -82,6 +83,8 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, c
         run_cfg = run_settings(cfg, full)
         for key, value in values.items():
             OmegaConf.update(run_cfg, key, value)
+        configured = copy.deepcopy(run_cfg)  # train_one adds what its data setup reads (classify's task.labels): the
+        # kept trial's key is the run's as configured, the one the train stage computes before it trains
         out, partial = trial_dirs(workdir, trial.number)
         name = f"{cfg.family}-trial{trial.number}"
         tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}
@@ -93,7 +96,7 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, c
             trial.set_user_attr("stopped_by", "budget" if budget.cut else result["stopped_by"])
             if budget.cut:
                 raise optuna.TrialPruned(f"tune.updates spent after {result['steps']} updates")
-            keep_for_reuse(out, trial.number, run_cfg, full.seed)
+            keep_for_reuse(out, trial.number, configured, full.seed)
         except BaseException as err:  # pruned, or failed: nothing of the trial is kept
             shutil.rmtree(out, ignore_errors=True)
             if isinstance(err, optuna.TrialPruned):  # its MLflow run says so (Lightning closed it as FAILED)
