@@ -23,6 +23,7 @@ from attention_lab.core.training import keep_for_reuse, run_settings, train_one
 
 
 def worker_id() -> str:
+    """This process as a trial records its worker (user attribute `worker`): host:pid."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -134,6 +135,7 @@ def keep_best(study: optuna.Study, workdir: Path) -> None:
 
 
 def mark_pruned(cfg: DictConfig, run_id: str) -> None:
+    """A pruned trial's MLflow run says so (tag optuna.state PRUNED; Lightning closed it as FAILED)."""
     import mlflow
 
     client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
