@@ -3,6 +3,8 @@ how it runs them with real DVC on a small project of its own (it runs the real p
 """
 
 import subprocess
+import sys
+from pathlib import Path
 
 from attention_lab.core.repro import dvc, pipeline_plan, plan, repro
 from tests.conftest import ROOT
@@ -43,7 +45,7 @@ def test_a_task_s_plan_holds_its_chains_and_the_reports_that_read_them():
 
 DVC_YAML = """stages:
   shared:
-    cmd: python -c "open('shared.txt', 'w').write('x')"
+    cmd: python -c "import sys; open('shared.txt', 'w').write(sys.executable)"
     outs: [shared.txt]
   first:
     foreach: [a, b]
@@ -71,11 +73,13 @@ DVC_YAML = """stages:
 
 def test_a_failed_stage_stops_its_chain_only_and_a_rerun_continues(tmp_path, monkeypatch):
     """Two chains side by side under real DVC: b's first stage fails, a's chain still finishes (recorded in dvc.lock),
-    the report waits, and the command names the stage; run again once b is fixed, only what is left runs."""
+    the report waits, and the command names the stage; run again once b is fixed, only what is left runs. The stages'
+    `python` is the one attention-lab runs on, though PATH (an unactivated venv) names another or none."""
     (tmp_path / "params.yaml").write_text("tasks: [caption]\ncaption: {families: [a, b]}\n")
     (tmp_path / "dvc.yaml").write_text(DVC_YAML)
     subprocess.run([dvc()[0], "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
     monkeypatch.setenv("BROKEN", "b")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
     said: list[str] = []
     assert repro(tmp_path, jobs=2, say=said.append) == 1
     log = "\n".join(said)
@@ -83,6 +87,7 @@ def test_a_failed_stage_stops_its_chain_only_and_a_rerun_continues(tmp_path, mon
     assert (tmp_path / "second_a.txt").is_file() and not (tmp_path / "report.txt").exists()
     assert (tmp_path / "first_a.txt").read_text() == "1", "every stage runs on one thread"
     assert "second@a" in (tmp_path / "dvc.lock").read_text()
+    assert Path((tmp_path / "shared.txt").read_text()).parent == Path(sys.executable).parent
 
     monkeypatch.delenv("BROKEN")
     said.clear()

@@ -105,7 +105,8 @@ def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[
     if pipeline.is_file() and pipeline.read_text(encoding="utf-8").startswith(PREFIX) and not write(root):
         say(f"wrote {pipeline} from params.yaml and the code's imports")
     work = pipeline_plan(root, tasks)
-    env = {**os.environ, **ONE_THREAD, SLOTS_ENV: str(slots or os.cpu_count() or 1)}  # one pool of runs: core/slots.py
+    env = {**os.environ, **ONE_THREAD, SLOTS_ENV: str(slots or os.cpu_count() or 1),  # one pool of runs: core/slots.py
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # stages' python
     lock = threading.Lock()
 
     def said(line: str) -> None:
