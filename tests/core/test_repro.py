@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from attention_lab.core.repro import dvc, pipeline_plan, plan, repro
+from attention_lab.core.repro import dvc, pipeline_plan, plan, repro, studies_first
 from tests.conftest import ROOT
 
 
@@ -95,3 +95,37 @@ def test_a_failed_stage_stops_its_chain_only_and_a_rerun_continues(tmp_path, mon
     ran = {line.split("] ")[0].split("[")[-1] for line in said if "Running stage" in line}
     assert ran == {"first@b", "second@b", "rest"}, said
     assert (tmp_path / "report.txt").is_file() and "the pipeline is done (2 chains, --jobs 2)" in said[-1]
+
+
+STUDY_YAML = """stages:
+  tune:
+    foreach: {a: 0, b: 3}
+    do:
+      cmd: python -c "import time; open('tune_${key}.txt', 'w').write(str(time.time())); time.sleep(${item});
+        open('tune_${key}.txt', 'a').write(' ' + str(time.time()))"
+      outs:
+        - tune_${key}.txt
+  train:
+    foreach: [a, b]
+    do:
+      cmd: python -c "import time; open('train_${item}.txt', 'w').write(str(time.time()))"
+      deps:
+        - tune_${item}.txt
+      outs:
+        - train_${item}.txt
+"""
+
+
+def test_studies_come_first_and_training_waits_while_they_could_fill_the_slots(tmp_path):
+    """One slot, two chains: a's study ends at once, b's takes 3 s; a's training starts only after b's study ends."""
+    (tmp_path / "params.yaml").write_text("tasks: [caption]\ncaption: {families: [a, b]}\n")
+    (tmp_path / "dvc.yaml").write_text(STUDY_YAML)
+    subprocess.run([dvc()[0], "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    assert studies_first(["pretrain@b", "tune_finetuned@b", "finetune@b", "export@b"]) == (
+        ["pretrain@b", "tune_finetuned@b"], ["finetune@b", "export@b"])
+    assert studies_first(["train@c", "export@c"]) == ([], ["train@c", "export@c"])
+    said: list[str] = []
+    assert repro(tmp_path, jobs=2, slots=1, say=said.append) == 0, said
+    b_ended = float((tmp_path / "tune_b.txt").read_text().split()[1])
+    a_ended = float((tmp_path / "tune_a.txt").read_text().split()[1])
+    assert a_ended < b_ended <= float((tmp_path / "train_a.txt").read_text())

@@ -11,7 +11,11 @@ Every stage process runs on one thread (OMP_NUM_THREADS=1), whatever N is, so th
 --jobs, and the training runs of every chain and worker share one pool of --slots (the cores: core/slots.py), so
 no more runs train at once than the machine has cores; an up-to-date stage is skipped as in `dvc repro`, a failed
 one stops its chain only, and the command exits 1 naming it after the other chains have finished (what they
-finished stays recorded in dvc.lock).
+finished stays recorded in dvc.lock). Studies come first: every chain's study part (up to its tune stage) starts
+before any chain's training, and no training starts while the studies left could fill every slot, so an hour-long
+run does not hold a slot that a study's next trial waits for (a study's journal, in git, is what survives a move to
+another machine; a run's checkpoints stay behind); once fewer studies are left than slots, training and the last
+studies share the pool.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +58,12 @@ def plan(order: list[str], upstream: dict[str, set[str]], families: list[str], e
     if not every:
         tail = [s for s in tail if upstream[s] & in_chain]
     return Plan(head=head, chains=chains, tail=tail)
+
+
+def studies_first(stages: list[str]) -> tuple[list[str], list[str]]:
+    """A chain's stages up to its study (`tune*@f`, with what the study needs: `pretrain@f`) and the rest."""
+    cut = max((i + 1 for i, stage in enumerate(stages) if stage.startswith("tune")), default=0)
+    return stages[:cut], stages[cut:]
 
 
 def pipeline_plan(root: Path, tasks: list[str] | None = None) -> Plan:
@@ -105,7 +115,8 @@ def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[
     if pipeline.is_file() and pipeline.read_text(encoding="utf-8").startswith(PREFIX) and not write(root):
         say(f"wrote {pipeline} from params.yaml and the code's imports")
     work = pipeline_plan(root, tasks)
-    env = {**os.environ, **ONE_THREAD, SLOTS_ENV: str(slots or os.cpu_count() or 1),  # one pool of runs: core/slots.py
+    slots = slots or os.cpu_count() or 1
+    env = {**os.environ, **ONE_THREAD, SLOTS_ENV: str(slots),  # one pool of runs: core/slots.py
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # stages' python
     lock = threading.Lock()
 
@@ -119,15 +130,37 @@ def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[
         if code:
             return failed({"shared stages": last}, say)
 
-    def chain(family: str) -> tuple[str, list[str]] | None:
-        for stage in work.chains[family]:
+    def run(stages: list[str]) -> tuple[str, list[str]] | None:
+        for stage in stages:
             code, last = run_logged(dvc("repro", "--single-item", stage), root, stage, env, said)
             if code:
                 return stage, last
         return None
 
-    with ThreadPoolExecutor(max(1, jobs)) as pool:
-        results = list(pool.map(chain, work.chains))
+    parts = {family: studies_first(stages) for family, stages in work.chains.items()}
+    studying = threading.Condition()
+    unfinished = len(parts)  # chains whose study part has not ended
+
+    def study(family: str) -> tuple[str, list[str]] | None:
+        nonlocal unfinished
+        try:
+            return run(parts[family][0])
+        finally:
+            with studying:
+                unfinished -= 1
+                studying.notify_all()
+
+    def rest(family: str, studied: Future) -> tuple[str, list[str]] | None:
+        if studied.result():
+            return None  # its study part failed, said by study()
+        with studying:  # a long run must not take a slot that a study's next trial is waiting for
+            studying.wait_for(lambda: unfinished < slots)
+        return run(parts[family][1])
+
+    with ThreadPoolExecutor(max(1, jobs)) as threads:  # FIFO: every study part starts before any rest
+        studies = {family: threads.submit(study, family) for family in parts}
+        rests = [threads.submit(rest, family, studies[family]) for family in parts]
+        results = [future.result() for future in [*studies.values(), *rests]]
     failures = {stage: last for stage, last in filter(None, results)}
     if failures:
         return failed(failures, say)
