@@ -43,6 +43,13 @@ def test_a_task_s_plan_holds_its_chains_and_the_reports_that_read_them():
     assert got.head == ["prepare@caption", "tokenize@caption"] and got.tail == ["report@caption", "report_index"]
 
 
+def project(root: Path, pipeline: str) -> None:
+    """A DVC project of one task with families a and b, and the given dvc.yaml."""
+    (root / "params.yaml").write_text("tasks: [caption]\ncaption: {families: [a, b]}\n")
+    (root / "dvc.yaml").write_text(pipeline)
+    subprocess.run([dvc()[0], "init", "--no-scm", "-q"], cwd=root, check=True)
+
+
 DVC_YAML = """stages:
   shared:
     cmd: python -c "import sys; open('shared.txt', 'w').write(sys.executable)"
@@ -75,9 +82,7 @@ def test_a_failed_stage_stops_its_chain_only_and_a_rerun_continues(tmp_path, mon
     """Two chains side by side under real DVC: b's first stage fails, a's chain still finishes (recorded in dvc.lock),
     the report waits, and the command names the stage; run again once b is fixed, only what is left runs. The stages'
     `python` is the one attention-lab runs on, though PATH (an unactivated venv) names another or none."""
-    (tmp_path / "params.yaml").write_text("tasks: [caption]\ncaption: {families: [a, b]}\n")
-    (tmp_path / "dvc.yaml").write_text(DVC_YAML)
-    subprocess.run([dvc()[0], "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    project(tmp_path, DVC_YAML)
     monkeypatch.setenv("BROKEN", "b")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     said: list[str] = []
@@ -118,9 +123,7 @@ STUDY_YAML = """stages:
 
 def test_studies_come_first_and_training_waits_while_they_could_fill_the_slots(tmp_path):
     """One slot, two chains: a's study ends at once, b's takes 3 s; a's training starts only after b's study ends."""
-    (tmp_path / "params.yaml").write_text("tasks: [caption]\ncaption: {families: [a, b]}\n")
-    (tmp_path / "dvc.yaml").write_text(STUDY_YAML)
-    subprocess.run([dvc()[0], "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    project(tmp_path, STUDY_YAML)
     assert studies_first(["pretrain@b", "tune_finetuned@b", "finetune@b", "export@b"]) == (
         ["pretrain@b", "tune_finetuned@b"], ["finetune@b", "export@b"])
     assert studies_first(["train@c", "export@c"]) == ([], ["train@c", "export@c"])
