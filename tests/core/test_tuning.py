@@ -57,6 +57,18 @@ def test_trials_of_a_killed_worker_are_queued_again_as_they_were(project):
     assert suggest(again, space) == params and study.get_trials()[0].intermediate_values == {0: 0.5}
 
 
+def test_opening_a_study_again_leaves_its_journal_as_it_was(project):
+    """The journal is in git: resuming a study (every tune stage that re-runs) reads it and appends nothing."""
+    cfg = stage_config(["family=bahdanau", "tune.trials=2"], tuned=False)
+    space = load_space(project / "conf" / "tune" / "bahdanau.yaml", cfg)
+    first = open_study(cfg, space)
+    journal = project / "tuned" / "bahdanau.journal"
+    written = journal.read_bytes()
+    again = open_study(cfg, space)
+    assert journal.read_bytes() == written
+    assert again.study_name == first.study_name and [t.number for t in again.get_trials()] == [0]  # the default, queued
+
+
 def test_a_journal_from_another_machine_resumes_here(project):
     """A journal brought from another machine (in git, after its session ended): its RUNNING trial is queued again
     (its worker stayed there), and the study's MLflow run, which is not in this machine's store, is made anew; in an

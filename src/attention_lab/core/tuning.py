@@ -100,6 +100,10 @@ def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
     direction = "minimize" if t.direction == "minimize" else "maximize"
     opened = {"study_name": study_name(cfg, space), "storage": storage(cfg), "sampler": sampler(cfg, 0),
               "pruner": pruner}
+    try:  # resumed: a create_study of an existing name would still append a line to the journal (in git)
+        return optuna.load_study(**opened)
+    except KeyError:  # no study of that name yet
+        pass
     try:  # the storage's unique study name decides which of several workers starting at once creates it
         study = optuna.create_study(**opened, direction=direction)
     except optuna.exceptions.DuplicatedStudyError:
