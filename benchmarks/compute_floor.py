@@ -130,6 +130,7 @@ def inputs(root: Path, cost_json: Path) -> dict:
     return {"family_task": family_task,
             "pretrained": {f for t in TASKS if t in params for f in pretrained_families(params, t)},
             "attempts": cost["attempts"], "logs": cost["logs"], "logs_cpu": cost["cpu"],
+            "spans": json.loads(cost_json.read_text()).get("spans", {}),  # absent in a cost.json of before 2026-11-29
             "bench": read(bench, "results", "flops"), "bench_cpu": read(bench, "machine", "cpu"),
             "metrics": {f: runs_of(root / "metrics" / t / f"{f}.json") for f, t in family_task.items()},
             "tuned": {f: trials_of(root / "tuned" / f"{f}.yaml") for f in family_task}}
@@ -153,28 +154,56 @@ def trials_of(path: Path) -> dict:
     return tuned
 
 
-def machine_shares(attempts: list[dict], logs: dict, side_by_side: list[list[str]]) -> dict:
-    """log -> machine seconds per stage second: the log's wall time (of a group of logs that ran side by side, the
-    longest: they started together) over the stage seconds in it (in the group), so stages side by side share it."""
+def overlapping(spans: dict[str, list[float]]) -> list[tuple[list[str], float]]:
+    """Logs whose spans (start, end) overlap, grouped, each group with the length of its spans' union."""
+    groups: list[tuple[list[str], float]] = []
+    end = None
+    for start, stop, log in sorted((s, e, log) for log, (s, e) in spans.items()):
+        if end is not None and start < end:
+            names, wall = groups[-1]
+            groups[-1] = ([*names, log], wall + max(0.0, stop - end))
+            end = max(end, stop)
+        else:
+            groups.append(([log], stop - start))
+            end = stop
+    return groups
+
+
+def overlapping_logs(inp: dict) -> list[list[str]]:
+    """The groups of two or more logs that machine_shares joins by their spans."""
+    named = {log for g in inp["side_by_side"] for log in g}
+    timed = {log: span for log, span in inp.get("spans", {}).items() if log in inp["logs"] and log not in named}
+    return [g for g, _ in overlapping(timed) if len(g) > 1]
+
+
+def machine_shares(attempts: list[dict], logs: dict, side_by_side: list[list[str]],
+                   spans: dict[str, list[float]] | None = None) -> dict:
+    """log -> machine seconds per stage second: the wall time of the log's group over the stage seconds in the group,
+    so stages side by side share it. A group: logs named side by side (started together: the longest one's wall
+    time), else logs whose spans overlap (the union of their spans), else the log alone (its own wall time)."""
     if unknown := [log for g in side_by_side for log in g if log not in logs]:
         raise ArtifactError(f"--side-by-side: no log {', '.join(unknown)} in reports/cost.json `logs`")
-    groups = [*side_by_side, *([log] for log in logs if not any(log in g for g in side_by_side))]
+    named = {log for g in side_by_side for log in g}
+    timed = {log: span for log, span in (spans or {}).items() if log in logs and log not in named}
+    groups = [(g, max(logs[x] for x in g)) for g in side_by_side] + overlapping(timed)
+    groups += [([log], logs[log]) for log in logs if log not in named and log not in timed]
     staged = defaultdict(float)
     for a in attempts:
         staged[a["log"]] += a["seconds"]
     shares = {}
-    for g in groups:
-        wall, busy = max(logs[x] for x in g), sum(staged[x] for x in g)
+    for g, wall in groups:
+        busy = sum(staged[x] for x in g)
         shares |= {x: wall / busy if busy else 1.0 for x in g}
     return shares
 
 
-def measured(attempts: list[dict], logs: dict, family_task: dict, side_by_side: list[list[str]] = ()) -> dict:
+def measured(attempts: list[dict], logs: dict, family_task: dict, side_by_side: list[list[str]] = (),
+             spans: dict[str, list[float]] | None = None) -> dict:
     """(task, family, kind) -> stage seconds (all attempts), stopped seconds, machine seconds (machine_shares),
     whether an attempt finished, stage names."""
     from benchmarks.pipeline_cost import task_and_family
 
-    shares = machine_shares(attempts, logs, list(side_by_side))
+    shares = machine_shares(attempts, logs, list(side_by_side), spans)
     out = {}
     for a in attempts:
         task, fam = task_and_family(a["stage"], family_task)
@@ -193,7 +222,7 @@ def floor_rows(inp: dict, peak_gflops: float) -> list[dict]:
     """One row per (task, family, kind): runs, updates, GFLOP / update, FLOPs, floor seconds at peak_gflops, measured
     seconds (None where not in the logs), a note where a figure is missing or the stage trains nothing."""
     ft, pre = inp["family_task"], inp["pretrained"]
-    logged = measured(inp["attempts"], inp["logs"], ft, inp.get("side_by_side", []))
+    logged = measured(inp["attempts"], inp["logs"], ft, inp.get("side_by_side", []), inp.get("spans"))
     gflop = step_gflop(inp["bench"], inp["metrics"])
     keys = set(logged) | {(t, f, k) for f, t in ft.items() for k in ("tune", "train")} | {
         (ft[f], f, "pretrain") for f in pre}
@@ -278,7 +307,8 @@ def compute(root: Path = ROOT, cost_json: Path | None = None, peak: dict | None 
     used = floor_peak(inp, peak, here)
     rows = floor_rows(inp, used["gflops"])
     return {"date": dt.date.today().isoformat(), "cpu": here, "peak": peak, "floor_peak": used,
-            "side_by_side": inp["side_by_side"], "not_fresh": list(NOT_FRESH), "rows": rows, "totals": totals(rows),
+            "side_by_side": inp["side_by_side"], "overlapping": overlapping_logs(inp), "not_fresh": list(NOT_FRESH),
+            "rows": rows, "totals": totals(rows),
             "fresh_seed0": fresh_seed0(rows)}
 
 

@@ -17,7 +17,7 @@ def ratio(a: float | None, b: float | None) -> str:
 def markdown(result: dict) -> list[str]:
     """The section's lines: the rows, the totals (fresh clone last) and what the figures leave out."""
     pk, used = result["peak"], result["floor_peak"]
-    lanes = "; ".join(" and ".join(g) for g in result["side_by_side"])
+    lanes = "; ".join(" and ".join(g) for g in [*result["side_by_side"], *result.get("overlapping", [])])
     lines = ["## Against the compute floor", "",
              (f"Written by `python benchmarks/compute_floor.py` ({result['date']}) from the stage times above "
               "(reports/cost.json), a training step's FLOPs (reports/benchmarks.json §4: `FlopCounterMode`, matmuls, "
@@ -30,7 +30,8 @@ def markdown(result: dict) -> list[str]:
               f"median {pk['median_gflops']:.1f}, load average {pk['load_before']:.2f} before) on {result['cpu']}; "
               f"§4 measured {num(used['bench_gflops'])} on {used['bench_cpu']}. **Machine minutes**: each log's "
               "wall time (first line to last) shared among its stages by their stage minutes, so two chains side by "
-              "side each get half" + (f" (logs side by side, one wall time: {lanes})" if lanes else "") + "; "
+              "side each get half, and logs that ran at the same time share the union of their spans" +
+              (f" (logs side by side, one wall time: {lanes})" if lanes else "") + "; "
               "**ratio** = machine minutes ÷ floor: processes side by side count in its favour. Stage minutes are "
               "each stage's own wall time, attempts stopped and resumed included (in brackets: the run paid them). "
               "Evaluation, export and the shared stages train nothing: their time counts in the totals, with no "
@@ -66,8 +67,9 @@ def notes(result: dict) -> list[str]:
                   "min."),
              ("- A study's FLOPs are its trials' updates at the chosen configuration's step FLOPs: trials that "
               "searched widths (hidden_dim, attn_dim, …) had other step FLOPs, which tuned/*.yaml does not record."),
-             ("- Logs that ran at the same time (one log per lane) count each its whole wall time unless named with "
-              "`--side-by-side`: reports/cost.json has no dates to tell.")]
+             ("- A log's span ends at its file's modification time (reports/cost.json `spans`), so logs whose spans "
+              "overlap share one wall time. A log read before spans were kept (2026-11-29) has none and counts its "
+              "whole wall time unless named with `--side-by-side`.")]
     for t in result["totals"][-2:]:
         if t["no_floor"] or t["not_logged"]:
             lines.append(f"- {t['label']}: no floor for {', '.join(t['no_floor']) or 'none'} (their time counts, "

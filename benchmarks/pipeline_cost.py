@@ -81,7 +81,9 @@ def task_and_family(stage: str, family_task: dict[str, str]) -> tuple[str, str]:
 
 def summarise(logs: list[Path], earlier: dict | None = None) -> dict:
     """Per task: the logs' stage seconds added up, per family (its chain) and for the shared stages; with the attempts
-    and wall times of `earlier` (a cost.json) from the logs not given again (a run in pieces, one log a piece)."""
+    and wall times of `earlier` (a cost.json) from the logs not given again (a run in pieces, one log a piece). A log's
+    span (seconds since the epoch, first line to last) ends at its file's modification time, so logs that ran at the
+    same time can be told apart from pieces run one after another (benchmarks/compute_floor.py)."""
     from attention_lab.core.config import TASKS, families, read_params
 
     params = read_params(ROOT)
@@ -90,9 +92,12 @@ def summarise(logs: list[Path], earlier: dict | None = None) -> dict:
     earlier = earlier or {"logs": {}, "attempts": []}
     attempts = [Attempt(**a) for a in earlier["attempts"] if a["log"] not in given]
     walls = {name: s for name, s in earlier["logs"].items() if name not in given}
+    spans = {name: span for name, span in earlier.get("spans", {}).items() if name not in given}
     for log in logs:
         found, walls[log.name] = read_log(log)
         attempts += found
+        end = log.stat().st_mtime  # the log's last line was written then
+        spans[log.name] = [end - walls[log.name], end]
     tasks: dict = defaultdict(lambda: {"seconds": 0.0, "families": defaultdict(float), "stages": 0, "stopped": 0})
     for a in attempts:
         task, family = task_and_family(a.stage, family_task)
@@ -102,7 +107,7 @@ def summarise(logs: list[Path], earlier: dict | None = None) -> dict:
         t["stages"] += a.finished
         t["stopped"] += not a.finished
     order = ["(shared stages)", *family_task]  # the families in params.yaml's order
-    return {"date": dt.date.today().isoformat(), "cpu": cpu_model(), "logs": walls,
+    return {"date": dt.date.today().isoformat(), "cpu": cpu_model(), "logs": walls, "spans": spans,
             "tasks": {k: {**v, "families": dict(sorted(v["families"].items(), key=lambda kv: order.index(kv[0])))}
                       for k, v in tasks.items()},
             "attempts": [asdict(a) for a in attempts]}

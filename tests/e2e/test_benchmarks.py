@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -226,11 +227,13 @@ def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
         "00:11:00 [tune_caption@show_tell] Updating lock file 'dvc.lock'",
     ]
     log.write_text("".join(f"{line}\n" for line in lines))
+    os.utime(log, (1_000_000.0, 1_000_000.0))  # its last line's time: its span ends there
     out = tmp_path / "cost"
     assert pipeline_cost.main([str(log), "--out", str(out), "--no-floor"]) == 0
     summary = json.loads(out.with_suffix(".json").read_text())
     caption = summary["tasks"]["caption"]
     assert summary["logs"] == {"caption.log": 21 * 60.0}
+    assert summary["spans"] == {"caption.log": [1_000_000.0 - 21 * 60, 1_000_000.0]}
     assert caption["families"] == {"(shared stages)": 30.0, "show_tell": 20 * 60.0, "show_attend_tell": 8 * 60.0}
     assert (caption["stages"], caption["stopped"]) == (3, 1)
     assert "| caption | 28.5 | 3 | 1 |" in out.with_suffix(".md").read_text()

@@ -134,3 +134,14 @@ def test_pipeline_cost_writes_the_section_and_keeps_the_side_by_side_logs(tmp_pa
     text = out.with_suffix(".md").read_text()
     assert text.startswith("# What the pipeline cost") and text.count("## Against the compute floor") == 1
     assert "| caption | show_tell | train |" in text and text.rstrip().endswith("<!-- compute_floor:end -->")
+
+
+def test_logs_that_overlap_in_time_share_the_union_of_their_spans():
+    """a.log ran 0-130 s, b.log 100-280 s (their union: 280 s of machine time), c.log later alone."""
+    attempts = [*project()["attempts"], attempt("train_classify@cl", "c.log", 50)]
+    logs = {"a.log": 130.0, "b.log": 180.0, "c.log": 60.0}
+    spans = {"a.log": [0.0, 130.0], "b.log": [100.0, 280.0], "c.log": [1000.0, 1060.0]}
+    shares = cf.machine_shares(attempts, logs, [], spans)
+    assert shares == {"a.log": 280.0 / 440.0, "b.log": 280.0 / 440.0, "c.log": 60.0 / 50.0}
+    assert cf.overlapping_logs({"side_by_side": [], "logs": logs, "spans": spans}) == [["a.log", "b.log"]]
+    assert cf.machine_shares(attempts, logs, [["a.log", "b.log"]], spans)["a.log"] == 180.0 / 440.0  # named: longest
