@@ -30,6 +30,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/photo_pipeline.py` finds the package
 
+from attention_lab.caption.report import coverage_line
 from benchmarks.common import ROOT, machine, table, write_marked_section
 
 SPLITS = ("train", "valid", "test")
@@ -236,6 +237,7 @@ def render(r: dict) -> list[str]:
     lines += ["", bleu, ""]
     lines += table(["family", "BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4"],
                    [[f"`{f}`", *(f"{m[f'test/bleu_{n}']:.1f}" for n in range(1, 5))] for f, m in r["bleu"].items()])
+    lines += ["", *coverage_line(r.get("coverage", {}))]  # caption/report.py's line (none in a run before 2026-11-29)
     lines += ["", "Training (seed 0, the train stage's own clock, epoch start to epoch end: the epoch's validation in, start-up out):", ""]
     lines += table(["family", "parameters", "epochs", "updates", "training seconds", "seconds per epoch"],
                    [[f"`{f}`", f"{t['params']:,}", t["epochs"], f"{t['steps']:,}", f"{t['train_seconds']:,.1f}",
@@ -312,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
             "train_epochs": epochs, "full_epochs": full,
             "settings": settings, "stages": stages, "total_seconds": total,
             "bleu": {f: {k: v for k, v in m.items() if k.startswith("test/bleu")} for f, m in bleu.items()},
+            "coverage": {f: {k: v for k, v in m.items() if k in ("test/vocab_coverage", "test/references_in_vocab")}
+                         for f, m in bleu.items()},  # the same for both: one tokenizer, one test split
             "tokenization": "13a",  # caption/evaluate.py's bleu_scores: sacrebleu's default
             "training": epoch_times(dest, settings["families"]),
             "load": {"before": before, "after": after,

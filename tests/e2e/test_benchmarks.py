@@ -251,3 +251,14 @@ def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
     empty.write_text("nothing here\n")
     with pytest.raises(SystemExit):
         pipeline_cost.main([str(empty), "--out", str(out), "--no-floor"])
+
+
+def test_the_photo_pipeline_section_states_the_vocabulary_s_coverage():
+    """The section says how much of the test references the vocabulary covers (issue 39), where the run measured it."""
+    from benchmarks.photo_pipeline import render
+
+    committed = json.loads((ROOT / "reports" / "benchmarks.json").read_text())["photo_pipeline"]
+    assert not any("Vocabulary coverage" in line for line in render(committed))  # a run from before the figure
+    covered = {**committed, "coverage": {"show_tell": {"test/vocab_coverage": 0.97, "test/references_in_vocab": 0.8}}}
+    assert ("Vocabulary coverage of the test references: 97.0% of their words are in the tokenizer's vocabulary, and "
+            "80.0% of the reference captions") in "\n".join(render(covered))
