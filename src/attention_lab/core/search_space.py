@@ -39,7 +39,7 @@ def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:
                 raise ConfigError(f"{where}: low and high must be numbers with low < high, got {low!r}, {high!r}")
             if spec.get("log") and low <= 0:
                 raise ConfigError(f"{where}: a log scale needs low > 0, got {low!r}")
-        for value in spec.get("choices") or (spec["low"], spec["high"]):  # the key's own range (config.RULES)
+        for value in spec.get("choices") or (spec["low"], spec["high"]):  # the key's own range (config_rules.RULES)
             if problem := check_value(key, value, cfg.task.name):
                 raise ConfigError(f"{where}: {problem}")
         if not contains(spec, own := OmegaConf.select(cfg, key)):
