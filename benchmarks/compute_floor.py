@@ -169,24 +169,28 @@ def overlapping(spans: dict[str, list[float]]) -> list[tuple[list[str], float]]:
     return groups
 
 
+def log_groups(logs: dict, side_by_side: list[list[str]], spans: dict[str, list[float]] | None) -> list:
+    """(logs, wall seconds) of every group: logs named side by side (started together: the longest one's wall time),
+    else logs whose spans overlap (the union of their spans), else a log alone (its own wall time)."""
+    named = {log for g in side_by_side for log in g}
+    timed = {log: span for log, span in (spans or {}).items() if log in logs and log not in named}
+    groups = [(g, max(logs[x] for x in g)) for g in side_by_side] + overlapping(timed)
+    return groups + [([log], logs[log]) for log in logs if log not in named and log not in timed]
+
+
 def overlapping_logs(inp: dict) -> list[list[str]]:
-    """The groups of two or more logs that machine_shares joins by their spans."""
-    named = {log for g in inp["side_by_side"] for log in g}
-    timed = {log: span for log, span in inp.get("spans", {}).items() if log in inp["logs"] and log not in named}
-    return [g for g, _ in overlapping(timed) if len(g) > 1]
+    """The groups of two or more logs joined by their spans (log_groups puts the named ones first)."""
+    groups = log_groups(inp["logs"], inp["side_by_side"], inp.get("spans"))[len(inp["side_by_side"]):]
+    return [g for g, _ in groups if len(g) > 1]
 
 
 def machine_shares(attempts: list[dict], logs: dict, side_by_side: list[list[str]],
                    spans: dict[str, list[float]] | None = None) -> dict:
-    """log -> machine seconds per stage second: the wall time of the log's group over the stage seconds in the group,
-    so stages side by side share it. A group: logs named side by side (started together: the longest one's wall
-    time), else logs whose spans overlap (the union of their spans), else the log alone (its own wall time)."""
+    """log -> machine seconds per stage second: the wall time of the log's group (log_groups) over the stage seconds
+    in the group, so stages side by side share it."""
     if unknown := [log for g in side_by_side for log in g if log not in logs]:
         raise ArtifactError(f"--side-by-side: no log {', '.join(unknown)} in reports/cost.json `logs`")
-    named = {log for g in side_by_side for log in g}
-    timed = {log: span for log, span in (spans or {}).items() if log in logs and log not in named}
-    groups = [(g, max(logs[x] for x in g)) for g in side_by_side] + overlapping(timed)
-    groups += [([log], logs[log]) for log in logs if log not in named and log not in timed]
+    groups = log_groups(logs, side_by_side, spans)
     staged = defaultdict(float)
     for a in attempts:
         staged[a["log"]] += a["seconds"]

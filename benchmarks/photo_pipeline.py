@@ -30,7 +30,6 @@ from PIL import Image, ImageDraw, ImageFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/photo_pipeline.py` finds the package
 
-from attention_lab.caption.report import coverage_line
 from benchmarks.common import ROOT, machine, table, write_marked_section
 
 SPLITS = ("train", "valid", "test")
@@ -213,6 +212,8 @@ def epoch_times(dest: Path, families: list[str]) -> dict:
 
 def render(r: dict) -> list[str]:
     """The section's markdown."""
+    from attention_lab.caption.report import coverage_line  # matplotlib comes with it: only where it renders
+
     d, grid = r["data"], r["grid"]
     paper = ", the grid size of Xu et al. 2015" if grid == 14 else ""
     about = (f"{d['photos']:,} drawn photos in Flickr8k's layout (JPEG, one to three shapes of {len(COLOURS)} colours "
