@@ -80,3 +80,24 @@ def test_the_position_ablation_reads_as_absolute_vs_distance_aware_with_the_shuf
     assert ("| `transformer_encoder` | absolute vs distance-aware positions (model.positions: alibi → sinusoidal) | "
             "0.880 → 0.540 |") in text
     assert "0.490 → 0.540 | `te-sinusoidal` |" in text
+
+
+def test_a_key_only_another_experiment_added_is_not_a_change():
+    """Two experiments each add a different `++` key: exp show lists both keys in every row ("None" where a row's
+    params.yaml lacks one), and each experiment is one row, naming only its own switch."""
+    def row(typ, rev, positions, penalty, accuracy, name=None):
+        return {"Experiment": name, "rev": rev, "typ": typ, "State": None,
+                "classify.family_params.transformer_encoder.model.positions": positions,
+                "classify.family_params.self_attentive.train.penalty": penalty,
+                "metrics/classify/transformer_encoder.json:test/accuracy": accuracy[0],
+                "metrics/classify/self_attentive.json:test/accuracy": accuracy[1]}
+
+    below = {("transformer_encoder", "model.positions"): "alibi", ("self_attentive", "train.penalty"): 1.0}
+    rows = ablation_rows([row("baseline", "main", "None", "None", (0.92, 0.98)),
+                          row("branch_base", "a", "sinusoidal", "None", (0.56, 0.98), "te-absolute"),
+                          row("branch_base", "b", "None", "0.0", (0.92, 0.99), "no-penalty")],
+                         "classify", ["self_attentive", "transformer_encoder"],
+                         below=lambda family, key: below[family, key])
+    assert [(r["experiment"], r["family"], r["changes"]) for r in rows] == [
+        ("te-absolute", "transformer_encoder", ["model.positions: alibi → sinusoidal"]),
+        ("no-penalty", "self_attentive", ["train.penalty: 1.0 → 0.0"])]

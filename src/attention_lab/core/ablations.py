@@ -16,11 +16,12 @@ def _metric(row: dict, task: str, family: str, name: str, own: set[str]) -> floa
 def _changes(row: dict, baseline: dict, task: str, family: str, below=None) -> list[str]:
     """`key: old → new` for every <task>.family_params.<family>.* value that differs from the baseline; a key the
     baseline's family_params lacks (set with `-S ++…`) has its old value from `below(family, key)`, the value the
-    layers under family_params gave it (conf/model, params.yaml, tuned/)."""
+    layers under family_params gave it (conf/model, params.yaml, tuned/); a key this experiment lacks ("None": exp
+    show gives every row the `++` keys of every experiment) is not a change."""
     own = f"{task}.family_params.{family}."
     changes = []
     for key, value in sorted(row.items()):
-        if key.startswith(own):
+        if key.startswith(own) and value not in (None, "None"):  # None: another experiment's `++` key, not this one's
             old = baseline.get(key)  # "None": not in the baseline's params.yaml (exp show gives every row every column,
             if old in (None, "None") and below is not None:  # its values as strings)
                 old = below(family, key[len(own):])
