@@ -258,7 +258,8 @@ def test_the_photo_pipeline_section_states_the_vocabulary_s_coverage():
     from benchmarks.photo_pipeline import render
 
     committed = json.loads((ROOT / "reports" / "benchmarks.json").read_text())["photo_pipeline"]
-    assert not any("Vocabulary coverage" in line for line in render(committed))  # a run from before the figure
-    covered = {**committed, "coverage": {"show_tell": {"test/vocab_coverage": 0.97, "test/references_in_vocab": 0.8}}}
+    before = {key: value for key, value in committed.items() if key != "coverage"}  # a run from before the figure
+    assert not any("Vocabulary coverage" in line for line in render(before))
+    covered = {**before, "coverage": {"show_tell": {"test/vocab_coverage": 0.97, "test/references_in_vocab": 0.8}}}
     assert ("Vocabulary coverage of the test references: 97.0% of their words are in the tokenizer's vocabulary, and "
             "80.0% of the reference captions") in "\n".join(render(covered))
