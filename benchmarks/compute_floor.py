@@ -179,9 +179,9 @@ def log_groups(logs: dict, side_by_side: list[list[str]], spans: dict[str, list[
 
 
 def overlapping_logs(inp: dict) -> list[list[str]]:
-    """The groups of two or more logs joined by their spans (log_groups puts the named ones first)."""
-    groups = log_groups(inp["logs"], inp["side_by_side"], inp.get("spans"))[len(inp["side_by_side"]):]
-    return [g for g, _ in groups if len(g) > 1]
+    """The groups of two or more logs joined by their spans (not named side by side)."""
+    groups = log_groups(inp["logs"], inp["side_by_side"], inp.get("spans"))
+    return [g for g, _ in groups if len(g) > 1 and g not in inp["side_by_side"]]
 
 
 def machine_shares(attempts: list[dict], logs: dict, side_by_side: list[list[str]],
