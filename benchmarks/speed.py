@@ -72,8 +72,9 @@ def earlier_sections(md: Path) -> tuple[dict[str, list[str]], dict]:
     old = MARKED.sub("", md.read_text(encoding="utf-8"))
     command = re.search(r"^Produced by `([^`]+)`", old, re.MULTILINE)
     date = re.search(r"^\| date \| ([^|]+) \|", old, re.MULTILINE)
+    cpu = re.search(r"^\| CPU \| ([^|]+) \|", old, re.MULTILINE)  # the kept figures are that machine's
     note = (f"_Kept from an earlier run: `{command.group(1) if command else 'benchmarks/speed.py'}`"
-            f"{f', {date.group(1).strip()}' if date else ''}._")
+            f"{f', {date.group(1).strip()}' if date else ''}{f', on {cpu.group(1).strip()}' if cpu else ''}._")
     sections = {}
     for number, body in re.findall(r"^## (\d)\. (.*?)(?=^## |\Z)", old, re.MULTILINE | re.DOTALL):
         lines = f"## {number}. {body}".rstrip().splitlines()

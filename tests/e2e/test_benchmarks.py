@@ -114,13 +114,14 @@ def test_quick_benchmark_writes_every_section(tmp_path, one_torch_thread):
 
 def test_a_run_of_some_sections_keeps_the_others_marked_with_their_run(tmp_path, one_torch_thread):
     """--sections lightning rewrites section 3 and keeps sections 1, 2, 4 and 5 of the earlier report (text, figures
-    and the target they feed), each marked with the command that measured it; kept twice, marked once."""
+    and the target they feed), each marked with the command, date and machine that measured it; kept twice, marked once."""
     from benchmarks.speed import earlier_sections, main
 
     models, out = tiny_setup(tmp_path), tmp_path / "reports" / "benchmarks.md"
     out.parent.mkdir(parents=True)
     titles = ["1. onnxruntime", "2. Our Transformer", "3. Lightning", "4. Achieved FLOP/s", "5. Dynamic int8"]
     out.write_text("# Speed benchmarks\n\nProduced by `python benchmarks/speed.py --models old`.\n\n"
+                   "| machine |  |\n|---|---|\n| CPU | Old CPU (avx2), 2 cores |\n| date | 2026-01-01 |\n\n"
                    + "".join(f"## {t}\n\nold figures of {t[0]}\n\n" for t in titles))
     ort = {"rows": [{"family": "bahdanau", "speedup_b1": 3.5}], "chosen": [1, "basic"]}
     out.with_suffix(".json").write_text(json.dumps({"results": {"ort": ort, "lightning": {"ratio": 9.0}}}))
@@ -132,7 +133,8 @@ def test_a_run_of_some_sections_keeps_the_others_marked_with_their_run(tmp_path,
     assert "old figures of 3" not in text and "## 3. Lightning vs a plain PyTorch loop" in text
     for n in "1245":
         assert f"old figures of {n}" in text
-    assert text.count("_Kept from an earlier run: `python benchmarks/speed.py --models old`._") == 4
+    kept = "_Kept from an earlier run: `python benchmarks/speed.py --models old`, 2026-01-01, on Old CPU (avx2), 2 cores._"
+    assert text.count(kept) == 4
     assert "except in the sections marked as kept from an earlier one" in text
     assert "lowest 3.50× (bahdanau)" in text  # the kept section's figure still feeds its target
     results = json.loads(out.with_suffix(".json").read_text())["results"]
