@@ -246,6 +246,9 @@ def floor_rows(inp: dict, peak_gflops: float) -> list[dict]:
                 if kind == "pretrain" else gflop[fam]
             row |= figures(training_work(kind, inp["metrics"][fam], inp["tuned"][fam], reused), step, peak_gflops)
             row["reused_seed0"] = best_trial_updates(inp["tuned"][fam]) if reused else 0.0
+        if row["floor_s"] and row["machine_s"] is not None and row["machine_s"] < row["floor_s"]:
+            row["note"] = ("under its floor, which no machine can be: the logs miss part of this work, or its share "
+                           "of a wall time it shared is counted short")
         rows.append(row)
     return rows
 

@@ -75,6 +75,17 @@ def test_totals_fresh_clone_last_and_what_is_missing():
     assert cf.fresh_seed0(rows) == {"families": ["tr"], "updates": 900.0, "flops": pytest.approx(2e9 * 900)}
 
 
+def test_a_stage_measured_under_its_floor_says_its_time_is_short():
+    """Machine time under the floor cannot be: part of the work ran outside the logs (a piece without timestamps)."""
+    inp = project()
+    inp["attempts"] = [a if a["stage"] != "train_classify@cl" else attempt("train_classify@cl", "b.log", 0.001)
+                       for a in inp["attempts"]]
+    inp["metrics"]["cl"]["train/steps"] = 1e6  # 3 × 10⁶ updates of 0.5 GFLOP: a floor of hours, logged in ms
+    cl = row(cf.floor_rows(inp, peak_gflops=100.0), "cl", "train")
+    assert cl["machine_s"] < cl["floor_s"] and cl["note"].startswith("under its floor")
+    assert row(cf.floor_rows(project(), peak_gflops=100.0), "tr", "train")["note"] == ""
+
+
 def test_side_by_side_logs_share_one_wall_time():
     attempts, logs = project()["attempts"], {"a.log": 130.0, "b.log": 180.0}
     shares = cf.machine_shares(attempts, logs, [["a.log", "b.log"]])
