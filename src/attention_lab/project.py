@@ -61,7 +61,7 @@ def ablations(args: argparse.Namespace) -> int:
     from dvc.exceptions import DvcException
     from omegaconf import OmegaConf
 
-    from attention_lab.core.ablations import ablation_rows, render
+    from attention_lab.core.ablations import ablation_rows, params_keys, render
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
 
@@ -72,6 +72,8 @@ def ablations(args: argparse.Namespace) -> int:
     except DvcException as err:  # no git repository, no DVC project here, ...
         raise ValueError(f"cannot list DVC experiments in {root}: {err} (run it in the project's git checkout)") from err
     params = read_params(root)
+    set_keys = {r["rev"]: params_keys(dvc.api.params_show(rev=r["rev"])) for r in experiments
+                if r.get("typ") != "baseline" and r.get("State") in (None, "Success")}
     tables = {}
     for task in params.get("tasks", []):
         files = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
@@ -79,7 +81,7 @@ def ablations(args: argparse.Namespace) -> int:
         def below(family: str, key: str, task: str = task):
             return OmegaConf.select(load_config(root=root, task=task, family=family), key)
 
-        tables[task] = ablation_rows(experiments, task, families(params, task), own, below)
+        tables[task] = ablation_rows(experiments, task, families(params, task), own, below, set_keys)
     out = root / cfg.paths.reports / "ablations.md"
     write_text(out, render(tables))
     print(f"wrote {out} ({sum(map(len, tables.values()))} ablation rows)")

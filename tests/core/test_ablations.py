@@ -1,6 +1,6 @@
 """ablations.py: the ablation table from `dvc exp show` rows (the real `dvc exp run` is in test_pipeline.py)."""
 
-from attention_lab.core.ablations import ablation_rows, render
+from attention_lab.core.ablations import ablation_rows, params_keys, render
 
 
 def exp_row(typ: str, rev: str, feeding: bool, bleu: float, name: str | None = None, state=None) -> dict:
@@ -101,3 +101,28 @@ def test_a_key_only_another_experiment_added_is_not_a_change():
     assert [(r["experiment"], r["family"], r["changes"]) for r in rows] == [
         ("te-absolute", "transformer_encoder", ["model.positions: alibi → sinusoidal"]),
         ("no-penalty", "self_attentive", ["train.penalty: 1.0 → 0.0"])]
+
+
+def test_a_switch_set_to_null_is_a_change_and_another_experiments_key_is_not():
+    """`-S ++….model.init_range=null` (PyTorch's default initialisation): exp show gives None both for that null and for
+    keys another experiment added; the experiment's own params.yaml (params_keys) tells them apart."""
+    def row(typ, rev, init, feeding, bleu, name=None):
+        return {"Experiment": name, "rev": rev, "typ": typ, "State": None,
+                "translate.family_params.luong_dot.model.init_range": init,
+                "translate.family_params.luong_general.model.input_feeding": feeding,
+                "metrics/translate/luong_dot.json:test/bleu": bleu[0],
+                "metrics/translate/luong_general.json:test/bleu": bleu[1]}
+
+    below = {("luong_dot", "model.init_range"): 0.1, ("luong_general", "model.input_feeding"): True}
+    set_keys = {"a": params_keys({"translate": {"family_params": {"luong_dot": {"model": {"init_range": None}},
+                                                                  "luong_general": {}}}}),
+                "b": params_keys({"translate": {"family_params": {"luong_dot": {},
+                                                                  "luong_general": {"model": {"input_feeding": False}}}}})}
+    assert set_keys["a"] == {"translate.family_params.luong_dot.model.init_range", "translate.family_params.luong_general"}
+    rows = ablation_rows([row("baseline", "main", None, None, (70.0, 69.0)),
+                          row("branch_commit", "a", None, None, (66.0, 69.0), "luong-torch-init"),
+                          row("branch_commit", "b", None, False, (70.0, 63.0), "luong-no-feeding")],
+                         "translate", ["luong_dot", "luong_general"], below=lambda f, k: below[f, k], set_keys=set_keys)
+    assert [(r["experiment"], r["family"], r["changes"]) for r in rows] == [
+        ("luong-torch-init", "luong_dot", ["model.init_range: 0.1 → None"]),
+        ("luong-no-feeding", "luong_general", ["model.input_feeding: True → False"])]

@@ -13,15 +13,16 @@ def _metric(row: dict, task: str, family: str, name: str, own: set[str]) -> floa
     return value if isinstance(value, (int, float)) else None
 
 
-def _changes(row: dict, baseline: dict, task: str, family: str, below=None) -> list[str]:
+def _changes(row: dict, baseline: dict, task: str, family: str, below=None, keys: set[str] | None = None) -> list[str]:
     """`key: old → new` for every <task>.family_params.<family>.* value that differs from the baseline; a key the
     baseline's family_params lacks (set with `-S ++…`) has its old value from `below(family, key)`, the value the
-    layers under family_params gave it (conf/model, params.yaml, tuned/); a key this experiment lacks ("None": exp
-    show gives every row the `++` keys of every experiment) is not a change."""
+    layers under family_params gave it (conf/model, params.yaml, tuned/); a key this experiment lacks is not a change
+    (exp show gives every row the `++` keys of every experiment, None where a row lacks one): `keys`, the dotted keys
+    the experiment's params.yaml sets, tells a lacking key from one set to null; without it, None counts as lacking."""
     own = f"{task}.family_params.{family}."
     changes = []
     for key, value in sorted(row.items()):
-        if key.startswith(own) and value not in (None, "None"):  # None: another experiment's `++` key, not this one's
+        if key.startswith(own) and (key in keys if keys is not None else value not in (None, "None")):
             old = baseline.get(key)  # "None": not in the baseline's params.yaml (exp show gives every row every column,
             if old in (None, "None") and below is not None:  # its values as strings)
                 old = below(family, key[len(own):])
@@ -30,11 +31,21 @@ def _changes(row: dict, baseline: dict, task: str, family: str, below=None) -> l
     return changes
 
 
+def params_keys(params: dict, prefix: str = "") -> set[str]:
+    """The dotted keys of a params tree's leaves, null ones included: {'translate.family_params.luong_dot.model.x', ...}."""
+    keys = set()
+    for k, v in params.items():
+        keys |= params_keys(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}"}
+    return keys
+
+
 def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
-                  own_metrics: dict[str, set[str]] | None = None, below=None) -> list[dict]:
+                  own_metrics: dict[str, set[str]] | None = None, below=None,
+                  set_keys: dict[str, set[str]] | None = None) -> list[dict]:
     """One row per (experiment, family whose family_params it changed), with metrics of baseline and experiment;
     own_metrics: the metric names in each family's metrics file (to read metrics only one family has); below:
-    (family, dotted key) -> the baseline's value of a key its family_params lacks."""
+    (family, dotted key) -> the baseline's value of a key its family_params lacks; set_keys: an experiment's rev ->
+    the keys its params.yaml sets (params_keys), so that a switch set to null counts."""
     own_metrics = own_metrics or {}
     baselines = [r for r in exp_rows if r.get("typ") == "baseline" and r.get("rev") != "workspace"]
     if not baselines:
@@ -44,7 +55,7 @@ def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
         if row.get("typ") == "baseline" or row.get("State") not in (None, "Success"):
             continue  # queued, running or failed experiments have no metrics yet
         for family in families:
-            changes = _changes(row, baseline, task, family, below)
+            changes = _changes(row, baseline, task, family, below, (set_keys or {}).get(row.get("rev")))
             own = own_metrics.get(family, set())
             if changes and _metric(row, task, family, get_task(task).ablation_columns[0][1], own) is not None:
                 rows.append({"experiment": row.get("Experiment") or row.get("rev"), "family": family,
