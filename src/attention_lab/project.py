@@ -72,8 +72,13 @@ def ablations(args: argparse.Namespace) -> int:
     except DvcException as err:  # no git repository, no DVC project here, ...
         raise ValueError(f"cannot list DVC experiments in {root}: {err} (run it in the project's git checkout)") from err
     params = read_params(root)
-    set_keys = {r["rev"]: params_keys(dvc.api.params_show(rev=r["rev"])) for r in experiments
-                if r.get("typ") != "baseline" and r.get("State") in (None, "Success")}
+    set_keys = {}  # an experiment's rev -> the keys its params.yaml sets (a switch set to null is one of them)
+    for r in experiments:
+        if r.get("typ") != "baseline" and r.get("State") in (None, "Success"):
+            try:
+                set_keys[r["rev"]] = params_keys(dvc.api.params_show(rev=r["rev"]))
+            except DvcException:  # its params unreadable: None values count as keys it lacks, as exp show gives them
+                pass
     tables = {}
     for task in params.get("tasks", []):
         files = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
