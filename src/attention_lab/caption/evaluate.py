@@ -56,13 +56,7 @@ def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, 
                 _, attn = model(batch["images"], batch["tgt_in"])  # (B, T, L), teacher forced on the gold caption
             hits += [localisation_hits(a, r["boxes"], centres) for a, r in zip(attn.numpy(), part)]
     texts = [" ".join(tokens_of(tok, h.tokens)) for h in hyps]  # as serving's Caption.text: every word
-    scores = _scores(texts, rows, hits)
-    for b in buckets if "n_digits" in rows[0] else []:
-        keep = [k for k, r in enumerate(rows) if b[0] <= r["n_digits"] <= b[1]]
-        if keep:
-            for name, value in _scores([texts[k] for k in keep], [rows[k] for k in keep],
-                                       [hits[k] for k in keep] if hits else []).items():
-                scores[f"{name}_len_{bucket_key(b)}"] = value
+    scores = _scores(texts, rows, hits) | (bucket_scores(texts, rows, hits, buckets) if "n_digits" in rows[0] else {})
     scores["test/decode_images_per_s"] = len(rows) / max(seconds, 1e-9)
     return scores, hyps, texts
 
@@ -85,6 +79,22 @@ def bleu_scores(texts: list[str], references: list[list[str]]) -> dict[str, floa
                for k in range(max(len(refs) for refs in references))]
     out = {f"test/bleu_{n}": BLEU(max_ngram_order=n).corpus_score(texts, streams).score for n in range(1, 5)}
     return {**out, "test/bleu": out["test/bleu_4"]}
+
+
+def bucket_scores(texts: list[str], rows: list[dict], hits: list[list[bool]], buckets: list[tuple[int, int]]
+                  ) -> dict[str, float]:
+    """The scores of each digit-count bucket (a caption of n digits is n words), as `<name>_len_<lo>_<hi>`; BLEU-n
+    only where every caption has n words or more (shorter ones have no n-grams: BLEU-4 of 3 words is 0, not a score)."""
+    out = {}
+    for lo, hi in buckets:
+        keep = [k for k, r in enumerate(rows) if lo <= r["n_digits"] <= hi]
+        if keep:
+            for name, value in _scores([texts[k] for k in keep], [rows[k] for k in keep],
+                                       [hits[k] for k in keep] if hits else []).items():
+                n = 4 if name == "test/bleu" else int(name[-1]) if name.startswith("test/bleu_") else 0
+                if n <= lo:
+                    out[f"{name}_len_{bucket_key((lo, hi))}"] = value
+    return out
 
 
 def _scores(texts: list[str], rows: list[dict], hits: list[list[bool]]) -> dict[str, float]:
