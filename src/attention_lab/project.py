@@ -6,6 +6,7 @@ imports what it needs lazily.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -72,13 +73,16 @@ def ablations(args: argparse.Namespace) -> int:
     except DvcException as err:  # no git repository, no DVC project here, ...
         raise ValueError(f"cannot list DVC experiments in {root}: {err} (run it in the project's git checkout)") from err
     params = read_params(root)
-    set_keys = {}  # an experiment's rev -> the keys its params.yaml sets (a switch set to null is one of them)
-    for r in experiments:
-        if r.get("typ") != "baseline" and r.get("State") in (None, "Success"):
-            try:
-                set_keys[r["rev"]] = params_keys(dvc.api.params_show(rev=r["rev"]))
-            except DvcException:  # its params unreadable: None values count as keys it lacks, as exp show gives them
-                pass
+
+    @functools.cache
+    def set_keys(rev: str) -> set[str] | None:
+        """The keys an experiment's params.yaml sets (a switch set to null is one); None where they cannot be read,
+        and then exp show's None values count as keys it lacks."""
+        try:
+            return params_keys(dvc.api.params_show(rev=rev))
+        except DvcException:
+            return None
+
     tables = {}
     for task in params.get("tasks", []):
         files = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}

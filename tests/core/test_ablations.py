@@ -122,7 +122,7 @@ def test_a_switch_set_to_null_is_a_change_and_another_experiments_key_is_not():
     rows = ablation_rows([row("baseline", "main", None, None, (70.0, 69.0)),
                           row("branch_commit", "a", None, None, (66.0, 69.0), "luong-torch-init"),
                           row("branch_commit", "b", None, False, (70.0, 63.0), "luong-no-feeding")],
-                         "translate", ["luong_dot", "luong_general"], below=lambda f, k: below[f, k], set_keys=set_keys)
+                         "translate", ["luong_dot", "luong_general"], below=lambda f, k: below[f, k], keys_of=set_keys.get)
     assert [(r["experiment"], r["family"], r["changes"]) for r in rows] == [
         ("luong-torch-init", "luong_dot", ["model.init_range: 0.1 → None"]),
         ("luong-no-feeding", "luong_general", ["model.input_feeding: True → False"])]

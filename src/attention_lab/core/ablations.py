@@ -40,12 +40,11 @@ def params_keys(params: dict, prefix: str = "") -> set[str]:
 
 
 def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
-                  own_metrics: dict[str, set[str]] | None = None, below=None,
-                  set_keys: dict[str, set[str]] | None = None) -> list[dict]:
+                  own_metrics: dict[str, set[str]] | None = None, below=None, keys_of=None) -> list[dict]:
     """One row per (experiment, family whose family_params it changed), with metrics of baseline and experiment;
     own_metrics: the metric names in each family's metrics file (to read metrics only one family has); below:
-    (family, dotted key) -> the baseline's value of a key its family_params lacks; set_keys: an experiment's rev ->
-    the keys its params.yaml sets (params_keys), so that a switch set to null counts."""
+    (family, dotted key) -> the baseline's value of a key its family_params lacks; keys_of: an experiment's rev ->
+    the keys its params.yaml sets (params_keys; None where unknown), so that a switch set to null counts."""
     own_metrics = own_metrics or {}
     baselines = [r for r in exp_rows if r.get("typ") == "baseline" and r.get("rev") != "workspace"]
     if not baselines:
@@ -54,8 +53,9 @@ def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
     for row in exp_rows:
         if row.get("typ") == "baseline" or row.get("State") not in (None, "Success"):
             continue  # queued, running or failed experiments have no metrics yet
+        keys = keys_of(row.get("rev")) if keys_of else None
         for family in families:
-            changes = _changes(row, baseline, task, family, below, (set_keys or {}).get(row.get("rev")))
+            changes = _changes(row, baseline, task, family, below, keys)
             own = own_metrics.get(family, set())
             if changes and _metric(row, task, family, get_task(task).ablation_columns[0][1], own) is not None:
                 rows.append({"experiment": row.get("Experiment") or row.get("rev"), "family": family,
