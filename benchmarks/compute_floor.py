@@ -21,6 +21,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import ROOT, cpu_model, write_marked_section
+from benchmarks.floor_report import FRESH, FULL
 
 SECTION = "compute_floor"
 KINDS = {"tune": "tune", "pretrain": "pretrain", "train": "train", "finetune": "train", "evaluate": "evaluate",
@@ -131,9 +132,16 @@ def inputs(root: Path, cost_json: Path) -> dict:
             "pretrained": {f for t in TASKS if t in params for f in pretrained_families(params, t)},
             "attempts": cost["attempts"], "logs": cost["logs"], "logs_cpu": cost["cpu"],
             "spans": json.loads(cost_json.read_text()).get("spans", {}),  # absent in a cost.json of before 2026-11-29
+            "skipped": skipped_only(json.loads(cost_json.read_text()).get("skipped", {}), cost["attempts"]),
             "bench": read(bench, "results", "flops"), "bench_cpu": read(bench, "machine", "cpu"),
             "metrics": {f: runs_of(root / "metrics" / t / f"{f}.json") for f, t in family_task.items()},
             "tuned": {f: trials_of(root / "tuned" / f"{f}.yaml") for f in family_task}}
+
+
+def skipped_only(skipped: dict[str, list[str]], attempts: list[dict]) -> list[str]:
+    """The stages the logs only skipped (DVC found their outputs current) and never ran."""
+    ran = {a["stage"] for a in attempts}
+    return sorted({stage for stages in skipped.values() for stage in stages} - ran)
 
 
 def runs_of(path: Path) -> dict:
@@ -227,6 +235,9 @@ def floor_rows(inp: dict, peak_gflops: float) -> list[dict]:
     seconds (None where not in the logs), a note where a figure is missing or the stage trains nothing."""
     ft, pre = inp["family_task"], inp["pretrained"]
     logged = measured(inp["attempts"], inp["logs"], ft, inp.get("side_by_side", []), inp.get("spans"))
+    from benchmarks.pipeline_cost import task_and_family
+
+    skipped = {(*task_and_family(s, ft), kind_of(s)[0]) for s in inp.get("skipped", [])}  # (task, family, kind)
     gflop = step_gflop(inp["bench"], inp["metrics"])
     keys = set(logged) | {(t, f, k) for f, t in ft.items() for k in ("tune", "train")} | {
         (ft[f], f, "pretrain") for f in pre}
@@ -244,7 +255,11 @@ def floor_rows(inp: dict, peak_gflops: float) -> list[dict]:
             reused = kind == "train" and bool(tune and tune["finished"] and log)  # seed 0 = the best trial's run
             step = gflop.get(f"pretrain@{fam}", "pretraining step not in reports/benchmarks.json §4") \
                 if kind == "pretrain" else gflop[fam]
-            row |= figures(training_work(kind, inp["metrics"][fam], inp["tuned"][fam], reused), step, peak_gflops)
+            if not log and (task, fam, kind) in skipped:  # no work: no floor, like a stage of no runs
+                row |= {"runs": 0, "updates": 0.0, "flops": 0.0, "floor_s": 0.0,
+                        "note": "skipped: DVC found its outputs current"}
+            else:
+                row |= figures(training_work(kind, inp["metrics"][fam], inp["tuned"][fam], reused), step, peak_gflops)
             row["reused_seed0"] = best_trial_updates(inp["tuned"][fam]) if reused else 0.0
         if row["floor_s"] and row["machine_s"] is not None and row["machine_s"] < row["floor_s"]:
             row["note"] = ("under its floor, which no machine can be: the logs miss part of this work, or its share "
@@ -280,10 +295,12 @@ def total(rows: list[dict], label: str) -> dict:
 
 
 def totals(rows: list[dict]) -> list[dict]:
-    """Per task, then the full re-run with tuning (every row) and, last, the fresh clone (its stages' rows)."""
+    """Per task, then the full re-run with tuning (every row; only where the logs ran a study of `NOT_FRESH`) and,
+    last, the fresh clone (its stages' rows)."""
     tasks = list(dict.fromkeys(r["task"] for r in rows))
+    studies = any(r["stage_s"] is not None for r in rows if not r["fresh"])
     return [*(total([r for r in rows if r["task"] == t], t) for t in tasks),
-            total(rows, "full re-run with tuning"), total([r for r in rows if r["fresh"]], "fresh clone")]
+            *([total(rows, FULL)] if studies else []), total([r for r in rows if r["fresh"]], FRESH)]
 
 
 def fresh_seed0(rows: list[dict]) -> dict:

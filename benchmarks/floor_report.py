@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from benchmarks.common import num, table
 
+FULL, FRESH = "full re-run with tuning", "fresh clone"  # the labels of compute_floor.totals
+
 
 def minutes(s: float | None) -> str:
     return num(None if s is None else s / 60)
@@ -43,14 +45,16 @@ def markdown(result: dict) -> list[str]:
                      f"{minutes(r['stage_s'])} ({minutes(r['stopped_s'])})" if r["stage_s"] is not None else "—",
                      minutes(r["machine_s"]), ratio(r["machine_s"], r["floor_s"]),
                      r["note"] or ("seed 0 from the study" if r["reused_seed0"] else "")] for r in result["rows"]])
-    lines += ["", ("Per task, the full re-run with tuning (every row: the run these logs record) and a fresh clone "
-                   f"(every stage but {', '.join(f'`{s}@*`' for s in result['not_fresh'])}, whose tuned/*.yaml are in git):"),
-              ""]
+    fresh = (f"a fresh clone (every stage but {', '.join(f'`{s}@*`' for s in result['not_fresh'])}, whose "
+             "tuned/*.yaml are in git)")
+    lines += ["", (f"Per task, the full re-run with tuning (every row: the run these logs record) and {fresh}:"
+                   if any(t["label"] == FULL for t in result["totals"]) else
+                   f"Per task, and in total {fresh}: these logs ran no study"), ""]
     lines += table(["total", "PFLOP", "floor min", "stage min (stopped)", "stage min ÷ floor", "machine min", "ratio"],
-                   [[f"**{t['label']}**" if i >= len(result["totals"]) - 2 else t["label"], num(t["flops"] / 1e15, 3),
+                   [[f"**{t['label']}**" if t["label"] in (FULL, FRESH) else t["label"], num(t["flops"] / 1e15, 3),
                      minutes(t["floor_s"]), f"{minutes(t['stage_s'])} ({minutes(t['stopped_s'])})",
                      ratio(t["stage_s"], t["floor_s"]), minutes(t["machine_s"]), ratio(t["machine_s"], t["floor_s"])]
-                    for i, t in enumerate(result["totals"])])
+                    for t in result["totals"]])
     return lines + notes(result)
 
 
@@ -58,19 +62,22 @@ def notes(result: dict) -> list[str]:
     """What the totals leave out or assume: seed 0 from the studies, the studies' widths, logs side by side, gaps."""
     s0, fresh = result["fresh_seed0"], result["totals"][-1]
     floor0 = s0["flops"] / (result["floor_peak"]["gflops"] * 1e9)
-    lines = ["", (f"- Seed 0 from the study: where these logs ran a family's study, its train stage took seed 0's run "
-                  "from the best trial (docs/pipeline.md, \"The first seed is the best tuning trial\"), so those "
-                  "updates count in tune, not in train (assumed whenever the study finished in these logs). A fresh "
-                  f"clone runs none of those studies and trains seed 0 of {len(s0['families'])} families again: "
-                  f"{s0['updates']:,.0f} updates, {s0['flops'] / 1e15:.3f} PFLOP, {floor0 / 60:.1f} floor min, not "
-                  f"in the fresh clone's row above; with them its floor is {(fresh['floor_s'] + floor0) / 60:.1f} "
-                  "min."),
-             ("- A study's FLOPs are its trials' updates at the chosen configuration's step FLOPs: trials that "
-              "searched widths (hidden_dim, attn_dim, …) had other step FLOPs, which tuned/*.yaml does not record."),
-             ("- A log's span ends at its file's modification time (reports/cost.json `spans`), so logs whose spans "
-              "overlap share one wall time. A log read before spans were kept (2026-11-29) has none and counts its "
-              "whole wall time unless named with `--side-by-side`.")]
-    for t in result["totals"][-2:]:
+    lines = [""]
+    if s0["families"]:
+        lines.append(f"- Seed 0 from the study: where these logs ran a family's study, its train stage took seed 0's "
+                     "run from the best trial (docs/pipeline.md, \"The first seed is the best tuning trial\"), so those "
+                     "updates count in tune, not in train (assumed whenever the study finished in these logs). A "
+                     f"fresh clone runs none of those studies and trains seed 0 of {len(s0['families'])} families "
+                     f"again: {s0['updates']:,.0f} updates, {s0['flops'] / 1e15:.3f} PFLOP, {floor0 / 60:.1f} floor "
+                     f"min, not in the fresh clone's row above; with them its floor is "
+                     f"{(fresh['floor_s'] + floor0) / 60:.1f} min.")
+    lines += [("- A study's FLOPs are its trials' updates at the chosen configuration's step FLOPs: trials that "
+               "searched widths (hidden_dim, attn_dim, …) had other step FLOPs, which tuned/*.yaml does not record."),
+              ("- A log's span ends at its file's modification time (reports/cost.json `spans`), so logs whose spans "
+               "overlap share one wall time. A log read before spans were kept (2026-11-29) has none and counts its "
+               "whole wall time unless named with `--side-by-side`."),
+              "- A stage these logs only skipped (DVC found its outputs current) counts no FLOPs and no time."]
+    for t in (t for t in result["totals"] if t["label"] in (FULL, FRESH)):
         if t["no_floor"] or t["not_logged"]:
             lines.append(f"- {t['label']}: no floor for {', '.join(t['no_floor']) or 'none'} (their time counts, "
                          f"their FLOPs do not); not in the logs: {', '.join(t['not_logged']) or 'none'}.")

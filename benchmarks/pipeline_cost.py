@@ -28,6 +28,7 @@ from benchmarks.common import ROOT, cpu_model, num, table
 
 LINE = re.compile(r"^(\d\d):(\d\d):(\d\d) \[([^\]]+)\] ?(.*)$")
 START = re.compile(r"Running stage '([^']+)'")
+SKIPPED = re.compile(r"Stage '([^']+)' didn't change, skipping")
 DONE = "Updating lock file"
 
 
@@ -41,9 +42,10 @@ class Attempt:
     finished: bool
 
 
-def read_log(path: Path) -> tuple[list[Attempt], float]:
-    """The stage attempts of one log and its wall time (first to last line; times past midnight roll over)."""
-    attempts, open_ = [], {}  # label -> [stage, start, last, finished]
+def read_log(path: Path) -> tuple[list[Attempt], float, list[str]]:
+    """The stage attempts of one log, its wall time (first to last line; times past midnight roll over) and the
+    stages DVC skipped in it (their outputs were current)."""
+    attempts, open_, skipped = [], {}, []  # open_: label -> [stage, start, last, finished]
     day, previous, first, last = 0, None, None, None
     for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
         m = LINE.match(raw)
@@ -60,11 +62,13 @@ def read_log(path: Path) -> tuple[list[Attempt], float]:
             if label in open_:
                 attempts.append(_close(open_.pop(label), path))
             open_[label] = [started.group(1), t, t, False]
+        elif unchanged := SKIPPED.search(text):
+            skipped.append(unchanged.group(1))
         elif label in open_:
             open_[label][2] = t
             open_[label][3] |= DONE in text
     attempts += [_close(o, path) for o in open_.values()]
-    return attempts, float((last or 0) - (first or 0))
+    return attempts, float((last or 0) - (first or 0)), skipped
 
 
 def _close(o: list, path: Path) -> Attempt:
@@ -83,7 +87,8 @@ def summarise(logs: list[Path], earlier: dict | None = None) -> dict:
     """Per task: the logs' stage seconds added up, per family (its chain) and for the shared stages; with the attempts
     and wall times of `earlier` (a cost.json) from the logs not given again (a run in pieces, one log a piece). A log's
     span (seconds since the epoch, first line to last) ends at its file's modification time, so logs that ran at the
-    same time can be told apart from pieces run one after another (benchmarks/compute_floor.py)."""
+    same time can be told apart from pieces run one after another (benchmarks/compute_floor.py); per log, the stages DVC
+    skipped as unchanged."""
     from attention_lab.core.config import TASKS, families, read_params
 
     params = read_params(ROOT)
@@ -93,8 +98,9 @@ def summarise(logs: list[Path], earlier: dict | None = None) -> dict:
     attempts = [Attempt(**a) for a in earlier["attempts"] if a["log"] not in given]
     walls = {name: s for name, s in earlier["logs"].items() if name not in given}
     spans = {name: span for name, span in earlier.get("spans", {}).items() if name not in given}
+    skipped = {name: stages for name, stages in earlier.get("skipped", {}).items() if name not in given}
     for log in logs:
-        found, walls[log.name] = read_log(log)
+        found, walls[log.name], skipped[log.name] = read_log(log)
         attempts += found
         end = log.stat().st_mtime  # the log's last line was written then
         spans[log.name] = [end - walls[log.name], end]
@@ -107,7 +113,7 @@ def summarise(logs: list[Path], earlier: dict | None = None) -> dict:
         t["stages"] += a.finished
         t["stopped"] += not a.finished
     order = ["(shared stages)", *family_task]  # the families in params.yaml's order
-    return {"date": dt.date.today().isoformat(), "cpu": cpu_model(), "logs": walls, "spans": spans,
+    return {"date": dt.date.today().isoformat(), "cpu": cpu_model(), "logs": walls, "spans": spans, "skipped": skipped,
             "tasks": {k: {**v, "families": dict(sorted(v["families"].items(), key=lambda kv: order.index(kv[0])))}
                       for k, v in tasks.items()},
             "attempts": [asdict(a) for a in attempts]}

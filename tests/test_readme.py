@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from attention_lab.core.config import families, load_config, read_params
 from attention_lab.core.files import read_json
 from attention_lab.core.task import get_task
@@ -67,13 +69,16 @@ def test_design_notes_name_each_family_class_as_conf_does():
         assert named == target, f"docs/design.md: `{family}` -> `{named}`, but its _target_ is `{target}`"
 
 
-def test_readme_cost_is_the_committed_cost_report():
-    """README's cost table is the one `attention-lab readme` writes from reports/cost.json (benchmarks/pipeline_cost.py)."""
-    from attention_lab.project import cost_table
+@pytest.mark.parametrize("marker, report, render", [("cost", "cost.json", "cost_table"),
+                                                    ("fresh-clone", "cost-fresh.json", "fresh_clone_table")])
+def test_readme_cost_is_the_committed_cost_report(marker, report, render):
+    """README's cost tables are the ones `attention-lab readme` writes from reports/cost.json (the full re-run's logs)
+    and reports/cost-fresh.json (a clean clone's `make pipeline`), both by benchmarks/pipeline_cost.py."""
+    from attention_lab import project
 
-    cost = ROOT / "reports" / "cost.json"
+    cost = ROOT / "reports" / report
     readme = (ROOT / "README.md").read_text()
-    block = re.search(r"<!-- results:cost:begin.*?-->\n(.*?)<!-- results:cost:end -->", readme, re.DOTALL)
-    assert bool(block) == cost.is_file(), "README.md's cost markers and reports/cost.json come together"
+    block = re.search(rf"<!-- results:{marker}:begin.*?-->\n(.*?)<!-- results:{marker}:end -->", readme, re.DOTALL)
+    assert bool(block) == cost.is_file(), f"README.md's {marker} markers and reports/{report} come together"
     if block:
-        assert block.group(1) == cost_table(read_json(cost)) + "\n"
+        assert block.group(1) == getattr(project, render)(read_json(cost)) + "\n"

@@ -22,6 +22,24 @@ def cost_table(summary: dict) -> str:
     return "\n".join([*rows, "", source, ""])
 
 
+def fresh_clone_table(summary: dict) -> str:
+    """README's fresh-clone table from reports/cost-fresh.json (benchmarks/pipeline_cost.py on the logs of a clean
+    clone's `make pipeline`): per task its machine minutes, its compute floor and their ratio; last, the whole run."""
+    floor = summary["compute_floor"]
+    rows = ["| task | machine minutes | compute floor (minutes) | ratio |", "|---|---|---|---|"]
+    for t in floor["totals"]:
+        ratio = f"{t['ratio']:.1f}×" if t["ratio"] else "—"
+        label = f"**all of `make pipeline`** ({t['machine_s'] / 3600:.2f} h)" if t["label"] == "fresh clone" else t["label"]
+        rows.append(f"| {label} | {t['machine_s'] / 60:,.1f} | {t['floor_s'] / 60:,.1f} | {ratio} |")
+    pieces = len(summary["logs"])
+    source = (f"Wall time of `make pipeline` in a clean clone (after `make setup`), {pieces} piece{'s' * (pieces > 1)} "
+              f"one after another, first log line to last: the logs {', '.join(summary['logs'])} ({summary['date']}, "
+              f"{summary['cpu']}; [reports/cost-fresh.md](reports/cost-fresh.md)). Machine minutes: each log's wall "
+              f"time shared among the stages that ran side by side; floor: FLOPs trained at this machine's measured "
+              f"matmul peak ({floor['floor_peak']['gflops']:.1f} GFLOP/s).")
+    return "\n".join([*rows, "", source, ""])
+
+
 def readme(args: argparse.Namespace) -> int:
     """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json) between its markers,
     and the provenance block (the commit that recorded dvc.lock, what `dvc status` says changed since). With --check,
@@ -44,6 +62,8 @@ def readme(args: argparse.Namespace) -> int:
         text = splice_results(text, get_task(task).table(results, cfg), task)
     if (cost := root / "reports" / "cost.json").is_file():
         text = splice_results(text, cost_table(read_json(cost)), "cost")
+    if (cost := root / "reports" / "cost-fresh.json").is_file():
+        text = splice_results(text, fresh_clone_table(read_json(cost)), "fresh-clone")
     fresh = provenance.freshness(root)
     block = provenance.readme_block(fresh)
     text = provenance.splice_block(text, block)

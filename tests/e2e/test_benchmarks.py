@@ -213,13 +213,15 @@ def test_the_drawn_photo_set_reads_as_flickr8k(tmp_path):
 
 def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
     """benchmarks/pipeline_cost.py: a stage runs from DVC's "Running stage" to its chain's last line (past midnight
-    too), a stage DVC did not record counts as stopped, and a log with no stage is refused by name."""
+    too), a stage DVC did not record counts as stopped, the stages it skipped are kept per log, and a log with no stage
+    is refused by name."""
     from benchmarks import pipeline_cost
 
     log = tmp_path / "caption.log"
     lines = [
         "23:50:00 [shared] Running stage 'prepare@caption':",
         "23:50:30 [shared] Updating lock file 'dvc.lock'",
+        "23:50:40 [tune_caption@show_attend_tell] Stage 'tune_caption@show_attend_tell' didn't change, skipping",
         "23:51:00 [tune_caption@show_tell] Running stage 'tune_caption@show_tell':",
         "23:55:00 [train_caption@show_attend_tell] Running stage 'train_caption@show_attend_tell':",
         "not a line of the repro log",
@@ -238,6 +240,7 @@ def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
     assert summary["spans"] == {"caption.log": [1_000_000.0 - 21 * 60, 1_000_000.0]}
     assert caption["families"] == {"(shared stages)": 30.0, "show_tell": 20 * 60.0, "show_attend_tell": 8 * 60.0}
     assert (caption["stages"], caption["stopped"]) == (3, 1)
+    assert summary["skipped"] == {"caption.log": ["tune_caption@show_attend_tell"]}
     assert "| caption | 28.5 | 3 | 1 |" in out.with_suffix(".md").read_text()
 
     second = tmp_path / "translate.log"  # a later piece of the run adds to the earlier one's figures

@@ -75,6 +75,24 @@ def test_totals_fresh_clone_last_and_what_is_missing():
     assert cf.fresh_seed0(rows) == {"families": ["tr"], "updates": 900.0, "flops": pytest.approx(2e9 * 900)}
 
 
+def test_logs_of_a_fresh_clone_count_no_study_and_no_stage_dvc_skipped():
+    """Logs that ran no tune_<task> stage: no full re-run total; a stage only skipped (its outputs current, as
+    tune_finetuned after a pretraining that reproduced its output) adds no floor; seed 0 is trained, not reused."""
+    inp = project()
+    inp["attempts"] = [a for a in inp["attempts"] if not a["stage"].startswith("tune_")]
+    inp["skipped"] = cf.skipped_only({"a.log": ["tune_translate@tr", "train_classify@cl"], "b.log": []},
+                                     [*inp["attempts"], attempt("tune_classify@cl", "b.log", 5)])
+    assert inp["skipped"] == ["tune_translate@tr"]  # train_classify@cl ran in b.log
+    rows = cf.floor_rows(inp, peak_gflops=100.0)
+    tune = row(rows, "tr", "tune")
+    assert (tune["runs"], tune["floor_s"], tune["note"]) == (0, 0.0, "skipped: DVC found its outputs current")
+    train = row(rows, "tr", "train")
+    assert (train["runs"], train["updates"], train["reused_seed0"]) == (3, 3000.0, 0.0)
+    *tasks, fresh = cf.totals(rows)
+    assert [t["label"] for t in tasks] == ["translate", "classify"] and fresh["label"] == "fresh clone"
+    assert fresh["floor_s"] == pytest.approx(sum(t["floor_s"] for t in tasks) - row(rows, "cl", "tune")["floor_s"])
+
+
 def test_a_stage_measured_under_its_floor_says_its_time_is_short():
     """Machine time under the floor cannot be: part of the work ran outside the logs (a piece without timestamps)."""
     inp = project()
