@@ -247,7 +247,7 @@ def floor_rows(inp: dict, peak_gflops: float) -> list[dict]:
     for task, fam, kind in sorted(keys, key=lambda k: (rank(tasks, k[0]), rank(fams, k[1]), ORDER.index(k[2]))):
         log = logged.get((task, fam, kind))
         row = {"task": task, "family": fam, "kind": kind, "runs": None, "updates": None, "gflop_per_update": None,
-               "flops": None, "floor_s": None, "note": "not training", "reused_seed0": 0.0,
+               "flops": None, "floor_s": None, "note": "not training", "reused_seed0": 0.0, "skipped": False,
                "fresh": kind_of(log["stages"][0])[1] if log else kind != "tune" or fam in pre,
                **{k: (log[k] if log else None) for k in ("stage_s", "stopped_s", "machine_s")}}
         if fam in ft:
@@ -256,7 +256,7 @@ def floor_rows(inp: dict, peak_gflops: float) -> list[dict]:
             step = gflop.get(f"pretrain@{fam}", "pretraining step not in reports/benchmarks.json §4") \
                 if kind == "pretrain" else gflop[fam]
             if not log and (task, fam, kind) in skipped:  # no work: no floor, like a stage of no runs
-                row |= {"runs": 0, "updates": 0.0, "flops": 0.0, "floor_s": 0.0,
+                row |= {"runs": 0, "updates": 0.0, "flops": 0.0, "floor_s": 0.0, "skipped": True,
                         "note": "skipped: DVC found its outputs current"}
             else:
                 row |= figures(training_work(kind, inp["metrics"][fam], inp["tuned"][fam], reused), step, peak_gflops)
@@ -288,7 +288,7 @@ def total(rows: list[dict], label: str) -> dict:
     t = {"label": label, **{k: sum(r[k] or 0.0 for r in rows) for k in ("flops", "floor_s", "stage_s", "stopped_s",
                                                                          "machine_s")},
          "no_floor": [f"{r['kind']}@{r['family']}" for r in rows if r["runs"] is not None and r["floor_s"] is None],
-         "not_logged": [f"{r['kind']}@{r['family']}" for r in rows if r["stage_s"] is None]}
+         "not_logged": [f"{r['kind']}@{r['family']}" for r in rows if r["stage_s"] is None and not r["skipped"]]}
     t["ratio"] = t["machine_s"] / t["floor_s"] if t["floor_s"] else None
     t["stage_ratio"] = t["stage_s"] / t["floor_s"] if t["floor_s"] else None
     return t

@@ -91,6 +91,7 @@ def test_logs_of_a_fresh_clone_count_no_study_and_no_stage_dvc_skipped():
     *tasks, fresh = cf.totals(rows)
     assert [t["label"] for t in tasks] == ["translate", "classify"] and fresh["label"] == "fresh clone"
     assert fresh["floor_s"] == pytest.approx(sum(t["floor_s"] for t in tasks) - row(rows, "cl", "tune")["floor_s"])
+    assert "tune@tr" not in fresh["not_logged"] and "tune@cl" in tasks[1]["not_logged"]  # skipped is not missing
 
 
 def test_a_stage_measured_under_its_floor_says_its_time_is_short():
