@@ -127,12 +127,12 @@ def inputs(root: Path, cost_json: Path) -> dict:
     params = read_params(root)
     family_task = {f: t for t in TASKS if t in params for f in families(params, t)}
     cost = {key: read(cost_json, key) for key in ("attempts", "logs", "cpu")}
+    optional = json.loads(cost_json.read_text())  # spans (since 2026-11-29) and skipped stages may be absent
     bench = root / "reports" / "benchmarks.json"
     return {"family_task": family_task,
             "pretrained": {f for t in TASKS if t in params for f in pretrained_families(params, t)},
             "attempts": cost["attempts"], "logs": cost["logs"], "logs_cpu": cost["cpu"],
-            "spans": json.loads(cost_json.read_text()).get("spans", {}),  # absent in a cost.json of before 2026-11-29
-            "skipped": skipped_only(json.loads(cost_json.read_text()).get("skipped", {}), cost["attempts"]),
+            "spans": optional.get("spans", {}), "skipped": skipped_only(optional.get("skipped", {}), cost["attempts"]),
             "bench": read(bench, "results", "flops"), "bench_cpu": read(bench, "machine", "cpu"),
             "metrics": {f: runs_of(root / "metrics" / t / f"{f}.json") for f, t in family_task.items()},
             "tuned": {f: trials_of(root / "tuned" / f"{f}.yaml") for f in family_task}}

@@ -62,11 +62,11 @@ def read_log(path: Path) -> tuple[list[Attempt], float, list[str]]:
             if label in open_:
                 attempts.append(_close(open_.pop(label), path))
             open_[label] = [started.group(1), t, t, False]
-        elif unchanged := SKIPPED.search(text):
-            skipped.append(unchanged.group(1))
-        elif label in open_:
-            open_[label][2] = t
-            open_[label][3] |= DONE in text
+        else:
+            skipped += SKIPPED.findall(text)
+            if label in open_:  # any other line of the chain, a skipped stage's too, extends its running stage
+                open_[label][2] = t
+                open_[label][3] |= DONE in text
     attempts += [_close(o, path) for o in open_.values()]
     return attempts, float((last or 0) - (first or 0)), skipped
 
