@@ -1,0 +1,42 @@
+"""A throw-away copy of the project (code, config, params; no data, models or .git) to run stages beside a checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]  # the checkout holding src/attention_lab
+COPIED = ("conf", "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore", ".gitignore")
+SKIPPED = shutil.ignore_patterns("__pycache__", "*.egg-info", ".trials", "*.journal.*")
+
+
+def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seeds: list[int] | None = None,
+                 edit: Callable[[dict], None] | None = None, tuned: bool = False) -> Path:
+    """Copy `root`'s pipeline files (and tuned/ when `tuned`) into `dest`; set params.yaml's `profile` and `seeds`
+    where given, then let `edit(params)` change the rest in place."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in COPIED + (("tuned",) if tuned else ()):
+        src = root / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=SKIPPED, dirs_exist_ok=True)
+        elif src.is_file():
+            shutil.copy(src, dest / name)
+    if profile is None and seeds is None and edit is None:
+        return dest
+    params = yaml.safe_load((dest / "params.yaml").read_text(encoding="utf-8"))
+    params.update({k: v for k, v in (("profile", profile), ("seeds", seeds)) if v is not None})
+    if edit is not None:
+        edit(params)
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+    return dest
+
+
+def environ(dest: Path, **extra: str) -> dict[str, str]:
+    """The environment of a command run in the copy `dest`: its own src/ first on the path, its own MLflow database."""
+    path = os.pathsep.join(p for p in (str(dest / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1",
+            "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", **extra}
