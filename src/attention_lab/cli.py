@@ -308,6 +308,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--trainer", default=None, metavar="NAME", help="set params.yaml `trainer:` first (cpu, gpu, auto: "
                    "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)")
     d.set_defaults(func=project.repro)
+    n = sub.add_parser("neutral", help="prove the working tree's change result-neutral against a base commit (every "
+                       "family's tiny-profile training bit for bit, the quick-profile configs equal), then record its "
+                       "code deps in dvc.lock so that nothing re-runs")
+    n.add_argument("--base", default="HEAD", help="the commit to prove against (default: %(default)s)")
+    n.add_argument("--families", nargs="+", default=None, metavar="FAMILY",
+                   help="prove these families only (a quick look: records nothing)")
+    n.add_argument("--keep", default=None, metavar="DIR", help="run in DIR and keep it (default: a temporary folder)")
+    n.add_argument("--no-record", dest="record", action="store_false", help="prove only; leave dvc.lock as it is")
+    n.set_defaults(func=project.neutral)
     return parser
 
 

@@ -180,6 +180,13 @@ def config(args: argparse.Namespace) -> int:
     return 0
 
 
+def neutral(args: argparse.Namespace) -> int:
+    """Prove the change result-neutral against --base; when it is, record its code deps (pipeline/neutral.py)."""
+    from attention_lab.pipeline.neutral import prove
+
+    return prove(Path.cwd(), args.base, args.families, Path(args.keep) if args.keep else None, args.record)
+
+
 def gpu_or_refuse(root: Path, name: str | None) -> None:
     """Before any stage runs: a trainer on the GPU (`name`, else params.yaml `trainer:`) needs torch to see a CUDA
     GPU; without one, the error says so here rather than Lightning's from inside the first training stage."""

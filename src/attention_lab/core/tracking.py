@@ -11,7 +11,6 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-import yaml
 from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
 
@@ -140,26 +139,29 @@ def data_hash(cfg: DictConfig) -> str:
     return h.hexdigest()[:16]
 
 
-def code_hash(cfg: DictConfig, stage: str = "train") -> str:
-    """Short SHA-256 over the source files dvc.yaml lists for the family's `stage` stage (`train` stands for
-    train_<task> or finetune_<task>; the files its command can import, attention_lab.code_deps), so a kept run can tell
-    the code that trained it, and an edit elsewhere (a report, the CLI) leaves its runs resumable and reusable; over
-    the whole package where dvc.yaml has no such stage (written by hand)."""
-    root = Path(cfg.root)
-    package = Path(__file__).resolve().parents[1]
-    group = "pretrain" if stage == "pretrain" else f"{'finetune' if cfg.get('pretrained') else 'train'}_{cfg.task.name}"
-    try:
-        do = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"][group]
-        model = do["foreach"][cfg.family]["model"]
-        files = sorted(d.replace("${item.model}", model) for d in do["do"]["deps"]
-                       if d.endswith(".py") and (d.startswith("src/") or d == "${item.model}"))
-        base = root
-    except (OSError, KeyError, TypeError):
-        files, base = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")), package
+EQUIVALENT_CODE = "tuned/equivalent_code.json"  # {code hash: the one it trains like}, by `attention-lab neutral`
+
+
+def raw_code_hash(cfg: DictConfig, stage: str = "train") -> str:
+    """Short SHA-256 over the names and contents of the source files the family's `stage` command can import
+    (attention_lab.code_deps; `train` stands for train_<task> and finetune_<task>, which run one module)."""
+    from attention_lab.code_deps import Source
+
+    src = Path(__file__).resolve().parents[2]
+    command = f"python -m attention_lab.stages.{'pretrain' if stage == 'pretrain' else 'train'} " \
+              f"task={cfg.task.name} family={cfg.family}"
     h = hashlib.sha256()
-    for name in files:
-        h.update(name.encode() + b"\0" + (base / name).read_bytes())
+    for path in Source(src, Path(cfg.root) / "conf").stage_files(command):
+        h.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def code_hash(cfg: DictConfig, stage: str = "train") -> str:
+    """The code that trains the family's runs and studies: raw_code_hash, or the hash that `attention-lab neutral`
+    proved it trains bit for bit like (tuned/equivalent_code.json), so a refactor leaves runs and studies valid."""
+    raw = raw_code_hash(cfg, stage)
+    path = Path(cfg.root) / EQUIVALENT_CODE
+    return json.loads(path.read_text(encoding="utf-8")).get(raw, raw) if path.is_file() else raw
 
 
 def run_name(cfg: DictConfig, stage: str = "train") -> str:

@@ -1,0 +1,247 @@
+"""`attention-lab neutral`: prove a change result-neutral, then record its code deps in dvc.lock without a re-run.
+
+The proof trains every family of every task on the tiny profile (two seeds; label fractions, pretraining and a tuning
+trial as the pipeline runs them) at a base commit and at the working tree, and compares every checkpoint's state dict,
+every metric and prediction bit for bit, and every family's resolved quick-profile config (docs/pipeline.md,
+"A refactor that re-runs nothing").
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from attention_lab.core.tracking import EQUIVALENT_CODE
+from attention_lab.pipeline.scratch import copy_project, environ
+
+SEEDS = [0, 1]
+# what differs between two identical runs: timings, MLflow run ids, and the keys that name the code (run keys, study
+# names: the proof's two trees are two codes)
+VOLATILE = re.compile(r"seconds|_per_s$|^date$|^created$|duration|^machine$|^cpu$|^run_id$|^key$")
+OUTPUTS = ("data", "models", "tuned", "metrics", "predictions")  # what the stages up to evaluate write
+GIT_ID = {"GIT_AUTHOR_NAME": "neutral", "GIT_AUTHOR_EMAIL": "neutral@localhost",
+          "GIT_COMMITTER_NAME": "neutral", "GIT_COMMITTER_EMAIL": "neutral@localhost"}
+CODE_HASH = """
+import json, sys
+from omegaconf import OmegaConf
+from attention_lab.core.tracking import code_hash
+root, stages = sys.argv[1], json.loads(sys.argv[2])
+print(json.dumps({k: code_hash(OmegaConf.create({"root": root, "task": {"name": t}, "family": f, "pretrained": p}), s)
+                  for k, (t, f, p, s) in stages.items()}))
+"""
+
+
+@dataclass
+class Tree:
+    """One side of the proof: the files it was copied from and the scratch copies it runs in."""
+
+    name: str
+    source: Path
+    work: Path
+    log: Path = field(init=False)
+
+    def __post_init__(self):
+        self.log = self.work.parent / f"{self.name}.log"
+
+    def sh(self, args: list[str], cwd: Path) -> str:
+        env = environ(cwd, **GIT_ID, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                      PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        with self.log.open("a", encoding="utf-8") as log:
+            log.write(f"$ {' '.join(args)}  (in {cwd})\n")
+            log.flush()
+            proc = subprocess.run(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log, text=True, check=False)
+            log.write(proc.stdout[-20000:])
+        if proc.returncode:
+            raise SystemExit(f"{self.name}: `{' '.join(args)}` failed ({proc.returncode}); see {self.log}")
+        return proc.stdout
+
+
+def families_of(params: dict) -> list[tuple[str, str, bool]]:
+    """(task, family, pretrained) for every family of every task of params.yaml `tasks`."""
+    return [(task, family, family in (params[task].get("pretrained") or []))
+            for task in params["tasks"] for family in [*(params[task].get("families") or []),
+                                                       *(params[task].get("pretrained") or [])]]
+
+
+def only(chosen: list[str] | None):
+    """A params.yaml edit: only the `chosen` families (all where None)."""
+    def edit(params: dict) -> None:
+        for task in params["tasks"]:
+            for key in ("families", "pretrained") if chosen else ():
+                params[task][key] = [f for f in params[task].get(key) or [] if f in chosen]
+        params["tasks"] = [t for t in params["tasks"] if params[t].get("families") or params[t].get("pretrained")]
+    return edit
+
+
+def extract(root: Path, rev: str, dest: Path) -> Path:
+    """The files of commit `rev` of the git checkout `root`, in `dest`."""
+    archive = subprocess.run(["git", "-C", str(root), "archive", rev], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def train(tree: Tree, chosen: list[str] | None) -> Path:
+    """The tiny pipeline up to every evaluation, in a scratch copy of the tree."""
+    copy_project(tree.work, root=tree.source, profile="tiny", seeds=SEEDS, edit=only(chosen))
+    tiny = tree.work / "conf" / "profile" / "tiny.yaml"
+    profile = yaml.safe_load(tiny.read_text(encoding="utf-8"))
+    for section in profile.values():  # runs bounded by epochs and updates alone: a clock cap would end them anywhere
+        if isinstance(section, dict) and "train" in section:
+            section["train"]["max_minutes"] = 10_000.0
+    tiny.write_text(yaml.safe_dump(profile, sort_keys=False), encoding="utf-8")
+    for args in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
+                 ["attention-lab", "stages"], ["git", "add", "-A"], ["git", "commit", "-qm", tree.name]):
+        tree.sh(args, tree.work)
+    groups = sorted(yaml.safe_load((tree.work / "dvc.yaml").read_text(encoding="utf-8"))["stages"])
+    tree.sh(["dvc", "repro", *[g for g in groups if g.startswith("evaluate")]], tree.work)
+    return tree.work
+
+
+def configs(tree: Tree, dest: Path, stages: list[tuple[str, str, bool]]) -> dict[str, str]:
+    """Every family's resolved quick-profile config (`attention-lab config`), its root path written as <root>."""
+    copy_project(dest, root=tree.source, tuned=True)
+    return {f"{t}/{f}": tree.sh(["attention-lab", "config", f"task={t}", f"family={f}"], dest).replace(str(dest), "<root>")
+            for t, f, _ in stages}
+
+
+def code_hashes(tree: Tree, stages: list[tuple[str, str, bool]], raw: bool = False) -> dict[str, str]:
+    """{task/family/stage: the tree's code hash} for the stages whose code names studies and runs (train, pretrain)."""
+    wanted = {f"{t}/{f}/{s}": (t, f, p, s) for t, f, p in stages for s in (("train", "pretrain") if p else ("train",))}
+    script = CODE_HASH.replace("code_hash(", "raw_code_hash(").replace("import code_hash", "import raw_code_hash") \
+        if raw else CODE_HASH
+    return json.loads(tree.sh([sys.executable, "-c", script, str(tree.source), json.dumps(wanted)], tree.source))
+
+
+def _tensors(named: dict) -> str:
+    """SHA-256 over every tensor's name, dtype, shape and bytes, nested dicts included."""
+    import torch
+
+    h = hashlib.sha256()
+    for key, value in sorted(named.items()):
+        if isinstance(value, torch.Tensor):
+            h.update(f"{key}:{value.dtype}:{tuple(value.shape)}".encode())
+            h.update(value.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(value, dict):
+            h.update(f"{key}:{_tensors(value)}".encode())
+    return h.hexdigest()
+
+
+def _stable(value, root: str, parent: str = ""):
+    """JSON or YAML data without its VOLATILE keys (and a study's name), the copy's root written as <root>."""
+    if isinstance(value, dict):
+        return {k: _stable(v, root, str(k)) for k, v in value.items()
+                if not VOLATILE.search(str(k)) and not (parent == "study" and k == "name")}
+    if isinstance(value, list):
+        return [_stable(v, root) for v in value]
+    return value.replace(root, "<root>") if isinstance(value, str) else value
+
+
+def fingerprints(work: Path) -> dict[str, str]:
+    """{output file: digest} of what the stages decided: checkpoints' state dicts, pretrained encoders, data, metrics,
+    predictions, tuned values and run records (their VOLATILE keys left out); studies' journals, which log times, not."""
+    import torch
+    from safetensors.torch import load_file
+
+    found: dict[str, str] = {}
+    for path in sorted(p for top in OUTPUTS for p in (work / top).rglob("*") if p.is_file()):
+        rel = path.relative_to(work).as_posix()
+        if path.suffix == ".ckpt":
+            ckpt = torch.load(path, map_location="cpu", weights_only=False)
+            found[rel] = _tensors({"state_dict": ckpt.get("state_dict", ckpt),
+                                   "step": torch.tensor(ckpt.get("global_step", -1))})
+        elif path.suffix == ".safetensors":
+            found[rel] = _tensors(load_file(path))
+        elif path.suffix in (".json", ".yaml"):
+            text = path.read_text(encoding="utf-8")
+            data = _stable(json.loads(text) if path.suffix == ".json" else yaml.safe_load(text), str(work))
+            found[rel] = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+        elif path.suffix not in (".journal", ".lock"):
+            found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def differences(a: dict[str, str], b: dict[str, str], what: str) -> list[str]:
+    return [f"{what} {k}: {'only at the base' if k not in b else 'only in the tree' if k not in a else 'differs'}"
+            for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+
+
+def record(root: Path, equivalent: dict[str, str]) -> list[str]:
+    """dvc.yaml rewritten from the code, and every stage's code, conf and params deps re-hashed into dvc.lock by DVC
+    (data deps and outputs keep their recorded hashes): the stages DVC would re-run for the change only; the
+    studies' and runs' code hashes that changed mapped to the ones they replace (tuned/equivalent_code.json)."""
+    from dvc.repo import Repo
+
+    from attention_lab.dvc_yaml import write
+
+    write(root)
+    tracked = set(subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
+                                 capture_output=True, text=True, check=True).stdout.split())
+    saved = []
+    with Repo(str(root)) as repo, repo.lock:
+        for stage in repo.index.stages:
+            code = [d for d in stage.deps if d.def_path in tracked or any(t.startswith(f"{d.def_path}/") for t in tracked)]
+            before = {str(d): d.hash_info for d in code}
+            for dep in code:
+                dep.save()
+            if any(before[str(d)] != d.hash_info for d in code) or stage.changed_stage():
+                stage.dvcfile.dump(stage, update_pipeline=False)
+                saved.append(stage.addressing)
+    path = root / EQUIVALENT_CODE
+    known = json.loads(path.read_text()) if path.is_file() else {}
+    known.update(equivalent)
+    path.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
+    return saved
+
+
+def prove(root: Path, base: str, chosen: list[str] | None, keep: Path | None, do_record: bool) -> int:
+    """The proof against commit `base`, then, unless `chosen` restricts it or do_record is False, the record; 0 when
+    the change is result-neutral, 1 when it is not (nothing recorded)."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        return _prove(root, base, chosen, keep, do_record)
+    with tempfile.TemporaryDirectory(prefix="neutral-") as scratch:
+        return _prove(root, base, chosen, Path(scratch), do_record)
+
+
+def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_record: bool) -> int:
+    params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
+    stages = [s for s in families_of(params) if not chosen or s[1] in chosen]
+    trees = [Tree("base", extract(root, base, scratch / "base-src"), scratch / "base"),
+             Tree("tree", root, scratch / "tree")]
+    print(f"proving {len(stages)} families, seeds {SEEDS}, base {base} against the working tree (logs in {scratch})")
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two trees side by side, one core each
+        runs = list(pool.map(lambda t: train(t, chosen), trees))
+        quick = list(pool.map(lambda t: configs(t, scratch / f"{t.name}-config", stages), trees))
+    prints = [fingerprints(w) for w in runs]
+    found = differences(*prints, "output") + differences(*quick, "quick-profile config")
+    kinds = {k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1])) for k, s in
+             (("checkpoints", ("", ".ckpt")), ("encoders", ("", ".safetensors")), ("data files", ("data/", "")),
+              ("metrics", ("metrics/", ".json")), ("predictions", ("predictions/", ".json")))}
+    print(f"compared: {', '.join(f'{n} {k}' for k, n in kinds.items())}, {len(prints[0])} files in all; "
+          f"{len(quick[0])} quick-profile configs")
+    if found:
+        print("NOT result-neutral:\n  " + "\n  ".join(found))
+        return 1
+    print("result-neutral: every state dict, metric, prediction and quick-profile config is the same bit for bit")
+    if not do_record or chosen:
+        print("nothing recorded" + (" (--families proves a part; recording needs every family)" if chosen else ""))
+        return 0
+    old, new = code_hashes(trees[0], stages), code_hashes(trees[1], stages, raw=True)
+    equivalent = {new[k]: old[k] for k in new if new[k] != old[k]}
+    saved = record(root, equivalent)
+    print(f"recorded in dvc.lock: {len(saved)} stages' code deps ({', '.join(saved) or 'none changed'}); "
+          f"{len(equivalent)} code hashes mapped to the ones they replace ({EQUIVALENT_CODE})")
+    return 0

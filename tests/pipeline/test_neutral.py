@@ -1,0 +1,80 @@
+"""`attention-lab neutral` on a one-family project: it refuses a change to a formula, and a change that cannot alter a
+figure it proves and records in dvc.lock, so that `dvc repro` re-runs nothing and the study keeps its name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attention_lab.pipeline.scratch import copy_project, environ
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+ATTENTION = Path("src/attention_lab/core/attention.py")
+FORMULA = "hidden = torch.tanh(self.W(query).unsqueeze(1) + projected_keys)"  # Bahdanau et al. 2015, eq. 6
+
+
+def sh(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = environ(cwd, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+                  GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t", OMP_NUM_THREADS="1")
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if check and proc.returncode:
+        pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def bahdanau_only(params: dict) -> None:
+    params.update(tasks=["translate"])
+    params["translate"]["families"] = ["bahdanau"]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory) -> Path:
+    """A git checkout of the project with one family on the tiny profile, its pipeline run and committed."""
+    dest = copy_project(tmp_path_factory.mktemp("neutral") / "lab", profile="tiny", seeds=[0], edit=bahdanau_only)
+    for args in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
+                 ["attention-lab", "stages"], ["dvc", "repro"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+        sh(args, dest)
+    return dest
+
+
+def test_a_changed_formula_is_refused_and_nothing_is_recorded(lab):
+    source = lab / ATTENTION
+    text = source.read_text()
+    source.write_text(text.replace(FORMULA, FORMULA.replace("torch.tanh", "torch.sigmoid")))
+    try:
+        proc = sh(["attention-lab", "neutral", "--base", "HEAD"], lab, check=False)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "NOT result-neutral" in proc.stdout
+        assert "output models/bahdanau/checkpoints/seed0/best.ckpt: differs" in proc.stdout
+        assert "output metrics/translate/bahdanau.json: differs" in proc.stdout
+        assert sh(["git", "status", "--porcelain"], lab).stdout.split() == ["M", ATTENTION.as_posix()]
+    finally:
+        source.write_text(text)
+
+
+CODE = ("from omegaconf import OmegaConf; from attention_lab.core import tracking; cfg = OmegaConf.create({'root': "
+        "'.', 'task': {'name': 'translate'}, 'family': 'bahdanau'}); print(tracking.code_hash(cfg), "
+        "tracking.raw_code_hash(cfg))")
+
+
+def test_a_neutral_change_is_proved_and_recorded_so_nothing_re_runs(lab):
+    named, raw = sh([sys.executable, "-c", CODE], lab).stdout.split()  # the code hash the study and runs are named by
+    source = lab / ATTENTION
+    source.write_text(source.read_text().replace(FORMULA, f"{FORMULA}  # the alignment model a(s_{{i-1}}, h_j)"))
+    assert "train_translate@bahdanau" in sh(["dvc", "status"], lab).stdout  # the edit stales the stages importing it
+
+    proc = sh(["attention-lab", "neutral", "--base", "HEAD"], lab)
+    assert "result-neutral: every state dict" in proc.stdout, proc.stdout
+    assert "compared: 2 checkpoints" in proc.stdout  # best.ckpt and last.ckpt of each seed's run
+    assert "recorded in dvc.lock" in proc.stdout
+
+    assert "Data and pipelines are up to date" in sh(["dvc", "status"], lab).stdout
+    assert "Running stage" not in sh(["dvc", "repro"], lab).stdout  # nothing re-runs
+    now, now_raw = sh([sys.executable, "-c", CODE], lab).stdout.split()
+    assert now_raw != raw and now == named  # a re-run tune stage resumes its study; kept runs stay reusable
