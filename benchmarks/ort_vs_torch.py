@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from attention_lab.core.runtime import DECODER_FILE, ENCODER_FILE, TOKENIZER_FILE, ort_step
-from attention_lab.core.tokenization import load_tokenizer
+from attention_lab.infer.runtime import DECODER_FILE, ENCODER_FILE, TOKENIZER_FILE, ort_step
+from attention_lab.infer.tokenization import load_tokenizer
 from attention_lab.translate.serve import OnnxTranslator
 from benchmarks.common import ORT_LEVELS, clock, geomean, median, num, table, torch_threads
 
@@ -99,7 +99,7 @@ def sweep(families, data: Path, sizes: dict) -> dict:
 
 def compare(fam, data: Path, threads: int, level: str, sizes: dict) -> dict:
     """One family: torch and onnxruntime greedy on the same sentences and max length; speeds and token agreement."""
-    from attention_lab.core.checkpoints import count_parameters, load_model
+    from attention_lab.train.checkpoints import count_parameters, load_model
     from attention_lab.translate.search import translate_batch
 
     tr = translator(fam.onnx, threads, level)
@@ -158,7 +158,7 @@ def render(result: dict, sizes: dict) -> list[str]:
     rows = result["rows"]
     lines += ["### torch vs onnxruntime", "",
               (f"Both sides at {threads} intra-op thread{'s' if threads > 1 else ''} (torch.set_num_threads; the "
-               "onnxruntime sessions as chosen above), greedy search of `attention_lab.core.decoding` over the model's "
+               "onnxruntime sessions as chosen above), greedy search of `attention_lab.infer.decoding` over the model's "
                "`decode_step` (torch: `search.translate_batch`, as evaluation decodes) or the decoder-step graph "
                "(`OnnxTranslator.translate_ids`), the export's max_len_ratio. Batch 1: the median over "
                f"{rows[0]['sentences_b1']} seeded test sentences of each one's time (median of {sizes['repeats']} "

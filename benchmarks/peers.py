@@ -29,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/peers.py` finds the package
 
-from attention_lab.core.tokenization import PAD
+from attention_lab.infer.tokenization import PAD
 from benchmarks.common import ROOT, cpu_model, write_marked_section
 from benchmarks.peers_report import render
 
@@ -218,7 +218,7 @@ def bleu(tok, hyps: list[list[int]], refs: list[str]) -> float:
     """sacreBLEU corpus BLEU of token-id hypotheses, detokenized by our tokenizer, against the references."""
     from sacrebleu.metrics import BLEU
 
-    from attention_lab.core.tokenization import decode
+    from attention_lab.infer.tokenization import decode
 
     return BLEU().corpus_score(decode(tok, hyps), [refs]).score
 

@@ -1,6 +1,6 @@
 """One pool of runs against chains × workers: two families' train stages side by side (as `attention-lab repro` runs
 two chains), each training its three seeds in worker processes (train.processes: 3), with and without the pool of
-slots (core/slots.py, ATTENTION_LAB_SLOTS = the cores) -> a section of reports/benchmarks.md (and benchmarks.json).
+slots (train/slots.py, ATTENTION_LAB_SLOTS = the cores) -> a section of reports/benchmarks.md (and benchmarks.json).
 
     python benchmarks/pool.py                    # classify, bigru_max and self_attentive, 2 epochs, 2 rounds
     python benchmarks/pool.py --epochs 1 --rounds 1

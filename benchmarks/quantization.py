@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnxruntime.quantization import QuantType, quantize_dynamic
 
-from attention_lab.core.runtime import META_FILE, TOKENIZER_FILE
+from attention_lab.infer.runtime import META_FILE, TOKENIZER_FILE
 from benchmarks.common import clock, median, num, table
 from benchmarks.ort_vs_torch import batch1, batched, ort_decoder, test_rows, translator
 
@@ -47,8 +47,8 @@ def size_mb(folder: Path) -> float:
 
 def translate_scores(folder: Path, data: Path, threads: int, level: str, sizes: dict) -> dict:
     """Batch-1 greedy latency and greedy BLEU (sacrebleu, metrics.corpus_scores) on a fixed test subset."""
-    from attention_lab.core.metrics import corpus_scores
-    from attention_lab.core.tokenization import decode
+    from attention_lab.infer.tokenization import decode
+    from attention_lab.results.metrics import corpus_scores
 
     tr = translator(folder, threads, level)
     rows = test_rows(data / "prepared" / "translate", tr.tokenizer, sizes["quality"]["translate"])
@@ -62,7 +62,7 @@ def classify_scores(folder: Path, data: Path, threads: int, sizes: dict) -> dict
     """Batch-1 latency and accuracy (metrics.classification_scores) on the classify test split."""
     from attention_lab.classify.data.batches import load_documents
     from attention_lab.classify.serve import OnnxClassifier
-    from attention_lab.core.metrics import classification_scores
+    from attention_lab.results.metrics import classification_scores
 
     clf = OnnxClassifier(folder, threads)
     m = clf.meta

@@ -8,7 +8,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from attention_lab.core.layers import sinusoids
+from attention_lab.nn.layers import sinusoids
 
 
 class TorchTransformer(nn.Module):

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from attention_lab.core.tokenization import PAD
+from attention_lab.infer.tokenization import PAD
 from benchmarks.common import ROOT, clock, median, num, spread, table
 
 
@@ -36,8 +36,8 @@ EXTRA_FLOPS = {
 
 def family_config(name: str, task: str, models: Path, data: Path) -> DictConfig:
     """The checkpoint's training config when models/<name> has one, else params.yaml's; paths under data and models."""
-    from attention_lab.core.checkpoints import load_model
     from attention_lab.core.config import load_config
+    from attention_lab.train.checkpoints import load_model
 
     ckpt = models / name / "checkpoints" / "seed0" / "best.ckpt"
     cfg = load_model(ckpt)[1] if ckpt.is_file() else load_config(family=name, task=task, root=ROOT)
@@ -288,7 +288,7 @@ def side_config(family: str, task: str, root: Path, models: Path, data: Path) ->
     from attention_lab.core.config import load_config
     from attention_lab.core.paths import pretrained_dir
     from attention_lab.core.task import get_task
-    from attention_lab.core.training import run_settings
+    from attention_lab.train.training import run_settings
 
     cfg = with_paths(load_config(family=family, task=task, root=root), task, models, data)
     cfg = run_settings(cfg, get_task(task).full_run(cfg, cfg.seeds[0]))  # the run on all the data (classify: labels)

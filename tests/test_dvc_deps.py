@@ -1,5 +1,5 @@
-"""dvc.yaml follows the code: it is what `attention-lab stages` writes (attention_lab.dvc_yaml), every stage's code deps
-are the source files its command can import (attention_lab.code_deps, read statically), no dep names a path that does
+"""dvc.yaml follows the code: it is what `attention-lab stages` writes (attention_lab.pipeline.dvc_yaml), every stage's code deps
+are the source files its command can import (attention_lab.core.code_deps, read statically), no dep names a path that does
 not exist, and the tooling (serving, the CLI, reports, charts, provenance, repro, ablations, benchmarks) is a dep of no
 tune, train, pretrain or evaluate stage."""
 
@@ -12,17 +12,16 @@ import pytest
 import yaml
 from dvc.dependency import ParamsDependency
 
-from attention_lab.code_deps import Source
-from attention_lab.dvc_yaml import render, write
+from attention_lab.core.code_deps import Source
+from attention_lab.pipeline.dvc_yaml import render, write
 from tests.conftest import ROOT
 
 SOURCE = Source(ROOT / "src", ROOT / "conf")
+# core/code_deps.py is not tooling any more: a run's code hash (core/tracking.py) reads the imports through it
 TOOLING = ("src/attention_lab/serving/", "src/attention_lab/cli.py", "src/attention_lab/project.py",
-           "src/attention_lab/core/report.py", "src/attention_lab/core/charts.py", "src/attention_lab/core/provenance.py",
-           "src/attention_lab/core/repro.py",
-           "src/attention_lab/core/ablations.py", "src/attention_lab/dvc_yaml.py", "src/attention_lab/code_deps.py",
-           "src/attention_lab/translate/report.py", "src/attention_lab/classify/report.py",
-           "src/attention_lab/caption/report.py", "benchmarks/")
+           "src/attention_lab/pipeline/", "src/attention_lab/results/report.py", "src/attention_lab/results/charts.py",
+           "src/attention_lab/results/ablations.py", "src/attention_lab/translate/report.py",
+           "src/attention_lab/classify/report.py", "src/attention_lab/caption/report.py", "benchmarks/")
 TRAINING = ("tune_", "train_", "finetune_", "pretrain@", "evaluate_")
 
 

@@ -5,8 +5,8 @@ metrics, reports and tuned values in git must be the ones dvc.lock records. The 
 committed metrics is tests/test_readme.py's."""
 
 from attention_lab.core.config import families, read_params
-from attention_lab.core.protocol import protocol_problems
-from attention_lab.core.provenance import block_disagreements, lock_disagreements
+from attention_lab.pipeline.provenance import block_disagreements, lock_disagreements
+from attention_lab.results.protocol import protocol_problems
 from tests.conftest import ROOT
 
 

@@ -98,7 +98,7 @@ def export_translate(root: Path, family: str = "bahdanau") -> Path:
     """root/<family>/onnx from a random-weight Bahdanau model (eos disabled, so every output is non-empty)."""
     import torch
 
-    from attention_lab.core.tokenization import train_tokenizer
+    from attention_lab.infer.tokenization import train_tokenizer
     from attention_lab.translate.export import export_model
 
     tok = train_tokenizer([s for pair in PAIRS for s in pair] * 3, "bpe", vocab_size=120, min_frequency=1)
@@ -120,7 +120,7 @@ def export_classify(root: Path, family: str = "han") -> Path:
     from omegaconf import OmegaConf
 
     from attention_lab.classify.export import export_and_check_classifier
-    from attention_lab.core.tokenization import train_word_tokenizer
+    from attention_lab.infer.tokenization import train_word_tokenizer
 
     tok = train_word_tokenizer(DOCS * 2, vocab_size=100, min_frequency=1)
     tok_path = root / f"{family}-tokenizer.json"
@@ -140,7 +140,7 @@ def export_caption(root: Path, family: str = "show_attend_tell") -> Path:
     import torch
 
     from attention_lab.caption.export import export_and_check_captioner
-    from attention_lab.core.tokenization import train_word_tokenizer
+    from attention_lab.infer.tokenization import train_word_tokenizer
 
     tok = train_word_tokenizer([[DIGIT_WORDS]], vocab_size=100, min_frequency=1)
     tok_path = root / f"{family}-tokenizer.json"
@@ -165,7 +165,7 @@ def export_photo_caption(root: Path, family: str = "show_attend_tell", max_len: 
     import torch
 
     from attention_lab.caption.export import PhotoCaptioner, export_and_check_captioner
-    from attention_lab.core.tokenization import train_word_tokenizer
+    from attention_lab.infer.tokenization import train_word_tokenizer
 
     tok = train_word_tokenizer([[PHOTO_WORDS]], vocab_size=100, min_frequency=1)
     tok_path = root / f"{family}-tokenizer.json"

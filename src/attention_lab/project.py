@@ -44,11 +44,11 @@ def readme(args: argparse.Namespace) -> int:
     """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json) between its markers,
     and the provenance block (the commit that recorded dvc.lock, what `dvc status` says changed since). With --check,
     write nothing: exit 1 unless the results are fresh, agree with dvc.lock, and README.md is what this writes."""
-    from attention_lab.core import provenance
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
-    from attention_lab.core.report import splice_results
     from attention_lab.core.task import get_task
+    from attention_lab.pipeline import provenance
+    from attention_lab.results.report import splice_results
 
     root = Path.cwd()
     params, readme_md = read_params(root), root / "README.md"
@@ -82,9 +82,9 @@ def ablations(args: argparse.Namespace) -> int:
     from dvc.exceptions import DvcException
     from omegaconf import OmegaConf
 
-    from attention_lab.core.ablations import ablation_rows, params_keys, render
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
+    from attention_lab.results.ablations import ablation_rows, params_keys, render
 
     root = Path.cwd()
     cfg = load_config(root=root)
@@ -119,7 +119,7 @@ def ablations(args: argparse.Namespace) -> int:
 
 def stages(args: argparse.Namespace) -> int:
     """Write dvc.yaml from params.yaml and the code's imports; with --check, write nothing and fail unless it is so."""
-    from attention_lab.dvc_yaml import write
+    from attention_lab.pipeline.dvc_yaml import write
 
     current = write(Path.cwd(), check=args.check)
     if args.check and not current:
@@ -215,9 +215,9 @@ def gpu_or_refuse(root: Path, name: str | None) -> None:
 
 
 def repro(args: argparse.Namespace) -> int:
-    """`dvc repro` with the families' chains side by side (core/repro.py), after setting params.yaml `trainer:` when asked."""
+    """`dvc repro` with the families' chains side by side (pipeline/repro.py), after setting params.yaml `trainer:` when asked."""
     from attention_lab.core.config import set_trainer
-    from attention_lab.core.repro import repro
+    from attention_lab.pipeline.repro import repro
 
     gpu_or_refuse(Path.cwd(), args.trainer)
     if args.trainer and set_trainer(Path.cwd(), args.trainer):  # kept in params.yaml: dvc.lock records what ran

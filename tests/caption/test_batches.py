@@ -8,7 +8,7 @@ from attention_lab.caption.data.datamodule import CanvasDataModule
 from attention_lab.caption.data.digits import generated_canvases
 from attention_lab.core.files import write_jsonl
 from attention_lab.core.readers import DataError
-from attention_lab.core.tokenization import BOS, EOS, PAD, train_word_tokenizer
+from attention_lab.infer.tokenization import BOS, EOS, PAD, train_word_tokenizer
 
 
 @pytest.fixture

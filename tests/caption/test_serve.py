@@ -13,7 +13,7 @@ from PIL import Image
 from attention_lab.caption.export import export_and_check_captioner, random_images
 from attention_lab.caption.search import caption_batch
 from attention_lab.caption.serve import ImageError, OnnxCaptioner, overlay, read_image
-from attention_lab.core.tokenization import train_word_tokenizer
+from attention_lab.infer.tokenization import train_word_tokenizer
 from tests.processes import run_cli, run_python
 from tests.tiny_models import DIGIT_WORDS, tiny_model
 

@@ -15,7 +15,7 @@ from attention_lab.caption.export import export_and_check_captioner, random_imag
 from attention_lab.caption.report import render_caption
 from attention_lab.caption.search import caption_batch
 from attention_lab.caption.serve import OnnxCaptioner
-from attention_lab.core.tokenization import (
+from attention_lab.infer.tokenization import (
     BOS,
     EOS,
     NEVER_EMITTED,

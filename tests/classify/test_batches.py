@@ -6,7 +6,7 @@ import pytest
 
 from attention_lab.classify.data.batches import collate_documents, label_subset, load_documents, train_labels
 from attention_lab.core.files import write_jsonl
-from attention_lab.core.tokenization import PAD, train_word_tokenizer, train_wordpiece, truncate
+from attention_lab.infer.tokenization import PAD, train_word_tokenizer, train_wordpiece, truncate
 
 DOCS = [{"label": "pos", "sentences": [["good", "food", "."], ["we", "ate", "."]]},
         {"label": "neg", "sentences": [["bad", "."]]},

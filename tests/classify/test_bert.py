@@ -13,8 +13,8 @@ from torch import Tensor
 from attention_lab.classify.export import ClassifierGraph
 from attention_lab.classify.models.bert import Bert, BertClassifier, BertConfig, BertPretraining
 from attention_lab.classify.models.hf_bert import config_from_hf, load_hf_bert, minilm_dir, state_dict_from_hf
-from attention_lab.core.export import all_dynamic, check_dynamic
-from attention_lab.core.layers import EncoderLayer
+from attention_lab.nn.export import all_dynamic, check_dynamic
+from attention_lab.nn.layers import EncoderLayer
 from tests.conftest import ROOT
 from tests.tiny_models import TINY, tiny_model
 

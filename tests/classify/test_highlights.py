@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attention_lab.classify import highlights
-from tests.core.test_plots import GOLD, SENT_W, SENTENCES, word_rows
+from tests.results.test_plots import GOLD, SENT_W, SENTENCES, word_rows
 
 
 class Sentences(HTMLParser):

@@ -19,9 +19,9 @@ from attention_lab.classify.models.classifier import DocumentClassifier
 from attention_lab.classify.models.han import HAN
 from attention_lab.classify.models.self_attentive import SelfAttentive
 from attention_lab.classify.models.transformer_encoder import TransformerEncoderClassifier
-from attention_lab.core.attention import attention_penalty
-from attention_lab.core.layers import sinusoids
-from attention_lab.core.tokenization import train_word_tokenizer
+from attention_lab.infer.tokenization import train_word_tokenizer
+from attention_lab.nn.attention import attention_penalty
+from attention_lab.nn.layers import sinusoids
 from tests.conftest import ROOT
 from tests.tiny_models import DOCS, LABELS, tiny_model
 

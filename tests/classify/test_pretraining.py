@@ -13,7 +13,7 @@ import yaml
 
 from attention_lab.classify.pretraining import PairDataModule, PretrainingModule, perplexity, pretraining_text
 from attention_lab.core.files import write_jsonl
-from attention_lab.core.tokenization import train_wordpiece
+from attention_lab.infer.tokenization import train_wordpiece
 from tests.tiny_models import DOCS, PAIRS, ROOT, TINY
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from attention_lab.classify.export import export_and_check_classifier
 from attention_lab.classify.serve import OnnxClassifier, document_arrays
-from attention_lab.core.tokenization import train_word_tokenizer
+from attention_lab.infer.tokenization import train_word_tokenizer
 from tests.processes import run_cli, run_python
 from tests.tiny_models import DOCS, LABELS
 

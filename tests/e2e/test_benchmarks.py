@@ -37,7 +37,7 @@ def tiny_translate(root: Path, family: str = "transformer") -> None:
     from omegaconf import OmegaConf
 
     from attention_lab.core.config import load_config
-    from attention_lab.core.tokenization import PAD, train_tokenizer
+    from attention_lab.infer.tokenization import PAD, train_tokenizer
     from attention_lab.translate.export import export_model
 
     rows = [{"id": f"t-{i}", "src": s, "tgt": t} for i, (s, t) in enumerate(PAIRS)]

@@ -1,5 +1,5 @@
 """A family in three edits (docs/design.md): in a scratch copy, its model class (tests/e2e/new_family/toy_search.py,
-built on core/attention.py), conf/model/toy_search.yaml and its name in params.yaml `translate.families`; nothing
+built on nn/attention.py), conf/model/toy_search.yaml and its name in params.yaml `translate.families`; nothing
 else. `attention-lab stages` then gives it every stage, and `dvc repro` runs them on the tiny profile: tuned (it has
 no search space: not tuned, and it says so), trained, evaluated and exported."""
 

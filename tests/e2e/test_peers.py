@@ -13,7 +13,7 @@ from tests.tiny_models import PAIRS
 @pytest.fixture
 def tiny_dm(tmp_path):
     """A TranslationDataModule (batch 4) over 40 training and 8 validation pairs, with its own BPE tokenizer."""
-    from attention_lab.core.tokenization import train_tokenizer
+    from attention_lab.infer.tokenization import train_tokenizer
     from attention_lab.translate.data.datamodule import TranslationDataModule
 
     prepared = tmp_path / "prepared"

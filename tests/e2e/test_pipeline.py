@@ -162,9 +162,9 @@ def test_second_repro_does_nothing_and_one_search_space_change_reruns_only_that_
 
 
 def test_an_edit_of_serving_or_report_code_reruns_no_training_stage(tiny):
-    """Editing serving/app.py and core/report.py in the finished project leaves every tune, train, pretrain and
-    evaluate stage up to date in `dvc status` (the report stages, which import core/report.py, are listed)."""
-    edited = [tiny / "src/attention_lab/serving/app.py", tiny / "src/attention_lab/core/report.py"]
+    """Editing serving/app.py and results/report.py in the finished project leaves every tune, train, pretrain and
+    evaluate stage up to date in `dvc status` (the report stages, which import results/report.py, are listed)."""
+    edited = [tiny / "src/attention_lab/serving/app.py", tiny / "src/attention_lab/results/report.py"]
     before = [path.read_text() for path in edited]
     try:
         for path, text in zip(edited, before):

@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from attention_lab.pipeline.scratch import copy_project, environ
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-ATTENTION = Path("src/attention_lab/core/attention.py")
+ATTENTION = Path("src/attention_lab/nn/attention.py")
 FORMULA = "hidden = torch.tanh(self.W(query).unsqueeze(1) + projected_keys)"  # Bahdanau et al. 2015, eq. 6
 
 

@@ -58,7 +58,7 @@ def test_unknown_attention_type_lists_the_valid_ones(project, family, override, 
 
 
 def test_unknown_attention_in_the_library_lists_the_valid_ones():
-    from attention_lab.core.attention import build_attention
+    from attention_lab.nn.attention import build_attention
 
     with pytest.raises(ValueError, match=r"unknown attention 'nope'; choose one of \['additive', 'concat', 'dot', "
                                          r"'general', 'local_m', 'local_p'\]"):
@@ -406,8 +406,8 @@ def test_a_search_space_that_is_not_yaml_names_file_and_line(project):
 
 
 def test_search_space_bounds_outside_the_keys_range_are_refused(project):
-    from attention_lab.core.search_space import load_space
     from attention_lab.stages.common import stage_config
+    from attention_lab.train.search_space import load_space
 
     (project / "conf" / "tune" / "bahdanau.yaml").write_text("model.dropout: {low: 0.0, high: 1.5}\n")
     with pytest.raises(ConfigError, match=r"model.dropout = 1.5: expected a number in \[0, 1\)"):
@@ -432,7 +432,7 @@ def fake_export(folder: Path, meta, tokenizer: str | None = None, files=("encode
         (folder / name).write_bytes(b"placeholder")
     (folder / "meta.json").write_text(meta if isinstance(meta, str) else json.dumps(meta))
     if tokenizer is None:
-        from attention_lab.core.tokenization import train_tokenizer
+        from attention_lab.infer.tokenization import train_tokenizer
 
         train_tokenizer(["the cat sat", "고양이가 앉았다"] * 3, "bpe", 60, 1).save(str(folder / "tokenizer.json"))
     else:
@@ -495,7 +495,7 @@ def test_register_names_a_broken_meta_json(tmp_path, capsys, monkeypatch):
 def test_bad_checkpoints_are_named(tmp_path):
     import torch
 
-    from attention_lab.core.checkpoints import CheckpointError, load_model
+    from attention_lab.train.checkpoints import CheckpointError, load_model
 
     with pytest.raises(CheckpointError, match=r"nope.ckpt: no such checkpoint \(run the train stage first\)"):
         load_model(tmp_path / "nope.ckpt")

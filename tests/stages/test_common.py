@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from attention_lab.core.config import ConfigError, load_config, set_trainer
-from attention_lab.dvc_yaml import render
+from attention_lab.pipeline.dvc_yaml import render
 from attention_lab.stages.common import stage_config
 
 TRAINS = {"pretrain", "tune", "train"}  # the stage modules that build a Trainer (train: train_<task> and finetune_<task>)

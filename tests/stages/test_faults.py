@@ -23,18 +23,18 @@ import pytest
 import torch
 import yaml
 
-from attention_lab.core import training
-from attention_lab.core.checkpoints import CheckpointError, load_model, read_checkpoint
-from attention_lab.core.export import ExportError
 from attention_lab.core.files import read_json
 from attention_lab.core.paths import onnx_dir, partial_dir, pretrained_dir, seed_dir
-from attention_lab.core.search_space import load_space
 from attention_lab.core.task import get_task
-from attention_lab.core.training import run_partial
-from attention_lab.core.trial import trial_dirs
-from attention_lab.core.tuning import FINISHED, storage, study_name
+from attention_lab.nn.export import ExportError
 from attention_lab.stages import evaluate, export, prepare, pretrain, tokenizer, train, tune
 from attention_lab.stages.common import stage_config
+from attention_lab.train import training
+from attention_lab.train.checkpoints import CheckpointError, load_model, read_checkpoint
+from attention_lab.train.search_space import load_space
+from attention_lab.train.training import run_partial
+from attention_lab.train.trial import trial_dirs
+from attention_lab.train.tuning import FINISHED, storage, study_name
 from attention_lab.translate import export as translate_export
 from tests.conftest import ROOT
 from tests.tiny_models import stage_overrides
@@ -238,7 +238,7 @@ PRETRAIN = ["task=classify", "family=bert", *stage_overrides("bert"), "pretrain.
 @pytest.mark.slow  # three processes of the stage
 def test_sigkilled_pretraining_resumes_inside_an_epoch_to_the_uninterrupted_encoder(classify_data, tmp_path):
     """pretrain@bert killed with SIGKILL after a checkpoint taken inside an epoch (every 9 updates, 12 an epoch): run
-    again, it resumes at the next batch of that epoch (core.batching.ResumableLoader) and writes the uninterrupted
+    again, it resumes at the next batch of that epoch (train.batching.ResumableLoader) and writes the uninterrupted
     run's models/pretrained/bert, byte for byte (what differs, the MLflow run and seconds, goes to bert.run.json)."""
     run_to_the_end(classify_data, "pretrain", PRETRAIN)
     out = pretrained_dir(stage_config(PRETRAIN))

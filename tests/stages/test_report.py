@@ -14,7 +14,7 @@ from attention_lab.core.paths import predictions_path, seed_dir
 from attention_lab.core.task import get_task
 from attention_lab.stages import report as report_stage
 from attention_lab.stages.evaluate import summarize
-from tests.core.test_report import rows
+from tests.results.test_report import rows
 
 CAPTIONS = ["one two", "three four five", "six seven", "eight nine zero one", "two three", "four five six",
             "seven eight", "nine zero one two three", "four four", "five six seven"]

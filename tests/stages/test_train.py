@@ -1,5 +1,5 @@
 """Training stage: seeded determinism, non-finite loss, MLflow run contents, scheduled sampling, classify and caption
-runs, runs side by side (train_one itself, its resume and summary: tests/core/test_training.py)."""
+runs, runs side by side (train_one itself, its resume and summary: tests/train/test_training.py)."""
 
 import math
 import shutil

@@ -43,13 +43,13 @@ RTOL = 3e-3
 SEED_DIR = Path("models/bahdanau/checkpoints/seed0")
 FILES = {"best.ckpt", "last.ckpt", "run.json", "config.yaml", "train.json"}
 CRASH = textwrap.dedent('''
-    """The train stage's own train_one (core.training) with a callback that kills every process as the second epoch
+    """The train stage's own train_one (train.training) with a callback that kills every process as the second epoch
     starts."""
     import sys
 
     import lightning.pytorch as pl
 
-    from attention_lab.core import training
+    from attention_lab.train import training
     from attention_lab.core.paths import partial_dir, seed_dir
     from attention_lab.stages.common import stage_config
 

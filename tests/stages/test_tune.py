@@ -1,5 +1,5 @@
 """The tune stage: the study, MLflow parent + nested trial runs, tuned/<family>.yaml merged by training, resuming,
-the parameter cap, the best trial taken as the first seed's run, and two or three workers sharing one study (search spaces themselves: tests/core/test_tuning.py)."""
+the parameter cap, the best trial taken as the first seed's run, and two or three workers sharing one study (search spaces themselves: tests/train/test_tuning.py)."""
 
 import os
 import subprocess
@@ -13,10 +13,10 @@ from omegaconf import OmegaConf
 
 from attention_lab.core.files import read_json
 from attention_lab.core.paths import seed_dir
-from attention_lab.core.search_space import load_space
-from attention_lab.core.tuning import open_study
 from attention_lab.stages import prepare, tokenizer, train, tune
 from attention_lab.stages.common import stage_config
+from attention_lab.train.search_space import load_space
+from attention_lab.train.tuning import open_study
 from tests.tiny_models import stage_overrides
 
 SMALL = [*stage_overrides("bahdanau", attn_dim=None),  # attn_dim is one of the tuned values (conf/tune/bahdanau.yaml)

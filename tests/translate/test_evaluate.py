@@ -10,7 +10,7 @@ import torch
 from omegaconf import OmegaConf
 
 from attention_lab.core.files import write_jsonl
-from attention_lab.core.tokenization import EOS, never_emitted, train_tokenizer
+from attention_lab.infer.tokenization import EOS, never_emitted, train_tokenizer
 from attention_lab.translate.data.batches import load_split
 from attention_lab.translate.evaluate import decode_corpus, evaluate, forced_word_attention
 from attention_lab.translate.search import translate_batch
@@ -83,7 +83,7 @@ def test_forced_word_attention_is_one_row_per_target_word_over_source_words(tok,
 def test_evaluate_scores_the_hypotheses_in_row_order(tok, tmp_path):
     """test/* keys: corpus scores, BLEU of each length bucket present, decoding speed from the hypotheses' tokens;
     the detokenized texts in row order; test/aer 0 when the gold alignment is the attention's own hard alignment."""
-    from attention_lab.core import metrics
+    from attention_lab.results import metrics
 
     model, rows = model_of(tok), rows_of(tok, tmp_path)
     scores, texts, attentions = evaluate(model, tok, rows, config(batch_size=4))

@@ -10,14 +10,14 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from attention_lab.core.config import load_config
-from attention_lab.core.decoder_step import torch_encode, torch_step
-from attention_lab.core.decoding import pad_batch
-from attention_lab.core.export import max_diff
-from attention_lab.core.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, make_session, ort_step
-from attention_lab.core.seq2seq import Seq2Seq
+from attention_lab.infer.decoding import pad_batch
+from attention_lab.infer.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, make_session, ort_step
+from attention_lab.nn.decoder_step import torch_encode, torch_step
+from attention_lab.nn.export import max_diff
 from attention_lab.translate.export import check_parity, export_model
 from attention_lab.translate.models.luong import LuongNMT
 from attention_lab.translate.models.seq2seq import LSTMEncoder, LSTMEncoderDecoder
+from attention_lab.translate.seq2seq import Seq2Seq
 from attention_lab.translate.serve import ort_encode
 from tests.conftest import ROOT
 from tests.tiny_models import TINY, TRANSLATE, tiny_model

@@ -1,5 +1,5 @@
 """search.py: greedy and beam search over real translate families with random weights, through the torch adapter
-(attention_lab.core.decoder_step): beam 1 == greedy, a batch == one sentence at a time."""
+(attention_lab.nn.decoder_step): beam 1 == greedy, a batch == one sentence at a time."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from attention_lab.core.decoding import beam_search, max_decode_len, pad_batch
-from attention_lab.core.tokenization import NEVER_EMITTED
-from tests.core.test_decoding import EOS, toy_batch
+from attention_lab.infer.decoding import beam_search, max_decode_len, pad_batch
+from attention_lab.infer.tokenization import NEVER_EMITTED
+from tests.infer.test_decoding import EOS, toy_batch
 from tests.tiny_models import TRANSLATE, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -27,7 +27,7 @@ def eos_shy_model(family: str, vocab_size: int = 40):
 
 @pytest.mark.parametrize("family", sorted(TRANSLATE))
 def test_real_models_beam_one_greedy_and_batching(family):
-    from attention_lab.core.decoder_step import torch_encode, torch_step
+    from attention_lab.nn.decoder_step import torch_encode, torch_step
     from attention_lab.translate.search import translate_batch
 
     model = eos_shy_model(family)

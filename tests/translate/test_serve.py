@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attention_lab.cli import attention_table, resolve_model_dir
-from attention_lab.core.tokenization import train_tokenizer
+from attention_lab.infer.tokenization import train_tokenizer
 from attention_lab.translate.export import export_model
 from tests.processes import run_cli, run_python
 from tests.tiny_models import PAIRS, tiny_model
@@ -94,7 +94,7 @@ def test_attention_table_and_model_dir(family_dir):
 
 
 def test_cli_without_attention_reads_stdin(family_dir, tmp_path):
-    from attention_lab.core.tokenization import load_tokenizer
+    from attention_lab.infer.tokenization import load_tokenizer
 
     vocab = load_tokenizer(family_dir.parent / "tokenizer.json").get_vocab_size()
     model = tiny_model("seq2seq_gru", vocab)
@@ -126,7 +126,7 @@ def test_damaged_onnx_file_is_named_by_the_cli_without_a_traceback(family_dir, t
 
 def test_onnx_translations_never_hold_pad_bos_or_unk(family_dir, tmp_path):
     """The model's most likely token is <unk> (then <pad> and <s>): onnxruntime's search still never outputs one."""
-    from attention_lab.core.tokenization import load_tokenizer
+    from attention_lab.infer.tokenization import load_tokenizer
     from attention_lab.translate.search import translate_batch
     from attention_lab.translate.serve import OnnxTranslator
 

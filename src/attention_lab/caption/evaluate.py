@@ -15,12 +15,12 @@ from sacrebleu.metrics import BLEU
 
 from attention_lab.caption.data.batches import as_float, collate_canvases
 from attention_lab.caption.search import caption_batch
-from attention_lab.core.checkpoints import load_model
-from attention_lab.core.decoding import Hypothesis
-from attention_lab.core.metrics import bucket_key, spread_over_buckets
 from attention_lab.core.paths import tokenizer_path
 from attention_lab.core.task import Run
-from attention_lab.core.tokenization import encode, load_tokenizer, never_emitted, tokens_of
+from attention_lab.infer.decoding import Hypothesis
+from attention_lab.infer.tokenization import encode, load_tokenizer, never_emitted, tokens_of
+from attention_lab.results.metrics import bucket_key, spread_over_buckets
+from attention_lab.train.checkpoints import load_model
 
 
 def cell_centres(grid: tuple[int, int], stride: int) -> np.ndarray:

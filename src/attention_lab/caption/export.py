@@ -25,7 +25,8 @@ from torch.export import Dim
 from attention_lab.caption.data.features import ENCODERS, AnnotationEncoder
 from attention_lab.caption.search import caption_batch
 from attention_lab.caption.serve import OnnxCaptioner
-from attention_lab.core.export import (
+from attention_lab.infer.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE
+from attention_lab.nn.export import (
     SPECIAL_IDS,
     DecoderStepGraph,
     ExportError,
@@ -33,7 +34,6 @@ from attention_lab.core.export import (
     check_dynamic,
     max_diff,
 )
-from attention_lab.core.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE
 
 PARITY_BATCHES = [1, 3, 5]  # unlike the export example's batch of 2
 PARITY_TOL = 1e-4

@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.core.module import TaskModule
 from attention_lab.core.paths import tokenizer_path
-from attention_lab.core.tokenization import EOS, PAD
+from attention_lab.infer.tokenization import EOS, PAD
+from attention_lab.train.module import TaskModule
 
 
 def doubly_stochastic_penalty(attn: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:

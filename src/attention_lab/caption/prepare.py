@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from attention_lab.core.config import ConfigError
-from attention_lab.core.tokenization import encode, train_word_tokenizer
+from attention_lab.infer.tokenization import encode, train_word_tokenizer
 
 SPLITS = ("train", "valid", "test")
 

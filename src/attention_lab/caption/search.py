@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attention_lab.core.decoder_step import device_of, evaluating, to_numpy, torch_step
-from attention_lab.core.decoding import Hypothesis, search
-from attention_lab.core.tokenization import NEVER_EMITTED
+from attention_lab.infer.decoding import Hypothesis, search
+from attention_lab.infer.tokenization import NEVER_EMITTED
+from attention_lab.nn.decoder_step import device_of, evaluating, to_numpy, torch_step
 
 
 def caption_batch(model: torch.nn.Module, images: torch.Tensor, max_len: int, beam: int = 1, len_penalty: float = 1.0,

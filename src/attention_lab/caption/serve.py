@@ -15,9 +15,9 @@ import numpy as np
 from PIL import Image, ImageDraw, UnidentifiedImageError
 
 from attention_lab.caption.data.photos import ImageError, read_photo
-from attention_lab.core.decoding import search
-from attention_lab.core.runtime import ExportedDecoder
-from attention_lab.core.tokenization import tokens_of
+from attention_lab.infer.decoding import search
+from attention_lab.infer.runtime import ExportedDecoder
+from attention_lab.infer.tokenization import tokens_of
 
 META_KEYS = ("height", "width", "grid", "max_len", "beam", "len_penalty", "bos_id", "eos_id", "has_attention",
              "encoder_state_outputs", "state_inputs", "state_outputs")  # what captioning reads from meta.json

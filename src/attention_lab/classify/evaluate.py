@@ -13,12 +13,12 @@ import torch
 from omegaconf import DictConfig
 
 from attention_lab.classify.data.batches import collate_documents, model_inputs
-from attention_lab.core import metrics, plots
-from attention_lab.core.checkpoints import load_model
-from attention_lab.core.metrics import spread_over_buckets
 from attention_lab.core.paths import tokenizer_path
 from attention_lab.core.task import Run
-from attention_lab.core.tokenization import load_tokenizer, pool_pieces
+from attention_lab.infer.tokenization import load_tokenizer, pool_pieces
+from attention_lab.results import metrics, plots
+from attention_lab.results.metrics import spread_over_buckets
+from attention_lab.train.checkpoints import load_model
 
 SHUFFLE_SEED = 0  # test/accuracy_shuffled: the same permutations for every family and seed
 

@@ -18,8 +18,8 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 
 from attention_lab.classify.serve import MODEL_FILE, OnnxClassifier, document_arrays
-from attention_lab.core.export import ExportError, all_dynamic, check_dynamic, max_diff, onnx_friendly
-from attention_lab.core.runtime import META_FILE, TOKENIZER_FILE
+from attention_lab.infer.runtime import META_FILE, TOKENIZER_FILE
+from attention_lab.nn.export import ExportError, all_dynamic, check_dynamic, max_diff, onnx_friendly
 
 EXAMPLE_SHAPES = [[5, 3, 2], [2, 4], [3]]   # export example: 3 documents, words per sentence; all axes >= 2
 PARITY_CASES = [[[4]], [[2, 7], [1, 1, 3]], [[6, 2, 5, 1], [3], [2, 2], [9, 1, 1]]]   # unlike the example

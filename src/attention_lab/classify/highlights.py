@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from attention_lab.core.files import write_text
-from attention_lab.core.metrics import sentence_word_weights
+from attention_lab.results.metrics import sentence_word_weights
 
 CSS = """
 body { font-family: sans-serif; max-width: 60em; margin: 2em auto; color: #222; }

@@ -15,8 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
 
 from attention_lab.classify.data.batches import model_inputs
-from attention_lab.core.module import TaskModule
 from attention_lab.core.paths import pretrained_dir, tokenizer_path
+from attention_lab.train.module import TaskModule
 
 
 class ClassificationModule(TaskModule):

@@ -19,7 +19,7 @@ from attention_lab.classify.data.labeled import (
 )
 from attention_lab.core.config import ConfigError
 from attention_lab.core.readers import SPLITS, DataError, carved_fractions, read_splits
-from attention_lab.core.tokenization import encode_words, train_word_tokenizer
+from attention_lab.infer.tokenization import encode_words, train_word_tokenizer
 
 
 def splits(cfg: DictConfig) -> dict[str, list[dict]]:

@@ -18,10 +18,10 @@ from torch.utils.data import DataLoader
 from attention_lab.classify.data.batches import encode_text
 from attention_lab.classify.masked_lm import IGNORE, collate_pairs, make_pairs, mask_tokens
 from attention_lab.classify.models.bert import BertConfig, BertPretraining
-from attention_lab.core.batching import BucketBatchSampler, ResumableLoader, data_parallel
 from attention_lab.core.files import read_jsonl
-from attention_lab.core.module import TaskModule
-from attention_lab.core.tokenization import bert_special_ids
+from attention_lab.infer.tokenization import bert_special_ids
+from attention_lab.train.batching import BucketBatchSampler, ResumableLoader, data_parallel
+from attention_lab.train.module import TaskModule
 
 UNLABELLED = "unlabelled.jsonl"  # prepare's documents without labels (classify.prepare.unlabelled); may be absent
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.core import charts
 from attention_lab.core.files import read_json
-from attention_lab.core.metrics import bucket_key, bucket_label
 from attention_lab.core.paths import predictions_path
-from attention_lab.core.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt, fmt_p
-from attention_lab.core.significance import paired_pvalues
+from attention_lab.results import charts
+from attention_lab.results.metrics import bucket_key, bucket_label
+from attention_lab.results.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt, fmt_p
+from attention_lab.results.significance import paired_pvalues
 
 
 def classify_table(results: dict[str, dict], buckets, top_k: int) -> str:

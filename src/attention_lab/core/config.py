@@ -14,11 +14,11 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.core.config_rules import ConfigError, check_config, check_missing, check_value  # noqa: F401
 
 # stages import ConfigError and check_value from here (tuning.py, a DVC dependency of every tune stage, among them)
+from attention_lab.core.paths import TUNED_DIR
 from attention_lab.core.task import NAMES as TASKS  # params.yaml holds one section for each task it runs
 
 PARAMS_FILE = "params.yaml"
 CONF_DIR = "conf"
-TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
 MISSING = "???"  # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml (check_missing)
 REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file

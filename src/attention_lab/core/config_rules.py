@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from omegaconf import DictConfig, OmegaConf
@@ -44,26 +43,11 @@ class Range:
         return f"{kind} in {left}{low}, {high}{right}" + (" or null" if self.nullable else "")
 
 
-@dataclass(frozen=True)
-class Names:
-    """The names of a registry, read when a value is checked (the registry's module may import torch): rules never
-    copy a registry's names."""
-
-    names: Callable[[], tuple]
-
-
-def attention_names(local_score: bool = False) -> tuple:
-    """core.attention's ATTENTIONS (or its GLOBAL_SCORES, the content scores of local attention)."""
-    from attention_lab.core.attention import ATTENTIONS, GLOBAL_SCORES
-
-    return tuple(GLOBAL_SCORES if local_score else ATTENTIONS)
-
-
-def normalization_names() -> tuple:
-    """core.tokenization's NORMALIZATIONS."""
-    from attention_lab.core.tokenization import NORMALIZATIONS
-
-    return tuple(NORMALIZATIONS)
+# The names of registries in higher layers (nn.attention, infer.tokenization import torch or tokenizers), which this
+# layer does not import; tests/nn/test_attention.py and tests/infer/test_tokenization.py check that they agree.
+ATTENTIONS = ("additive", "dot", "general", "concat", "local_m", "local_p")  # nn.attention.ATTENTIONS
+GLOBAL_SCORES = ("dot", "general", "concat")  # nn.attention.GLOBAL_SCORES: local attention's content scores
+NORMALIZATIONS = ("nfkc", "nfc", "none")  # infer.tokenization.NORMALIZATIONS
 
 
 SIZE = Range(1, 65536, integer=True)  # widths, heads, layers, batch sizes: past 2^16 is a typo, not a model for 2 cores
@@ -73,10 +57,10 @@ SHARE = Range(0, 1, open_high=True)  # dropout, label smoothing, held-out shares
 # What every numeric or named knob allows, checked by load_config after every layer is merged. A key takes the first
 # pattern it matches (fnmatch, `*` spans dots); list values (train.label_fractions, model.channels) are checked item
 # by item. Keys without a pattern are not checked.
-RULES: dict[str, Range | Names | tuple] = {
+RULES: dict[str, Range | tuple] = {
     "*dropout": SHARE,
-    "model.attention": Names(attention_names),
-    "model.local_score": Names(lambda: attention_names(local_score=True)),
+    "model.attention": ATTENTIONS,
+    "model.local_score": GLOBAL_SCORES,
     "model.window": Range(0, 65536, integer=True),
     "model.buckets": Range(1, 10_000_000, integer=True),
     "model.height": Range(1, 4096, integer=True),
@@ -154,9 +138,9 @@ RULES: dict[str, Range | Names | tuple] = {
     "trainer.log_every_n_steps": POSITIVE,
 }
 FLAG = (False, True)  # a yes/no knob: YAML true or false, not 1 or 0
-TASK_RULES: dict[str, dict[str, Names | tuple]] = {"translate": {
+TASK_RULES: dict[str, dict[str, tuple]] = {"translate": {
     "tokenize.model": ("bpe", "unigram"),
-    "tokenize.normalization": Names(normalization_names),
+    "tokenize.normalization": NORMALIZATIONS,
     "tokenize.lowercase": FLAG,
 }}
 
@@ -179,8 +163,6 @@ def check_value(key: str, value, task: str | None = None) -> str | None:
         (r for pattern, r in RULES.items() if fnmatch.fnmatchcase(key, pattern)), None)
     if rule is None:
         return None
-    if isinstance(rule, Names):
-        rule = rule.names()
     if isinstance(rule, tuple):
         if any(value == r and type(value) is type(r) for r in rule):
             return None

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.core.config import TUNED_DIR
+TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
+
 
 
 def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, folder: str | None = None) -> Path:
@@ -19,7 +20,7 @@ def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, folder: str 
 
 def trials_dir(cfg: DictConfig, family: str | None = None) -> Path:
     """tuned/.trials/<family>: where the tune stage's trials train; the best complete trial's run stays there (a full
-    run at the first seed, and its reuse.json), for the train stage to take as that seed's run (core/training.py)."""
+    run at the first seed, and its reuse.json), for the train stage to take as that seed's run (train/training.py)."""
     return Path(cfg.root) / TUNED_DIR / ".trials" / (family or cfg.family)
 
 

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from attention_lab.core.paths import seed_dir
+
 NAMES = ("translate", "classify", "caption")  # the tasks, in the order params.yaml lists them
 
 
 @dataclass(frozen=True)
 class Run:
-    """One training run of a family, as a task's `runs` hook lists them: the train stage trains it (core.training),
+    """One training run of a family, as a task's `runs` hook lists them: the train stage trains it (train.training),
     the evaluate stage scores it."""
 
     seed: int
@@ -39,8 +41,6 @@ def one_run_per_seed(cfg) -> list[Run]:
 
 def one_full_run(cfg, seed: int) -> Run:
     """The default `full_run` hook: the family's run on all the data at `seed`, in models/<family>/checkpoints/seed<k>."""
-    from attention_lab.core.paths import seed_dir  # core.paths -> core.config -> this module
-
     return Run(seed, seed_dir(cfg, seed))
 
 

@@ -144,10 +144,13 @@ EQUIVALENT_CODE = "tuned/equivalent_code.json"  # {code hash: the one it trains 
 
 def raw_code_hash(cfg: DictConfig, stage: str = "train") -> str:
     """Short SHA-256 over the names and contents of the source files the family's `stage` command can import
-    (attention_lab.code_deps; `train` stands for train_<task> and finetune_<task>, which run one module)."""
-    from attention_lab.code_deps import Source
+    (core.code_deps; `train` stands for train_<task> and finetune_<task>, which run one module), under cfg.root's src/
+    as DVC hashes them (the running package's where cfg.root has none)."""
+    from attention_lab.core.code_deps import PACKAGE, Source
 
-    src = Path(__file__).resolve().parents[2]
+    src = Path(cfg.root) / "src"
+    if not (src / PACKAGE).is_dir():
+        src = Path(__file__).resolve().parents[2]
     command = f"python -m attention_lab.stages.{'pretrain' if stage == 'pretrain' else 'train'} " \
               f"task={cfg.task.name} family={cfg.family}"
     h = hashlib.sha256()

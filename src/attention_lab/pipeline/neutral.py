@@ -184,7 +184,7 @@ def record(root: Path, equivalent: dict[str, str]) -> list[str]:
     studies' and runs' code hashes that changed mapped to the ones they replace (tuned/equivalent_code.json)."""
     from dvc.repo import Repo
 
-    from attention_lab.dvc_yaml import write
+    from attention_lab.pipeline.dvc_yaml import write
 
     write(root)
     tracked = set(subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],

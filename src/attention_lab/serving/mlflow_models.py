@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attention_lab.core.runtime import ENCODER_FILE, META_FILE, read_meta
+from attention_lab.infer.runtime import ENCODER_FILE, META_FILE, read_meta
 from attention_lab.serving.registry import task_of
 
 PRIMARY_GRAPH = {"translate": ENCODER_FILE, "classify": "model.onnx"}   # the graph the onnx flavour itself holds

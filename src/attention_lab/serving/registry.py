@@ -17,7 +17,7 @@ import onnxruntime as ort
 
 from attention_lab.caption.serve import OnnxCaptioner
 from attention_lab.classify.serve import MODEL_FILE, OnnxClassifier
-from attention_lab.core.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE, read_meta
+from attention_lab.infer.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE, read_meta
 from attention_lab.translate.serve import OnnxTranslator
 
 log = logging.getLogger(__name__)

@@ -15,13 +15,12 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core import tracking
-from attention_lab.core.checkpoints import CheckpointError
-from attention_lab.core.config import TUNED_DIR
 from attention_lab.core.files import atomic_path, read_json, write_json
-from attention_lab.core.paths import predictions_path, pretrain_run_path, pretrained_dir
-from attention_lab.core.significance import seed_interval
+from attention_lab.core.paths import TUNED_DIR, predictions_path, pretrain_run_path, pretrained_dir
 from attention_lab.core.task import Run, get_task
+from attention_lab.results.significance import seed_interval
 from attention_lab.stages.common import run_stage, stage_config
+from attention_lab.train.checkpoints import CheckpointError
 
 TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "schedule", "decay", "min_epochs", "patience", "min_delta",
               "max_epochs", "weight_decay", "label_smoothing", "penalty", "penalty_warmup", "clip")

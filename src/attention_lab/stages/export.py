@@ -10,10 +10,10 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from attention_lab.core import tracking
-from attention_lab.core.export import ExportError
 from attention_lab.core.files import atomic_path, read_json
 from attention_lab.core.paths import onnx_dir, seed_dir, tokenizer_path
 from attention_lab.core.task import get_task
+from attention_lab.nn.export import ExportError
 from attention_lab.stages.common import run_stage, stage_config
 
 
@@ -45,7 +45,7 @@ def main(argv: list[str]) -> dict:
     for path, stage in ((ckpt, f"train_{name}@{cfg.family}"), (tokenizer, tokenizer_stage)):
         if not path.is_file():
             raise SystemExit(f"export_{name}@{cfg.family}: {path} not found (run the {stage} stage first)")
-    from attention_lab.core.checkpoints import load_model
+    from attention_lab.train.checkpoints import load_model
 
     model, trained = load_model(ckpt)
     try:
@@ -61,6 +61,6 @@ def main(argv: list[str]) -> dict:
 
 
 if __name__ == "__main__":
-    from attention_lab.core.checkpoints import CheckpointError
+    from attention_lab.train.checkpoints import CheckpointError
 
     run_stage("export", main, sys.argv[1:], CheckpointError)

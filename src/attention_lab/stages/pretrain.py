@@ -25,12 +25,12 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer
 
 from attention_lab.classify.models.bert import BertConfig, BertPretraining
-from attention_lab.core.checkpoints import read_checkpoint
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import atomic_path, read_json, write_json
 from attention_lab.core.paths import partial_dir, pretrain_run_path, pretrained_dir
-from attention_lab.core.tokenization import bert_special_ids, train_wordpiece
+from attention_lab.infer.tokenization import bert_special_ids, train_wordpiece
 from attention_lab.stages.common import run_stage, stage_config
+from attention_lab.train.checkpoints import read_checkpoint
 
 SOURCES = ("mlm", "minilm")
 RUN_ONLY = ("train_seconds", "train_tokens_per_s")  # differ each time: in <family>.run.json, not the encoder's folder
@@ -48,7 +48,7 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
     """WordPiece + masked-LM pretraining on the training split's text (see the module docstring); None on the
     processes of a data-parallel run other than rank 0, which write nothing."""
     from attention_lab.classify.pretraining import PairDataModule, PretrainingModule, pretraining_text
-    from attention_lab.core.training import train_one
+    from attention_lab.train.training import train_one
 
     root, p = Path(cfg.root), cfg.pretrain
     partial = partial_dir(out, out)

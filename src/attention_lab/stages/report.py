@@ -10,11 +10,13 @@ from pathlib import Path
 import mlflow
 from omegaconf import DictConfig
 
-from attention_lab.core import charts, tracking
+from attention_lab.core import tracking
 from attention_lab.core.config import families, load_config, read_params
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
 from attention_lab.core.paths import predictions_path, seed_dir
-from attention_lab.core.report import (
+from attention_lab.core.task import get_task
+from attention_lab.results import charts
+from attention_lab.results.report import (
     config_section,
     curves_section,
     headline,
@@ -24,8 +26,7 @@ from attention_lab.core.report import (
     render_index,
     tuning_section,
 )
-from attention_lab.core.significance import PAIRED_TEST, paired_pvalues
-from attention_lab.core.task import get_task
+from attention_lab.results.significance import PAIRED_TEST, paired_pvalues
 from attention_lab.stages.common import run_stage, stage_config
 
 

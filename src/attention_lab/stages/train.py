@@ -2,12 +2,12 @@
 (Task.runs: one per seed by default; a task may add variants, in a folder of their own, e.g. classify/label_runs.py) ->
 models/<family>/checkpoints/[<folder>/]seed<k>/{last,best}.ckpt, train.json, run.json. A pretrained family starts from
 models/pretrained/<family>. The training itself (a run's config, resuming, reusing the tune stage's best trial) is
-core/training.py's.
+train/training.py's.
 
 Work happens in models/<family>/.partial-checkpoints/... (paths.partial_dir), and every run is published into
 models/<family>/checkpoints once all are done, so a failed run leaves no half-written output; run again after a stop
 (SIGKILL included), the stage keeps its finished runs and resumes a stopped one from its last.ckpt (same metrics as
-an uninterrupted run: core/training.py).
+an uninterrupted run: train/training.py).
 
 Side by side (`train.processes`: N): the runs go to N spawned worker processes, one thread each.
 
@@ -23,11 +23,11 @@ from __future__ import annotations
 import shutil
 import sys
 
-from attention_lab.core.checkpoints import CheckpointError
 from attention_lab.core.config import ConfigError
 from attention_lab.core.task import Run, get_task
-from attention_lab.core.training import publish, run_partial, train_run
 from attention_lab.stages.common import run_stage, stage_config
+from attention_lab.train.checkpoints import CheckpointError
+from attention_lab.train.training import publish, run_partial, train_run
 
 
 def side_by_side(argv: list[str], run: Run) -> dict | None:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.config import TUNED_DIR
 from attention_lab.core.files import write_text
-from attention_lab.core.tuning import tune
+from attention_lab.core.paths import TUNED_DIR
 from attention_lab.stages.common import run_stage, stage_config
+from attention_lab.train.tuning import tune
 
 
 def main(argv: list[str]) -> None:

@@ -9,11 +9,11 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
-from attention_lab.core import metrics, plots
-from attention_lab.core.checkpoints import load_model
-from attention_lab.core.metrics import spread_over_buckets
 from attention_lab.core.task import Run
-from attention_lab.core.tokenization import NEVER_EMITTED, decode, load_tokenizer, never_emitted, word_ids
+from attention_lab.infer.tokenization import NEVER_EMITTED, decode, load_tokenizer, never_emitted, word_ids
+from attention_lab.results import metrics, plots
+from attention_lab.results.metrics import spread_over_buckets
+from attention_lab.train.checkpoints import load_model
 from attention_lab.translate.data.batches import collate
 from attention_lab.translate.search import translate_batch
 

@@ -19,9 +19,18 @@ import torch
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
-from attention_lab.core.decoder_step import evaluating, torch_encode, torch_step
-from attention_lab.core.decoding import beam_search, greedy, max_decode_len, pad_batch
-from attention_lab.core.export import (
+from attention_lab.infer.decoding import beam_search, greedy, max_decode_len, pad_batch
+from attention_lab.infer.runtime import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    META_FILE,
+    TOKENIZER_FILE,
+    make_session,
+    ort_step,
+)
+from attention_lab.infer.tokenization import NEVER_EMITTED
+from attention_lab.nn.decoder_step import evaluating, torch_encode, torch_step
+from attention_lab.nn.export import (
     SPECIAL_IDS,
     DecoderStepGraph,
     ExportError,
@@ -30,15 +39,6 @@ from attention_lab.core.export import (
     max_diff,
     onnx_friendly,
 )
-from attention_lab.core.runtime import (
-    DECODER_FILE,
-    ENCODER_FILE,
-    META_FILE,
-    TOKENIZER_FILE,
-    make_session,
-    ort_step,
-)
-from attention_lab.core.tokenization import NEVER_EMITTED
 from attention_lab.translate.serve import ort_encode
 
 EXAMPLE_LENGTHS = [7, 4, 2]   # export example: batch 3, source length 7, 4 decoded steps; all >= 2 and distinct

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.core.module import TaskModule
-from attention_lab.core.tokenization import PAD
+from attention_lab.infer.tokenization import PAD
+from attention_lab.train.module import TaskModule
 
 SCHEDULES = ("constant", "linear", "inverse_sigmoid")
 
@@ -82,7 +82,7 @@ class TranslationModule(TaskModule):
 
 def build(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningDataModule]:
     """Sentence pairs and a Seq2Seq family; greedy val/bleu on the first train.val_bleu_sentences valid pairs."""
-    from attention_lab.core.tokenization import decode
+    from attention_lab.infer.tokenization import decode
     from attention_lab.translate.data.datamodule import TranslationDataModule
 
     root = Path(cfg.root)

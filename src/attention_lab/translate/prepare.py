@@ -10,7 +10,7 @@ from tokenizers import Tokenizer
 
 from attention_lab.core.config import ConfigError
 from attention_lab.core.readers import SPLITS, carved_fractions, read_splits
-from attention_lab.core.tokenization import encode, train_tokenizer
+from attention_lab.infer.tokenization import encode, train_tokenizer
 from attention_lab.translate.data.readers import read_parallel_files, read_tsv, split_pairs
 
 FILE_KEYS = {"tsv": ("path",), "parallel_files": ("src_path", "tgt_path")}  # train's; valid_<key>, test_<key> too

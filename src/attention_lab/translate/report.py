@@ -6,9 +6,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.core import charts
-from attention_lab.core.metrics import bucket_key, bucket_label
-from attention_lab.core.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt
+from attention_lab.results import charts
+from attention_lab.results.metrics import bucket_key, bucket_label
+from attention_lab.results.report import BANDS, PROTOCOL, bucket_series, copy_pictures, fmt
 
 
 def length_drop(m: dict, buckets) -> float | None:

@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from attention_lab.core.decoder_step import evaluating, torch_encode, torch_step
-from attention_lab.core.decoding import Hypothesis, max_decode_len, pad_batch, search
-from attention_lab.core.tokenization import NEVER_EMITTED
+from attention_lab.infer.decoding import Hypothesis, max_decode_len, pad_batch, search
+from attention_lab.infer.tokenization import NEVER_EMITTED
+from attention_lab.nn.decoder_step import evaluating, torch_encode, torch_step
 
 
 def translate_batch(model: torch.nn.Module, src_ids: list[list[int]], beam: int = 4, len_penalty: float = 1.0,

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
-from attention_lab.core.decoding import Arrays, Hypothesis, max_decode_len, pad_batch, search
-from attention_lab.core.runtime import ExportedDecoder
-from attention_lab.core.tokenization import tokens_of
+from attention_lab.infer.decoding import Arrays, Hypothesis, max_decode_len, pad_batch, search
+from attention_lab.infer.runtime import ExportedDecoder
+from attention_lab.infer.tokenization import tokens_of
 
 META_KEYS = ("has_attention", "pad_id", "bos_id", "eos_id", "encoder_state_outputs", "state_inputs", "state_outputs",
              "max_len_ratio")  # what translation reads from meta.json

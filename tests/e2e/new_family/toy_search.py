@@ -3,7 +3,7 @@ annotations with Luong et al.'s general attention, score(s, h) = sᵀ W_a h (201
 
 from __future__ import annotations
 
-from attention_lab.core.attention import build_attention
+from attention_lab.nn.attention import build_attention
 from attention_lab.translate.models.bahdanau import RNNSearch
 
 

@@ -14,7 +14,7 @@ import torch
 
 from attention_lab.core.files import read_jsonl
 from attention_lab.core.readers import DataError
-from attention_lab.core.tokenization import BOS, EOS, PAD, encode
+from attention_lab.infer.tokenization import BOS, EOS, PAD, encode
 
 
 def load_canvases(prepared: Path, split: str, tok) -> tuple[list[dict], np.ndarray]:

@@ -8,8 +8,8 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from attention_lab.caption.data.batches import collate_canvases, every_caption, load_canvases
-from attention_lab.core.batching import BucketBatchSampler, ResumableLoader, data_parallel
-from attention_lab.core.tokenization import load_tokenizer
+from attention_lab.infer.tokenization import load_tokenizer
+from attention_lab.train.batching import BucketBatchSampler, ResumableLoader, data_parallel
 
 
 class CanvasDataModule(pl.LightningDataModule):

@@ -1,10 +1,10 @@
 """What both captioning families share (show_tell.py, show_attend_tell.py): one small CNN written here (no
 torchvision) and the Captioner base class.
 
-They keep the decoder-step contract of core/decoder_step.py with an image in place of a source sentence:
+They keep the decoder-step contract of nn/decoder_step.py with an image in place of a source sentence:
 `encode(images (B, H, W)) -> (memory (B, L, D), state)` where memory is the CNN's feature grid as L = h·w annotation
 vectors, and `decode_step(prev (B,), state, memory, grid_mask (B, L)) -> (logits (B, V), state, attention (B, L))`;
-so core/decoding.py's greedy and beam search, and export's decoder-step graph, drive them as they drive translation.
+so infer/decoding.py's greedy and beam search, and export's decoder-step graph, drive them as they drive translation.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 import torch
 from torch import Tensor, nn
 
-from attention_lab.core.decoder_step import State
+from attention_lab.nn.decoder_step import State
 
 
 class DigitCNN(nn.Module):

@@ -6,8 +6,8 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.caption.models.captioner import Captioner
-from attention_lab.core.attention import AdditiveAttention
-from attention_lab.core.decoder_step import State
+from attention_lab.nn.attention import AdditiveAttention
+from attention_lab.nn.decoder_step import State
 
 
 class ShowAttendTell(Captioner):

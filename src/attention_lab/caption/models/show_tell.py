@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.caption.models.captioner import Captioner
-from attention_lab.core.decoder_step import State
+from attention_lab.nn.decoder_step import State
 
 
 class ShowTell(Captioner):

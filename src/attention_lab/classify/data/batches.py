@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from attention_lab.core.files import read_jsonl
-from attention_lab.core.tokenization import PAD, encode_document, truncate
+from attention_lab.infer.tokenization import PAD, encode_document, truncate
 
 
 def load_documents(prepared: Path, split: str, tok, labels: list[str], max_sentences: int, max_words: int,

@@ -8,8 +8,8 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from attention_lab.classify.data.batches import collate_documents, label_subset, load_documents, train_labels
-from attention_lab.core.batching import BucketBatchSampler, ResumableLoader, data_parallel
-from attention_lab.core.tokenization import load_tokenizer
+from attention_lab.infer.tokenization import load_tokenizer
+from attention_lab.train.batching import BucketBatchSampler, ResumableLoader, data_parallel
 
 
 class DocumentDataModule(pl.LightningDataModule):

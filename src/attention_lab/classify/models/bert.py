@@ -24,8 +24,8 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.classify.models.classifier import DocumentClassifier
-from attention_lab.core.attention import MultiHeadAttention, alibi_bias
-from attention_lab.core.layers import EncoderLayer
+from attention_lab.nn.attention import MultiHeadAttention, alibi_bias
+from attention_lab.nn.layers import EncoderLayer
 
 POSITIONS = ("learned", "alibi")
 LAYOUTS = ("post_ln", "pre_ln")

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.classify.models.classifier import DocumentClassifier
-from attention_lab.core.layers import RNNEncoder
+from attention_lab.nn.layers import RNNEncoder
 
 
 class BiGRUMax(DocumentClassifier):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from attention_lab.classify.models.classifier import DocumentClassifier
-from attention_lab.core.attention import SelfAttentivePooling
-from attention_lab.core.layers import BiRNN, RNNEncoder
+from attention_lab.nn.attention import SelfAttentivePooling
+from attention_lab.nn.layers import BiRNN, RNNEncoder
 
 
 class HAN(DocumentClassifier):

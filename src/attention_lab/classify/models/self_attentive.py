@@ -5,8 +5,8 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from attention_lab.classify.models.classifier import DocumentClassifier
-from attention_lab.core.attention import SelfAttentivePooling, attention_penalty
-from attention_lab.core.layers import BiRNN
+from attention_lab.nn.attention import SelfAttentivePooling, attention_penalty
+from attention_lab.nn.layers import BiRNN
 
 
 class SelfAttentive(DocumentClassifier):

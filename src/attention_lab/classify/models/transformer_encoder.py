@@ -18,8 +18,8 @@ import torch
 from torch import Tensor, nn
 
 from attention_lab.classify.models.classifier import DocumentClassifier
-from attention_lab.core.attention import alibi_bias
-from attention_lab.core.layers import EncoderLayer, sinusoids
+from attention_lab.nn.attention import alibi_bias
+from attention_lab.nn.layers import EncoderLayer, sinusoids
 
 POSITIONS = ("alibi", "sinusoidal")
 

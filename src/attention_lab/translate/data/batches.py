@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from attention_lab.core.files import read_jsonl
-from attention_lab.core.tokenization import BOS, EOS, PAD, encode
+from attention_lab.infer.tokenization import BOS, EOS, PAD, encode
 
 
 def collate(rows: list[dict]) -> dict[str, torch.Tensor]:

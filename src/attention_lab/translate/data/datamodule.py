@@ -7,8 +7,8 @@ from pathlib import Path
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
-from attention_lab.core.batching import BucketBatchSampler, ResumableLoader, data_parallel
-from attention_lab.core.tokenization import load_tokenizer
+from attention_lab.infer.tokenization import load_tokenizer
+from attention_lab.train.batching import BucketBatchSampler, ResumableLoader, data_parallel
 from attention_lab.translate.data.batches import collate, load_split
 
 

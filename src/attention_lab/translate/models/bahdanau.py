@@ -1,5 +1,5 @@
-"""RNNsearch (Bahdanau et al. 2015, `bahdanau`): a bidirectional GRU encoder (core.layers.RNNEncoder) and a decoder that
-soft-searches the annotations at every step (core.attention.AdditiveAttention). Encoder states at padded positions are
+"""RNNsearch (Bahdanau et al. 2015, `bahdanau`): a bidirectional GRU encoder (nn.layers.RNNEncoder) and a decoder that
+soft-searches the annotations at every step (nn.attention.AdditiveAttention). Encoder states at padded positions are
 zeroed and masked out of the attention.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attention_lab.core.attention import AdditiveAttention
-from attention_lab.core.layers import RNNEncoder
-from attention_lab.core.seq2seq import Seq2Seq, State
+from attention_lab.nn.attention import AdditiveAttention
+from attention_lab.nn.layers import RNNEncoder
 from attention_lab.translate.models.seq2seq import MaxoutOutput
+from attention_lab.translate.seq2seq import Seq2Seq, State
 
 
 class RNNSearch(Seq2Seq):

@@ -1,6 +1,6 @@
 """Attentional NMT (Luong et al. 2015, `luong_dot`, `luong_general`, `luong_concat`, `luong_local_m`, `luong_local_p`): a
 stacked LSTM encoder (Sutskever's, seq2seq.LSTMEncoder) and a stacked LSTM decoder whose top state attends over the
-source, globally or in a local window (core.attention.build_attention).
+source, globally or in a local window (nn.attention.build_attention).
 """
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attention_lab.core.attention import build_attention
-from attention_lab.core.seq2seq import Seq2Seq, State
+from attention_lab.nn.attention import build_attention
 from attention_lab.translate.models.seq2seq import LSTMEncoder, lstm_stack_step, uniform_init
+from attention_lab.translate.seq2seq import Seq2Seq, State
 
 
 class LuongNMT(Seq2Seq):

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attention_lab.core.layers import PackedLSTM, RNNEncoder, reverse_within_length
-from attention_lab.core.seq2seq import Seq2Seq, State
+from attention_lab.nn.layers import PackedLSTM, RNNEncoder, reverse_within_length
+from attention_lab.translate.seq2seq import Seq2Seq, State
 
 
 def lstm_stack_step(rnn: nn.LSTM, x: Tensor, h: Tensor, c: Tensor, training: bool) -> tuple[Tensor, Tensor, Tensor]:

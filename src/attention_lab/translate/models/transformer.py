@@ -22,9 +22,9 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attention_lab.core.attention import MultiHeadAttention
-from attention_lab.core.layers import EncoderLayer, FeedForward, sinusoids
-from attention_lab.core.seq2seq import Seq2Seq, State
+from attention_lab.nn.attention import MultiHeadAttention
+from attention_lab.nn.layers import EncoderLayer, FeedForward, sinusoids
+from attention_lab.translate.seq2seq import Seq2Seq, State
 
 
 class DecoderLayer(nn.Module):

@@ -1,0 +1,139 @@
+"""The project's source files a stage's command can run, read statically from the imports: what dvc.yaml's code deps
+list (attention_lab.pipeline.dvc_yaml writes them; tests/test_dvc_deps.py checks them).
+
+A stage `python -m attention_lab.stages.<kind> task=<task> family=<family>` runs its entry module, the task's registry
+module attention_lab.<task>.task (core.task.get_task imports it by name), the family's model module (conf/model/<family>
+.yaml `_target_`, built by hydra.utils.instantiate), and every project module those import, transitively: every import
+statement anywhere in a module (inside functions too), with the __init__.py of each package on the way. A task's hooks
+are lazy ("attention_lab.<task>.<module>:<function>" in <task>/task.py): a stage depends on the module of a hook only
+when its code calls that hook (`.build(`, `.page(` ...), so training never depends on the report's code.
+
+Over-approximate on purpose (an import under `if` counts), never under: a stage misses no module it can import.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import re
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+PACKAGE = "attention_lab"
+HOOK = re.compile(rf"^({PACKAGE}(?:\.\w+)+):(\w+)$")  # core.task.lazy("attention_lab.x.y:function")
+
+
+def hook_fields() -> frozenset[str]:
+    """The Task fields that are hooks (functions a stage calls): core.task.Task's Callable fields."""
+    from attention_lab.core.task import Task
+
+    return frozenset(f.name for f in dataclasses.fields(Task) if f.type in ("Callable", Callable))
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """The project's source tree: src/ (the folder holding attention_lab/) and conf/ (for the families' `_target_`)."""
+
+    src: Path
+    conf: Path
+
+    def module_file(self, name: str) -> Path | None:
+        """attention_lab.x.y -> src/attention_lab/x/y.py or src/attention_lab/x/y/__init__.py (None: not a module)."""
+        base = self.src.joinpath(*name.split("."))
+        for path in (base.with_suffix(".py"), base / "__init__.py"):
+            if path.is_file():
+                return path
+        return None
+
+    @functools.cache  # noqa: B019 (a few Source objects per process, each kept for its life)
+    def tree(self, name: str) -> ast.Module:
+        path = self.module_file(name)
+        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+    @functools.cache  # noqa: B019 (a few Source objects per process, each kept for its life)
+    def imports(self, name: str) -> frozenset[str]:
+        """The project modules one module imports: every import statement anywhere in it (functions included), and
+        the module after `from package import module`."""
+        path = self.module_file(name)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(self.tree(name)):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative: from the module's own package upwards
+                    parts = package.split(".")
+                    base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                found.add(base)
+                found.update(f"{base}.{alias.name}" for alias in node.names)  # kept below only if it is a module
+        return frozenset(m for m in found if m.split(".")[0] == PACKAGE and self.module_file(m) is not None)
+
+    @functools.cache  # noqa: B019 (a few Source objects per process, each kept for its life)
+    def hooks(self, name: str) -> dict[str, str]:
+        """A task registry module's hooks: {field: module} from its `lazy("module:function")` strings."""
+        found = {}
+        for node in ast.walk(self.tree(name)):
+            if isinstance(node, ast.keyword) and isinstance(node.value, ast.Call) and node.value.args:
+                arg = node.value.args[0]
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and (m := HOOK.match(arg.value)):
+                    found[node.arg] = m.group(1)
+        return found
+
+    @functools.cache  # noqa: B019 (a few Source objects per process, each kept for its life)
+    def calls(self, name: str) -> frozenset[str]:
+        """The hooks one module uses: `get_task(...).<hook>`, or `<hook>` of a name bound to `get_task(...)`."""
+        def is_get_task(node) -> bool:
+            return isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "get_task"
+
+        nodes = list(ast.walk(self.tree(name)))
+        bound = {t.id for n in nodes if isinstance(n, ast.Assign) and is_get_task(n.value)
+                 for t in n.targets if isinstance(t, ast.Name)}
+        fields = hook_fields()
+        return frozenset(n.attr for n in nodes if isinstance(n, ast.Attribute) and n.attr in fields
+                         and (is_get_task(n.value) or getattr(n.value, "id", None) in bound))
+
+    def closure(self, roots: set[str], task: str | None = None) -> set[str]:
+        """`roots` and every project module they import, transitively, with the __init__.py of each package on the
+        way (importing a.b.c runs a/__init__.py and a/b/__init__.py first), and the modules of `task`'s hooks that
+        these modules use."""
+        hooks = self.hooks(f"{PACKAGE}.{task}.task") if task else {}
+        seen: set[str] = set()
+        todo = list(roots)
+        while todo:
+            name = todo.pop()
+            parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+            for module in (name, *parents):
+                if module not in seen and self.module_file(module) is not None:
+                    seen.add(module)
+                    todo.extend(self.imports(module))
+                    todo.extend(hooks[h] for h in self.calls(module) if h in hooks)
+        return seen
+
+    def model_module(self, family: str) -> str:
+        """The module of conf/model/<family>.yaml's `_target_`."""
+        path = self.conf / "model" / f"{family}.yaml"
+        target = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("_target_", "")
+        module = next((m for m in (target, target.rpartition(".")[0]) if m and self.module_file(m) is not None), None)
+        if module is None:
+            raise ValueError(f"{path}: `_target_: {target}` names no class in a module under {self.src / PACKAGE}")
+        return module
+
+    def stage_files(self, cmd: str) -> list[Path]:
+        """The source files the command `python -m attention_lab.stages.X [task=T] [family=F] ...` can run."""
+        args = shlex.split(cmd)
+        if args[:2] != ["python", "-m"] or not args[2].startswith(f"{PACKAGE}.stages."):
+            raise ValueError(f"unexpected stage command {cmd!r}: expected python -m {PACKAGE}.stages.<stage> ...")
+        named = dict(a.split("=", 1) for a in args[3:] if a.startswith(("task=", "family=")))
+        roots = {args[2]}
+        if "task" in named:
+            roots.add(f"{PACKAGE}.{named['task']}.task")
+        if "family" in named:
+            roots.add(self.model_module(named["family"]))
+        return sorted(self.module_file(m) for m in self.closure(roots, named.get("task")))
+

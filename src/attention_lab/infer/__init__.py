@@ -1,0 +1,1 @@
+"""Inference without torch: greedy and beam search in NumPy, onnxruntime sessions, tokenization."""

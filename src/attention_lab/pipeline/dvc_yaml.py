@@ -1,0 +1,247 @@
+"""dvc.yaml, written from params.yaml (`tasks`, each task's families) and the code's imports (attention_lab.core.code_deps):
+`attention-lab stages` writes it, `attention-lab repro` (make pipeline) writes it before running, and
+tests/test_dvc_deps.py fails while the committed file is not what this writes. Edit this module, never dvc.yaml.
+
+Only the tasks of params.yaml `tasks` have stages, so `dvc repro` and `dvc status` never touch another task. A stage's
+code deps are the source files its command can import: the files every item of its foreach group imports, listed once,
+plus its own model module as `${item.model}` (DVC cannot interpolate a list, so the few files that only some items
+import, e.g. nn/attention.py for the families with attention, are listed for the whole group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from attention_lab.core.code_deps import Source
+
+STAGES = "attention_lab.stages"
+DOC = "docs/pipeline.md"
+BEGIN, END = "<!-- reruns:begin (written by `attention-lab stages`; tests/test_dvc_deps.py checks it) -->", "<!-- reruns:end -->"
+PREFIX = """\
+# Written by `attention-lab stages` (src/attention_lab/pipeline/dvc_yaml.py) from params.yaml and the code's imports: do not
+# edit; `attention-lab repro` (make pipeline) rewrites it first, and tests/test_dvc_deps.py checks it is current.
+# Only the tasks of params.yaml `tasks` have stages. Code deps: the source files each stage's command can import.
+"""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of stage: a foreach group per task (`<kind>_<task>`, or `<kind>` for a per-task kind) whose items are
+    the task's families (or the tasks)."""
+
+    name: str                       # dvc.yaml group name; `{task}` is replaced for per-family kinds
+    module: str                     # attention_lab.stages.<module>
+    comment: str
+    deps: tuple[str, ...] = ()      # data and conf deps: {task}, {item} (the family or task), {profile}
+    params: tuple[str, ...] = ()
+    outs: tuple[str, ...] = ()
+    outs_no_cache: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()
+    plots: tuple[str, ...] = ()
+    families: str = "families"      # "families", "pretrained" or "" (one item per task)
+
+
+OWN = "{own}"  # ${item.params}: the family's params.yaml `<task>.family_params.<family>` (see own_params)
+# the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto` names none), so
+# switching it re-runs them; evaluate and export run their models on the CPU whatever it says
+TRAINER = ("conf/trainer",)
+CONF = ("conf/model/{item}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
+TRAIN_PARAMS = ("seeds", "trainer", "{task}.train", OWN)
+KINDS = (
+    Kind("prepare", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
+         deps=("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
+         params=("profile", "{task}.data"), outs=("data/prepared/{task}",), families=""),
+    Kind("tokenize", "tokenizer", "data/tokenized/<task>/tokenizer.json, trained on the training split only",
+         deps=("data/prepared/{task}/train.jsonl", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
+         params=("{task}.tokenize",), outs=("data/tokenized/{task}",), families=""),
+    Kind("pretrain", "pretrain", "the encoder a pretrained family starts from -> models/pretrained/<family>",
+         deps=("data/prepared/{task}/train.jsonl", "data/prepared/{task}/valid.jsonl",
+               "data/prepared/{task}/unlabelled.jsonl", "conf/model/{item}.yaml", "conf/task/{task}.yaml",
+               "conf/profile/{profile}.yaml", *TRAINER),
+         params=("seeds", "trainer", "{task}.pretrain", OWN),
+         outs=("models/pretrained/{item}", "models/pretrained/{item}.run.json"),
+         families="pretrained"),
+    Kind("tune_{task}", "tune", "one Optuna study per family -> tuned/<family>.yaml, which its train stage merges",
+         deps=("data/prepared/{task}", "data/tokenized/{task}", *CONF, "conf/data/{task}", "conf/profile/{profile}.yaml"),
+         params=("{task}.tune", *TRAIN_PARAMS), outs_no_cache=("tuned/{item}.yaml",)),
+    Kind("tune_finetuned", "tune", "as tune_<task>, on the pretrained encoder and its vocabulary",
+         deps=("data/prepared/{task}", "models/pretrained/{item}", *CONF, "conf/profile/{profile}.yaml"),
+         params=("{task}.tune", *TRAIN_PARAMS), outs_no_cache=("tuned/{item}.yaml",), families="pretrained"),
+    Kind("train_{task}", "train", "every seed (and label fraction) -> models/<family>/checkpoints",
+         deps=("tuned/{item}.yaml", "data/prepared/{task}", "data/tokenized/{task}", *CONF, "conf/data/{task}",
+               "conf/profile/{profile}.yaml"),
+         params=TRAIN_PARAMS, outs=("models/{item}/checkpoints",)),
+    Kind("finetune_{task}", "train", "as train_<task>, on the pretrained encoder and its vocabulary",
+         deps=("tuned/{item}.yaml", "data/prepared/{task}", "models/pretrained/{item}", *CONF,
+               "conf/profile/{profile}.yaml"),
+         params=TRAIN_PARAMS, outs=("models/{item}/checkpoints",), families="pretrained"),
+    Kind("evaluate_{task}", "evaluate", "test scores; predictions are every seed's outputs, for the paired tests",
+         deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints", "tuned/{item}.yaml"),
+         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
+         outs_no_cache=("predictions/{task}/{item}.json",)),
+    Kind("evaluate_finetuned", "evaluate", "as evaluate_<task>, plus the pretraining figures",
+         deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
+               "models/pretrained/{item}.run.json",
+               "models/pretrained/{item}/tokenizer.json", "models/{item}/checkpoints", "tuned/{item}.yaml"),
+         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
+         outs_no_cache=("predictions/{task}/{item}.json",), families="pretrained"),
+    Kind("export_{task}", "export", "ONNX graphs, tokenizer, meta.json, parity.json -> models/<family>/onnx",
+         deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
+         params=("{task}.evaluate",), outs=("models/{item}/onnx",)),
+    Kind("export_finetuned", "export", "as export_<task>, from the fine-tuned checkpoints",
+         deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
+         params=("{task}.evaluate",), outs=("models/{item}/onnx",), families="pretrained"),
+    Kind("report", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
+         deps=("metrics/{task}", "plots/{task}", "predictions/{task}"), params=("{task}.families",),
+         outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"), families=""),
+)
+
+
+def family_lists(params: dict, task: str) -> dict[str, list[str]]:
+    section = params.get(task) or {}
+    return {"families": list(section.get("families") or []), "pretrained": list(section.get("pretrained") or [])}
+
+
+def render(root: Path) -> str:
+    """dvc.yaml's text for the project at `root` (params.yaml, conf/, src/)."""
+    from attention_lab.core.config import read_params
+
+    params = read_params(root)
+    source = Source(root / "src", root / "conf")
+    stages: dict[str, dict] = {}
+    for kind in KINDS:
+        for task in params.get("tasks", []):
+            if kind.families and not family_lists(params, task)[kind.families]:
+                continue
+            group = kind.name.format(task=task)
+            if not kind.families:  # one item per task: the group loops over the tasks
+                stages.setdefault(group, stage(kind, source, root, params, items=list(params["tasks"])))
+            else:
+                stages[group] = stage(kind, source, root, params, task=task,
+                                      items=family_lists(params, task)[kind.families])
+    index = f"python -m {STAGES}.report index"
+    stages["report_index"] = {"cmd": index, "deps": ["metrics", *code(source, root, [index])], "params": ["tasks"],
+                              "outs": [{"reports/index.md": {"cache": False}}]}
+    text = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
+    comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in params.get("tasks", [])}
+    comments["report_index"] = "reports/index.md: a line and a link per task of `tasks`"
+    for group, comment in comments.items():
+        text = text.replace(f"\n  {group}:\n", f"\n  {group}:  # {comment}\n", 1)
+    return PREFIX + text
+
+
+def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
+    """The source files (relative to root) each of these commands can import, in a sorted union."""
+    files = set().union(*(source.stage_files(c) for c in cmds))
+    return sorted(p.relative_to(root).as_posix() for p in files)
+
+
+def stage(kind: Kind, source: Source, root: Path, params: dict, items: list[str],
+          task: str | None = None) -> dict:
+    """One foreach group: {foreach, do: {cmd, deps, params, outs, ...}}. A group over a task's families loops over
+    {family: {model: its model module's file[, space: its search space file][, params: its own params key]}}: the
+    key is the family."""
+    if task is None:  # per-task: the items are the tasks
+        values, foreach = {"task": "${item}", "item": "${item}"}, items
+        shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={t}" for t in items])
+        own_deps = []
+    else:
+        values = {"task": task, "item": "${key}", "own": "${item.params}"}
+        closures = {f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"]) for f in items}
+        own = {f: source.module_file(source.model_module(f)).relative_to(root).as_posix() for f in items}
+        # a family's model file is its own dep, unless another family's code imports it too
+        shared = sorted({p for f, files in closures.items() for p in files
+                         if p not in own.values() or any(p in closures[g] and own[g] != p for g in items)})
+        tune, named = kind.module == "tune", OWN in kind.params
+        foreach = {f: {"model": own[f], **({"space": space_file(root, f)} if tune else {}),
+                       **({"params": own_params(params, task, f)} if named else {})} for f in items}
+        own_deps = ["${item.model}"] + (["${item.space}"] if tune else [])
+    deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
+    do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={values['task']}"
+                       + (f" family={values['item']}" if task else ""),
+                "deps": list(dict.fromkeys(deps))}
+    if kind.params:
+        do["params"] = [p.format(**values) for p in kind.params]
+    if kind.metrics:
+        do["metrics"] = [{m.format(**values): {"cache": False}} for m in kind.metrics]
+    if kind.plots:
+        do["plots"] = [{p.format(**values): {"cache": False}} for p in kind.plots]
+    outs = [o.format(**values) for o in kind.outs] + [{o.format(**values): {"cache": False}} for o in kind.outs_no_cache]
+    if outs:
+        do["outs"] = outs
+    return {"foreach": foreach, "do": do}
+
+
+def own_params(params: dict, task: str, family: str) -> str:
+    """The family's own params key: `<task>.family_params.<family>` when params.yaml has that entry; a family without
+    one (entries are optional) has `seeds` here, a key its stage names anyway (DVC would fail on a missing key, and
+    takes a key twice without complaint)."""
+    own = (params.get(task) or {}).get("family_params") or {}
+    return f"{task}.family_params.{family}" if family in own else "seeds"
+
+
+def space_file(root: Path, family: str) -> str:
+    """conf/tune/<family>.yaml, the family's search space; a family without one has conf/model/<family>.yaml here
+    (already a dep: DVC takes a dep twice without complaint)."""
+    own = f"conf/tune/{family}.yaml"
+    return own if (root / own).is_file() else f"conf/model/{family}.yaml"
+
+
+def write(root: Path, check: bool = False) -> bool:
+    """Write root/dvc.yaml and docs/pipeline.md's re-run table (unless check); True when both already were current."""
+    from attention_lab.core.files import write_text
+
+    current, doc = True, root / DOC  # a copy of the project without docs/ gets dvc.yaml alone
+    for path, text in ((root / "dvc.yaml", render(root)), *([(doc, splice(root))] if doc.is_file() else [])):
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            continue
+        current = False
+        if not check:
+            write_text(path, text)
+    return current
+
+
+def splice(root: Path) -> str:
+    """docs/pipeline.md with rerun_table() between its markers."""
+    text = (root / DOC).read_text(encoding="utf-8")
+    begin, end = text.index(BEGIN), text.index(END)
+    return text[: begin + len(BEGIN)] + "\n" + rerun_table(root) + "\n" + text[end:]
+
+
+def rerun_table(root: Path) -> str:
+    """docs/pipeline.md's "edit this → these stages re-run": every source file under src/, grouped by the stages
+    whose deps name it (from render(): a family stage counts its own model file and the files of its whole group)."""
+    stages = yaml.safe_load(render(root))["stages"]
+    runs: dict[str, list[str]] = {}
+    for group, body in stages.items():
+        items = body.get("foreach") or {None: None}
+        for item in items:
+            value = items[item] if isinstance(items, dict) else None
+            deps = [d.replace("${item.model}", (value or {}).get("model", "")) for d in body.get("do", body)["deps"]]
+            name = f"{group}@{item}" if item is not None else group
+            for dep in deps:
+                if dep.startswith("src/"):
+                    runs.setdefault(dep, []).append(name)
+    for path in sorted((root / "src").rglob("*.py")):
+        runs.setdefault(path.relative_to(root).as_posix(), [])
+    rows: dict[tuple[str, ...], list[str]] = {}
+    for path, names in sorted(runs.items()):
+        rows.setdefault(tuple(names), []).append(path.removeprefix("src/attention_lab/"))
+    sizes = {group: len(body["foreach"]) if "foreach" in body else 1 for group, body in stages.items()}
+
+    def summary(names: tuple[str, ...]) -> str:
+        by_group: dict[str, list[str]] = {}
+        for name in names:
+            group, _, item = name.partition("@")
+            by_group.setdefault(group, []).append(item)
+        parts = [f"{g} (all {len(items)})" if len(items) == sizes[g] and len(items) > 1 else
+                 ", ".join(f"{g}@{i}" if i else g for i in items) for g, items in by_group.items()]
+        return "; ".join(parts) or "none"
+
+    lines = ["| edit a file of … | … and these stages re-run |", "|---|---|"]
+    for names, paths in sorted(rows.items(), key=lambda kv: (len(kv[0]), kv[1])):
+        lines.append(f"| {', '.join(f'`{p}`' for p in paths)} | {summary(names)} |")
+    return "\n".join(lines)

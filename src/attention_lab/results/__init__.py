@@ -1,0 +1,1 @@
+"""Results: metrics, significance, plots and charts, the report pages, ablations, the protocol."""

@@ -1,0 +1,50 @@
+"""The comparison's protocol, checked on the results a full run wrote: every family's final runs at params.yaml's
+seeds, each stopped by early stopping (not by a cap), and every tuned family's study with at least MIN_TRIALS trials.
+`make check-results` (pipeline/provenance.py) and tests/test_results.py (CI, on the committed results) run it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from attention_lab.core.config import families, read_params
+
+MIN_TRIALS = 8  # the protocol: every tuned family's study has at least this many trials (0: untuned, said so)
+STOPPED = ["early stopping"]  # the protocol: every final run stopped by early stopping, not by a cap
+
+
+def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dict]) -> list[str]:
+    """Where the results break the comparison's protocol: a family's final runs not at params.yaml's seeds or not all
+    stopped by early stopping (metrics `train/stopped_by`), or its study with 1 to MIN_TRIALS - 1 trials (tuned/
+    <family>.yaml `study.trials`). studies: {family: study}, metrics: {"<task>/<family>": metrics}."""
+    gaps = []
+    for task in params.get("tasks", []):
+        for family in families(params, task):
+            m = metrics.get(f"{task}/{family}")
+            if m is None:
+                gaps.append(f"metrics/{task}/{family}.json: missing")
+                continue
+            if m.get("seeds") != params.get("seeds"):
+                gaps.append(f"metrics/{task}/{family}.json: seeds {m.get('seeds')}, params.yaml says "
+                            f"{params.get('seeds')}")
+            if m.get("train/stopped_by") != STOPPED:
+                gaps.append(f"metrics/{task}/{family}.json: final runs stopped by {m.get('train/stopped_by')}, "
+                            f"expected {STOPPED} (a run cut by a cap has not converged)")
+            trials = (studies.get(family) or {}).get("trials")
+            if trials is None:
+                gaps.append(f"tuned/{family}.yaml: missing, or without `study.trials`")
+            elif 0 < trials < MIN_TRIALS:
+                gaps.append(f"tuned/{family}.yaml: {trials} trials, the protocol asks for >= {MIN_TRIALS} (raise "
+                            f"params.yaml `{task}.tune.updates`)")
+    return gaps
+
+
+def protocol_problems(root: Path) -> list[str]:
+    """protocol_gaps of the results under root (params.yaml, tuned/*.yaml, metrics/<task>/*.json)."""
+    studies = {p.stem: (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("study")
+               for p in sorted((root / "tuned").glob("*.yaml"))}
+    metrics = {f"{p.parent.name}/{p.stem}": json.loads(p.read_text(encoding="utf-8"))
+               for p in sorted((root / "metrics").glob("*/*.json"))}
+    return protocol_gaps(read_params(root), studies, metrics)
