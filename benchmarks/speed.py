@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         results["flops"] = train_speed.flop_rates(families, args.models, args.data, sizes)
         body += train_speed.render_flops(results["flops"])
     if "settings" in args.sections:
-        from benchmarks.settings import last_run_revision
+        from benchmarks.common import last_run_revision
 
         only = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
         results["settings"] = train_speed.settings_rates(args.before or last_run_revision(), only, args.models, sizes)

@@ -262,8 +262,7 @@ def settings_rates(before: str, only: list[str] | None, models: Path, sizes: dic
     import tempfile
 
     from attention_lab.core.config import TASKS, families, read_params
-    from benchmarks.common import torch_threads
-    from benchmarks.settings import prepare_data, settings_of
+    from benchmarks.common import prepare_data, settings_of, torch_threads
 
     with torch_threads(os.cpu_count()):
         roof = matmul_rate(sizes["mm_n"], sizes["mm_repeats"])
@@ -294,8 +293,7 @@ def settings_row(x: dict) -> list[str]:
 
 
 def render_settings(r: dict) -> list[str]:
-    from benchmarks.common import geomean
-    from benchmarks.settings import stage_command
+    from benchmarks.common import geomean, stage_command
 
     prepare = " ".join(stage_command("prepare", "<task>", Path("<tmp>"))[1:])
     lines = ["## 6. Today's settings against the new ones: the machine's training throughput", "",

@@ -210,6 +210,22 @@ def test_the_drawn_photo_set_reads_as_flickr8k(tmp_path):
         assert im.format == "JPEG" and im.size in SIZES
 
 
+def test_the_photo_pipeline_copy_runs_the_caption_task_alone(tmp_path):
+    """benchmarks/photo_pipeline.py's copy of the project: the caption task on the drawn photos, quick, seed 0, no study."""
+    import yaml
+
+    from benchmarks.photo_pipeline import caption_copy
+
+    settings = caption_copy(tmp_path / "project", tmp_path / "photos", 448, 3)
+    params = yaml.safe_load((tmp_path / "project" / "params.yaml").read_text())
+    assert (params["tasks"], params["profile"], params["seeds"]) == (["caption"], "quick", [0])
+    assert params["translate"]["families"] == params["classify"]["pretrained"] == []
+    caption = params["caption"]
+    assert caption["data"] == {"source": "image_captions", "path": str(tmp_path / "photos"), "image_size": 448}
+    assert caption["tune"]["trials"] == 0 and caption["train"]["max_epochs"] == settings["train"]["max_epochs"] == 3
+    assert settings["families"] == caption["families"] and (tmp_path / "project" / "dvc.yaml").is_file()
+
+
 def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
     """benchmarks/pipeline_cost.py: a stage runs from DVC's "Running stage" to its chain's last line (past midnight
     too), a stage DVC did not record counts as stopped, the stages it skipped are kept per log, and a log with no stage
