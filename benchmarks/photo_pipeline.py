@@ -30,7 +30,8 @@ from PIL import Image, ImageDraw, ImageFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/photo_pipeline.py` finds the package
 
-from benchmarks.common import ROOT, machine, table, write_marked_section
+from attention_lab.pipeline.scratch import copy_project, environ
+from benchmarks.common import GIT_ID, ROOT, machine, table, write_marked_section
 
 SPLITS = ("train", "valid", "test")
 SECTION = "photo_pipeline"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)
@@ -141,22 +142,21 @@ def write_photo_set(base: Path, n: int, seed: int = 0) -> dict:
             "mean_size": [round(float(np.mean([s[0] for s in sizes]))), round(float(np.mean([s[1] for s in sizes])))]}
 
 
-def copy_project(dest: Path, corpus: Path, image_size: int, epochs: int | None) -> dict:
-    """What the pipeline needs (no data, models, .git), params.yaml set for the caption task on the drawn photos."""
+def caption_copy(dest: Path, corpus: Path, image_size: int, epochs: int | None) -> dict:
+    """A copy of the project (pipeline.scratch) for the caption task alone on the drawn photos; its caption settings."""
     import yaml
 
-    dest.mkdir(parents=True)
-    for name in ("conf", "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore", ".gitignore"):
-        (shutil.copytree if (ROOT / name).is_dir() else shutil.copy)(ROOT / name, dest / name)
-    p = yaml.safe_load((dest / "params.yaml").read_text())
-    p.update(profile="quick", seeds=[0], tasks=["caption"])
-    p["translate"]["families"] = p["classify"]["families"] = p["classify"]["pretrained"] = []
-    c = p["caption"]
-    c["data"] = {"source": "image_captions", "path": str(corpus), "image_size": image_size}
-    c["tune"]["trials"] = 0
-    if epochs is not None:
-        c["train"]["max_epochs"] = epochs
-    (dest / "params.yaml").write_text(yaml.safe_dump(p, sort_keys=False))
+    def caption_only(p: dict) -> None:
+        p["tasks"] = ["caption"]
+        p["translate"]["families"] = p["classify"]["families"] = p["classify"]["pretrained"] = []
+        c = p["caption"]
+        c["data"] = {"source": "image_captions", "path": str(corpus), "image_size": image_size}
+        c["tune"]["trials"] = 0
+        if epochs is not None:
+            c["train"]["max_epochs"] = epochs
+
+    copy_project(dest, ROOT, profile="quick", seeds=[0], edit=caption_only)
+    c = yaml.safe_load((dest / "params.yaml").read_text(encoding="utf-8"))["caption"]
     return {"families": c["families"], "train": dict(c["train"]), "evaluate": dict(c["evaluate"]),
             "tokenize": dict(c["tokenize"])}
 
@@ -287,12 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         data = write_photo_set(work / "photos", args.photos)
         draw_seconds = time.perf_counter() - t0
         dest = work / "project"
-        settings = copy_project(dest, work / "photos", args.image_size, args.epochs)
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-               "PYTHONPATH": str(dest / "src"), "PYTHONUNBUFFERED": "1",
-               "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", "GIT_AUTHOR_NAME": "bench",
-               "GIT_AUTHOR_EMAIL": "bench@example.com", "GIT_COMMITTER_NAME": "bench",
-               "GIT_COMMITTER_EMAIL": "bench@example.com"}
+        settings = caption_copy(dest, work / "photos", args.image_size, args.epochs)
+        env = environ(dest, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}", **GIT_ID)
         for cmd in (["attention-lab", "stages"], ["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
                     ["git", "add", "-A"], ["git", "commit", "-qm", "project"]):
             sh(cmd, dest, env)

@@ -1,15 +1,16 @@
 """Speed benchmarks of the exported and trained families -> reports/benchmarks.md (and the figures as .json).
 
-    python benchmarks/speed.py --models models                                   # every section
+    python benchmarks/speed.py --models models                                   # every measured section
     python benchmarks/speed.py --models /work/run/models --data /work/run/data   # another checkout's models and data
-    python benchmarks/speed.py --models models --sections ort,quant --quick      # tiny sizes, about a minute
+    python benchmarks/speed.py --models models --sections ort,flops --quick      # tiny sizes, about a minute
     python benchmarks/speed.py --sections settings --families bahdanau,han --steps 2   # a fast check of section 6
 
-Sections: ort (onnxruntime vs eager torch greedy decoding, session options), transformer (our Transformer vs
-torch.nn.Transformer per training step), lightning (Trainer vs a plain loop), flops (achieved FLOP/s per family),
-quant (dynamic int8 quantisation: speed and quality), settings (today's settings against the new ones: the machine's
-training throughput per family). Every figure is measured by the run; timings share the CPU
-with whatever else runs, so take the final figures on a quiet machine.
+Sections: ort (1: onnxruntime vs eager torch greedy decoding, session options), flops (4: achieved FLOP/s per family),
+settings (6: today's settings against the new ones, the machine's training throughput per family). Sections 2
+(our Transformer vs torch.nn.Transformer), 3 (Lightning vs a plain loop) and 5 (dynamic int8 quantisation) are
+retired studies: a rewrite keeps them as the earlier run wrote them (docs/benchmarks.md, "Retired studies"). Every
+figure is measured by the run; timings share the CPU with whatever else runs, so take the final figures on a quiet
+machine.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -29,18 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmar
 from benchmarks.common import MARKED, ROOT, find_families, keep_marked_sections, machine, table
 
 SECTIONS = ("ort", "transformer", "lightning", "flops", "quant", "settings")  # the report's sections 1-6, in order
+RETIRED = ("transformer", "lightning", "quant")  # studies done: kept as measured (docs/benchmarks.md, Retired studies)
+MEASURED = tuple(s for s in SECTIONS if s not in RETIRED)
 FULL = {"sentences": 256, "batch1": 100, "sweep": 40, "repeats": 2, "batch": 32,
-        "train_batches": 8, "warmup": 5, "train_repeats": 5,
-        "lightning_batches": 8, "lightning_steps": 60, "lightning_warmup": 10, "lightning_repeats": 3,
         "flop_batches": 4, "flop_warmup": 2, "flop_repeats": 3, "mm_n": 2048, "mm_repeats": 5,
         "flop_tasks": ("translate", "classify", "caption"),
-        "side_steps": 20, "side_warmup": 3, "side_repeats": 3, "side_timeout": 1800,
-        "quality": {"translate": 300, "classify": 400, "caption": 600}}
-QUICK = {**FULL, "sentences": 8, "batch1": 3, "sweep": 3, "repeats": 1, "train_batches": 2, "warmup": 1,
-         "train_repeats": 2, "lightning_batches": 2, "lightning_steps": 6, "lightning_warmup": 2,
-         "lightning_repeats": 1, "flop_batches": 1, "flop_warmup": 1, "flop_repeats": 1, "mm_n": 256, "mm_repeats": 3,
-         "side_steps": 2, "side_warmup": 1, "side_repeats": 1,
-         "quality": {"translate": 8, "classify": 8, "caption": 8}}
+        "side_steps": 20, "side_warmup": 3, "side_repeats": 3, "side_timeout": 1800}
+QUICK = {**FULL, "sentences": 8, "batch1": 3, "sweep": 3, "repeats": 1, "flop_batches": 1, "flop_warmup": 1,
+         "flop_repeats": 1, "mm_n": 256, "mm_repeats": 3, "side_steps": 2, "side_warmup": 1, "side_repeats": 1}
 
 
 def jsonable(obj):
@@ -123,10 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", type=Path, default=ROOT / "models", help="folder of <family>/{onnx,checkpoints}")
     parser.add_argument("--data", type=Path, default=None, help="folder with prepared/ and tokenized/ (default: "
                         "the data/ beside --models)")
-    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {SECTIONS}")
+    parser.add_argument("--sections", default=",".join(MEASURED), help=f"comma-separated subset of {MEASURED}")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (about a minute): checks the benchmark runs")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads for training")
-    parser.add_argument("--lightning-family", default="transformer", help="translate family of section 3")
     parser.add_argument("--before", default=None, help="git revision (or folder with params.yaml and conf/) of "
                         "section 6's 'before' settings (default: the commit that last changed dvc.lock, the "
                         "committed full run)")
@@ -137,8 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    if retired := [s for s in args.sections if s in RETIRED]:
+        parser.error(f"section(s) {retired} are retired studies, kept as measured (docs/benchmarks.md, Retired "
+                     "studies)")
     if unknown := sorted(set(args.sections) - set(SECTIONS)):
-        parser.error(f"unknown section(s) {unknown}; choose from {', '.join(SECTIONS)}")
+        parser.error(f"unknown section(s) {unknown}; choose from {', '.join(MEASURED)}")
     args.command = ("python benchmarks/speed.py " + " ".join(args.argv)).strip()
     args.date = datetime.date.today().isoformat()
     args.data = args.data or args.models.resolve().parent / "data"
@@ -148,31 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     families = find_families(args.models)
     results, body = {}, []
 
-    from benchmarks import ort_vs_torch, quantization, train_speed
+    from benchmarks import ort_vs_torch, train_speed
 
-    chosen = ort_vs_torch.SERVING_DEFAULT
     if "ort" in args.sections:
         results["ort"] = ort_vs_torch.run(families, args.data, sizes)
-        chosen = results["ort"]["chosen"]
         body += ort_vs_torch.render(results["ort"], sizes)
-    if "transformer" in args.sections:
-        results["transformer"] = train_speed.transformer_vs_torch(args.models, args.data, sizes)
-        body += train_speed.render_transformer(results["transformer"])
-    if "lightning" in args.sections:
-        from benchmarks import lightning_overhead
-
-        results["lightning"] = lightning_overhead.run(args.models, args.data, args.lightning_family, sizes)
-        body += lightning_overhead.render(results["lightning"])
     if "flops" in args.sections:
         results["flops"] = train_speed.flop_rates(families, args.models, args.data, sizes)
         body += train_speed.render_flops(results["flops"])
-    if "quant" in args.sections:
-        with tempfile.TemporaryDirectory(prefix="quantized-") as work:
-            results["quant"] = quantization.run(families, args.data, Path(work), *chosen, sizes)
-        body += quantization.render(results["quant"], sizes)
-
     if "settings" in args.sections:
-        from benchmarks.settings import last_run_revision
+        from benchmarks.common import last_run_revision
 
         only = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
         results["settings"] = train_speed.settings_rates(args.before or last_run_revision(), only, args.models, sizes)

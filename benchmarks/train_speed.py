@@ -1,5 +1,5 @@
-"""Sections 2, 4 and 6: our Transformer vs torch.nn.Transformer per training step, each family's achieved FLOP/s, and
-the machine's training throughput under today's settings against the new ones."""
+"""Sections 4 and 6 of speed.py: each family's achieved FLOP/s in training, and the machine's training throughput
+under today's settings against the new ones."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from attention_lab.infer.tokenization import PAD
-from benchmarks.common import ROOT, clock, median, num, spread, table
+from benchmarks.common import ROOT, clock, median, num, table
 
 
 def _rnn_flops(input, w0, w1, *args, out_shape=None, **kwargs) -> int:
@@ -36,8 +34,8 @@ EXTRA_FLOPS = {
 
 def family_config(name: str, task: str, models: Path, data: Path) -> DictConfig:
     """The checkpoint's training config when models/<name> has one, else params.yaml's; paths under data and models."""
-    from attention_lab.core.config import load_config
     from attention_lab.train.checkpoints import load_model
+    from attention_lab.core.config import load_config
 
     ckpt = models / name / "checkpoints" / "seed0" / "best.ckpt"
     cfg = load_model(ckpt)[1] if ckpt.is_file() else load_config(family=name, task=task, root=ROOT)
@@ -93,42 +91,6 @@ def seconds_per_step(step, batches: list[dict]) -> float:
     return clock(lambda: [step(b) for b in batches])[0] / len(batches)
 
 
-def seq2seq_loss(model):
-    """Teacher-forced next-token cross-entropy of a (src, src_mask, tgt_in) -> (logits, ...) model."""
-    return lambda b: F.cross_entropy(model(b["src"], b["src_mask"], b["tgt_in"])[0].flatten(0, 1),
-                                     b["tgt_out"].flatten(), ignore_index=PAD)
-
-
-def transformer_vs_torch(models: Path, data: Path, sizes: dict) -> dict:
-    """Section 2: training step of models.transformer.Transformer vs the nn.Transformer reference, same batches."""
-    from benchmarks.torch_transformer import TorchTransformer
-
-    cfg = family_config("transformer", "translate", models, data)
-    module, batches = module_and_batches(cfg, sizes["train_batches"])
-    ours = module.model.train()
-    dims = {k: v for k, v in OmegaConf.to_container(cfg.model).items() if k != "_target_"}
-    torch.manual_seed(0)
-    ref = TorchTransformer(ours.vocab_size, PAD, **dims).train()
-    steps = {name: trainer(m.parameters(), seq2seq_loss(m), cfg.train.lr, cfg.train.clip)
-             for name, m in (("ours", ours), ("torch", ref))}
-    times = {"ours": [], "torch": []}
-    with determinism(cfg):
-        for name, step in steps.items():
-            for b in itertools.islice(itertools.cycle(batches), sizes["warmup"]):
-                step(b)
-        for _ in range(sizes["train_repeats"]):  # interleaved, so drift in machine load hits both alike
-            for name, step in steps.items():
-                times[name].append(seconds_per_step(step, batches))
-    ours_ms, ref_ms = 1000 * median(times["ours"]), 1000 * median(times["torch"])
-    return {"dims": dims, "vocab": ours.vocab_size, "batch_size": cfg.train.batch_size, "batches": len(batches),
-            "shapes": [tuple(b["src"].shape) + (b["tgt_in"].shape[1],) for b in batches],
-            "params_ours": sum(p.numel() for p in ours.parameters()),
-            "params_torch": sum(p.numel() for p in ref.parameters()), "ours_ms": ours_ms, "torch_ms": ref_ms,
-            "ours_all_ms": [1000 * x for x in times["ours"]], "torch_all_ms": [1000 * x for x in times["torch"]],
-            "ratio": ours_ms / ref_ms, "deterministic": bool(cfg.trainer.get("deterministic", False)),
-            "threads": torch.get_num_threads()}
-
-
 def step_flops(module, batch: dict) -> int:
     """FLOPs of one training step's forward and backward (FlopCounterMode, plus EXTRA_FLOPS)."""
     with FlopCounterMode(display=False, custom_mapping=EXTRA_FLOPS) as counter:
@@ -173,26 +135,6 @@ def flop_rates(families, models: Path, data: Path, sizes: dict) -> dict:
             errors.append((fam.name, f"{type(err).__name__}: {err}"))
     return {"peak_gflops": peak / 1e9, "mm_n": sizes["mm_n"], "threads": torch.get_num_threads(), "rows": rows,
             "errors": errors}
-
-
-def render_transformer(r: dict) -> list[str]:
-    d = r["dims"]
-    shapes = ", ".join(f"{b}×{s}→{t}" for b, s, t in r["shapes"][:8]) + (" …" if len(r["shapes"]) > 8 else "")
-    return ["## 2. Our Transformer vs torch.nn.Transformer: training step", "",
-            (f"Forward, backward, gradient-norm clipping and an Adam step on the same {r['batches']} training batches "
-             f"of the translate pipeline (batch size {r['batch_size']}; batch × source → target tokens: {shapes}), "
-             f"d_model {d['d_model']}, {d['heads']} heads, {d['enc_layers']}+{d['dec_layers']} layers, d_ff "
-             f"{d['d_ff']}, dropout {d['dropout']}, vocabulary {r['vocab']:,}, shared tied embedding, sinusoidal "
-             f"positions. Reference: `torch.nn.Transformer(norm_first=True, batch_first=True)` with only our "
-             f"dropouts (`benchmarks/torch_transformer.py`). {r['threads']} torch thread(s), deterministic algorithms "
-             f"{'on' if r['deterministic'] else 'off'} (as the pipeline's Trainer). Median over repeats after warm-up."),
-            ""] + table(["model", "parameters", f"ms per step (median of {len(r['ours_all_ms'])})", "range"],
-                        [["ours (`attention_lab.translate.models.transformer`)", f"{r['params_ours']:,}", num(r["ours_ms"], 2),
-                          spread(r["ours_all_ms"])],
-                         ["`torch.nn.Transformer`", f"{r['params_torch']:,}", num(r["torch_ms"], 2),
-                          spread(r["torch_all_ms"])]]) + [
-            "", f"**Ratio ours / torch: {r['ratio']:.3f}** (target ≤ 1.0: {'met' if r['ratio'] <= 1 else 'not met'}).",
-            ""]
 
 
 def render_flops(r: dict) -> list[str]:
@@ -320,8 +262,7 @@ def settings_rates(before: str, only: list[str] | None, models: Path, sizes: dic
     import tempfile
 
     from attention_lab.core.config import TASKS, families, read_params
-    from benchmarks.common import torch_threads
-    from benchmarks.settings import prepare_data, settings_of
+    from benchmarks.common import prepare_data, settings_of, torch_threads
 
     with torch_threads(os.cpu_count()):
         roof = matmul_rate(sizes["mm_n"], sizes["mm_repeats"])
@@ -352,8 +293,7 @@ def settings_row(x: dict) -> list[str]:
 
 
 def render_settings(r: dict) -> list[str]:
-    from benchmarks.common import geomean
-    from benchmarks.settings import stage_command
+    from benchmarks.common import geomean, stage_command
 
     prepare = " ".join(stage_command("prepare", "<task>", Path("<tmp>"))[1:])
     lines = ["## 6. Today's settings against the new ones: the machine's training throughput", "",

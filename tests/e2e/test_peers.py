@@ -1,5 +1,5 @@
-"""benchmarks/peers.py's pure parts: our batches as Joey NMT's plain files, Joey's RNN size, the timing summary and
-the verdict. Joey's own virtualenv is not needed."""
+"""benchmarks/peers.py's pure parts: our batches as Joey NMT's plain files, Joey's RNN size and configs, the timing
+summary, the verdict and the section. Joey's own virtualenv is not needed."""
 
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ def tiny_dm(tmp_path):
 
 
 def test_export_writes_our_batches_in_order(tiny_dm, tmp_path):
-    from benchmarks import joey
+    from benchmarks import peers
 
-    info = joey.export(tiny_dm, 12, tmp_path / "joey")  # 10 batches an epoch: epochs 0 and 1
+    info = peers.export(tiny_dm, 12, tmp_path / "joey")  # 10 batches an epoch: epochs 0 and 1
     assert info == {"pairs": 48, "same_batches": True}
-    batches = joey.train_order(tiny_dm, 12)
+    batches = peers.train_order(tiny_dm, 12)
     sampler = tiny_dm.train_dataloader().batch_sampler
     sampler.set_epoch(1)
     assert [r["index"] for r in batches[10]] == next(iter(sampler))  # epoch 1 reshuffles, as the Trainer does
@@ -50,11 +50,11 @@ def test_export_writes_our_batches_in_order(tiny_dm, tmp_path):
 
 
 def test_export_reverses_sources_for_a_reversing_encoder(tiny_dm, tmp_path):
-    from benchmarks import joey
+    from benchmarks import peers
 
-    joey.export(tiny_dm, 3, tmp_path / "joey", reverse_source=True)
+    peers.export(tiny_dm, 3, tmp_path / "joey", reverse_source=True)
     tok = tiny_dm.tok
-    rows = [r for b in joey.train_order(tiny_dm, 3) for r in b]
+    rows = [r for b in peers.train_order(tiny_dm, 3) for r in b]
     src = (tmp_path / "joey" / "train.en").read_text(encoding="utf-8").splitlines()
     tgt = (tmp_path / "joey" / "train.ko").read_text(encoding="utf-8").splitlines()
     assert [[tok.token_to_id(p) for p in line.split(" ")] for line in src] == [r["src_ids"][::-1] for r in rows]
@@ -63,10 +63,10 @@ def test_export_reverses_sources_for_a_reversing_encoder(tiny_dm, tmp_path):
 
 def test_joey_luong_is_our_luong_concat():
     from attention_lab.core.config import load_config
-    from benchmarks import joey
+    from benchmarks import peers
 
     cfg = load_config(family="luong_concat", task="translate")
-    dec = joey.luong_config(cfg.model)["decoder"]
+    dec = peers.luong_config(cfg.model)["decoder"]
     assert cfg.model.attention == "concat" and cfg.model.input_feeding
     assert (dec["rnn_type"], dec["attention"], dec["input_feeding"], dec["init_hidden"]) == ("lstm", "bahdanau", True,
                                                                                            "last")
@@ -74,24 +74,24 @@ def test_joey_luong_is_our_luong_concat():
 
 
 def test_pieces_that_joey_would_split_are_refused():
-    from benchmarks import joey
+    from benchmarks import peers
 
     class Tok:
         def id_to_token(self, i):
             return ["▁a", "b c", "d\u2028e"][i]
 
-    assert joey.tokens(Tok(), [0]) == "▁a"
+    assert peers.tokens(Tok(), [0]) == "▁a"
     for bad in (1, 2):
         with pytest.raises(ValueError, match="would not survive"):
-            joey.tokens(Tok(), [0, bad])
+            peers.tokens(Tok(), [0, bad])
 
 
 def test_joey_rnn_size():
-    from benchmarks import joey
+    from benchmarks import peers
 
-    assert joey.rnn_params(2000, 128, 128, 224) == 1_819_616  # what Joey NMT 2.3 logs ("Total params") for it
-    assert joey.rnn_hidden(2000, 128, 128, 256, ours=1_724_112) == 224  # 256 and 240 are > 10% larger
-    assert joey.rnn_hidden(2000, 128, 128, 256, ours=2_100_000) == 256
+    assert peers.rnn_params(2000, 128, 128, 224) == 1_819_616  # what Joey NMT 2.3 logs ("Total params") for it
+    assert peers.rnn_hidden(2000, 128, 128, 256, ours=1_724_112) == 224  # 256 and 240 are > 10% larger
+    assert peers.rnn_hidden(2000, 128, 128, 256, ours=2_100_000) == 256
 
 
 def test_summary_and_verdict():
@@ -118,3 +118,16 @@ def test_mean_over_seeds():
              {"params": 7, "val_loss": 2.0, "greedy": {"sentences": 5, "seconds": 3.0}}]
     assert mean_side(sides) == {"params": 7, "val_loss": 1.5, "greedy": {"sentences": 5, "seconds": 2.0},
                                 "val_losses": [1.0, 2.0]}
+
+
+def test_the_committed_section_is_what_its_figures_render():
+    """The section in reports/benchmarks.md is render() of the `peers` figures beside it (what --rerender writes)."""
+    import re
+
+    from benchmarks.peers import SECTION, render
+    from tests.conftest import ROOT
+
+    figures = json.loads((ROOT / "reports" / "benchmarks.json").read_text(encoding="utf-8"))[SECTION]
+    text = (ROOT / "reports" / "benchmarks.md").read_text(encoding="utf-8")
+    committed = re.search(rf"<!-- {SECTION}:start -->\n(.*?)\n<!-- {SECTION}:end -->", text, re.DOTALL).group(1)
+    assert committed == "\n".join(render(figures))
