@@ -34,8 +34,8 @@ EXTRA_FLOPS = {
 
 def family_config(name: str, task: str, models: Path, data: Path) -> DictConfig:
     """The checkpoint's training config when models/<name> has one, else params.yaml's; paths under data and models."""
-    from attention_lab.train.checkpoints import load_model
     from attention_lab.core.config import load_config
+    from attention_lab.train.checkpoints import load_model
 
     ckpt = models / name / "checkpoints" / "seed0" / "best.ckpt"
     cfg = load_model(ckpt)[1] if ckpt.is_file() else load_config(family=name, task=task, root=ROOT)

@@ -19,9 +19,6 @@ from attention_lab.classify.data.labeled import (
     stratified_split,
 )
 from attention_lab.core.readers import DataError
-from tests.conftest import SHARED_DATA
-
-BBC = SHARED_DATA / "bbc_news" / "bbc_news.jsonl"
 
 
 def write(path: Path, data: str | bytes) -> Path:
@@ -227,11 +224,12 @@ def test_check_labels():
         check_labels({"train": [], "valid": []})
 
 
-def test_real_bbc_corpus():
-    if not BBC.is_file():
-        pytest.fail(f"{BBC} is missing: this test needs ../shared/data/bbc_news beside the repository")
+def test_real_bbc_corpus(shared_data):
+    bbc = shared_data / "bbc_news" / "bbc_news.jsonl"
+    if not bbc.is_file():
+        pytest.fail(f"{bbc} is missing: {shared_data} is there but lacks the BBC News corpus")
     start = time.perf_counter()
-    rows = read_labeled(BBC, "jsonl", "text", "label", title_field="title")
+    rows = read_labeled(bbc, "jsonl", "text", "label", title_field="title")
     seconds = time.perf_counter() - start
     assert seconds < 5, seconds  # about 1 s
     assert len(rows) == 2225

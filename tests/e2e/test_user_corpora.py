@@ -1,4 +1,5 @@
-"""End to end on users' corpora: the real `dvc repro` on ../shared/data (BBC News, Tatoeba) with the tiny profile.
+"""End to end on users' corpora: the real `dvc repro` on the optional test corpora (BBC News, Tatoeba; the
+`shared_data` fixture, skipped without them) with the tiny profile.
 
 A file of its own so that a second test worker runs it beside the tiny pipeline of tests/e2e/test_pipeline.py.
 """

@@ -6,9 +6,6 @@ import pytest
 
 from attention_lab.core.readers import DataError
 from attention_lab.translate.data.readers import read_parallel_files, read_tsv, split_pairs
-from tests.conftest import SHARED_DATA
-
-TATOEBA = SHARED_DATA / "korean_english_tatoeba/kor.txt"
 
 
 def write(path: Path, data: str | bytes) -> Path:
@@ -80,10 +77,11 @@ def test_split_pairs_is_reproducible_and_complete():
         split_pairs(pairs, 0.6, 0.5, seed=0)
 
 
-def test_reads_the_tatoeba_corpus():
-    if not TATOEBA.is_file():
-        pytest.fail(f"{TATOEBA} is missing: the shared Tatoeba English-Korean corpus should be there")
-    pairs = read_tsv(TATOEBA)
+def test_reads_the_tatoeba_corpus(shared_data):
+    tatoeba = shared_data / "korean_english_tatoeba" / "kor.txt"
+    if not tatoeba.is_file():
+        pytest.fail(f"{tatoeba} is missing: {shared_data} is there but lacks the Tatoeba English-Korean corpus")
+    pairs = read_tsv(tatoeba)
     assert len(pairs) == 3798
     assert pairs[0] == {"src": "Go.", "tgt": "가."}
     assert all(p["src"] and p["tgt"] for p in pairs)
