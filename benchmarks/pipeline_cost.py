@@ -76,8 +76,9 @@ def _close(o: list, path: Path) -> Attempt:
 
 
 def task_and_family(stage: str, family_task: dict[str, str]) -> tuple[str, str]:
-    """(task, family or '') of a stage name: `<kind>@<family>`, `<kind>@<task>` or a stage of no task."""
-    item = stage.partition("@")[2]
+    """(task, family or '') of a stage name: `<kind>@<family>`, `<kind>_<task>` (`<kind>@<task>` in older logs) or a
+    stage of no task."""
+    item = stage.partition("@")[2] or next((t for t in set(family_task.values()) if stage.endswith(f"_{t}")), "")
     if item in family_task:
         return family_task[item], item
     return (item, "") if item else ("all", "")

@@ -53,7 +53,7 @@ def test_dvc_yaml_and_the_rerun_table_are_what_the_generator_writes():
 def test_stages_resolve():
     names = [name for name, _, _ in pipeline()[0]]
     assert len(names) == len(set(names))
-    for expected in ("prepare@translate", "train_translate@bahdanau", "finetune_classify@bert", "report_index"):
+    for expected in ("prepare_translate", "train_translate@bahdanau", "finetune_classify@bert", "report_index"):
         assert expected in names
 
 
@@ -149,5 +149,5 @@ def test_a_subset_of_tasks_defines_only_their_stages(tmp_path):
     stages = yaml.safe_load(render(tmp_path))["stages"]
     text = yaml.safe_dump(stages)
     assert "translate" not in text and "classify" not in text
-    assert set(stages) == {"prepare", "tokenize", "tune_caption", "train_caption", "evaluate_caption", "export_caption",
-                           "report", "report_index"}
+    assert set(stages) == {"prepare_caption", "tokenize_caption", "tune_caption", "train_caption", "evaluate_caption",
+                           "export_caption", "report_caption", "report_index"}

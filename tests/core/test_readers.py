@@ -30,5 +30,5 @@ def test_carved_fractions_say_which_splits_are_carved(capsys):
     assert carved_fractions(DATA, {}, "translate", "the train files", "of the pairs") == (0.1, 0.2)
     assert capsys.readouterr().out == ""  # one corpus split at random: nothing to say
     assert carved_fractions(DATA, {"test": []}, "translate", "the train files", "of the pairs") == (0.1, 0)
-    assert capsys.readouterr().out == ("prepare@translate: valid: carved from the train files (10% of the pairs, "
+    assert capsys.readouterr().out == ("prepare_translate: valid: carved from the train files (10% of the pairs, "
                                        "seed 7): no valid split given\n")

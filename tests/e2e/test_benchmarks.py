@@ -234,7 +234,7 @@ def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
 
     log = tmp_path / "caption.log"
     lines = [
-        "23:50:00 [shared] Running stage 'prepare@caption':",
+        "23:50:00 [shared] Running stage 'prepare_caption':",
         "23:50:30 [shared] Updating lock file 'dvc.lock'",
         "23:50:40 [tune_caption@show_attend_tell] Stage 'tune_caption@show_attend_tell' didn't change, skipping",
         "23:51:00 [tune_caption@show_tell] Running stage 'tune_caption@show_tell':",
@@ -259,7 +259,7 @@ def test_pipeline_cost_adds_up_each_stage_of_a_repro_log(tmp_path):
     assert "| caption | 28.5 | 3 | 1 |" in out.with_suffix(".md").read_text()
 
     second = tmp_path / "translate.log"  # a later piece of the run adds to the earlier one's figures
-    second.write_text("10:00:00 [shared] Running stage 'prepare@translate':\n10:02:00 [shared] Updating lock file\n")
+    second.write_text("10:00:00 [shared] Running stage 'prepare_translate':\n10:02:00 [shared] Updating lock file\n")
     pipeline_cost.main([str(second), "--out", str(out), "--no-floor"])
     summary = json.loads(out.with_suffix(".json").read_text())
     assert summary["logs"] == {"caption.log": 21 * 60.0, "translate.log": 120.0}

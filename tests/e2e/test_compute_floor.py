@@ -27,7 +27,7 @@ def project() -> dict:
 
     trials = [{"trial": 0, "state": "pruned", "updates": 500}, {"trial": 1, "state": "complete", "updates": 900}]
     return {"family_task": {"tr": "translate", "cl": "classify", "pt": "classify"}, "pretrained": {"pt"},
-            "attempts": [attempt("prepare@translate", "a.log", 10), attempt("tune_translate@tr", "a.log", 190),
+            "attempts": [attempt("prepare_translate", "a.log", 10), attempt("tune_translate@tr", "a.log", 190),
                          attempt("train_translate@tr", "a.log", 60, finished=False),
                          attempt("train_translate@tr", "b.log", 90), attempt("train_classify@cl", "b.log", 30),
                          attempt("evaluate_classify@cl", "b.log", 30), attempt("pretrain@pt", "b.log", 30)],

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import mlflow
 import pytest
+import yaml
 
 from tests.conftest import ROOT, copy_project
 
@@ -28,16 +29,18 @@ GIT_ID = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com", "GI
           "GIT_COMMITTER_EMAIL": "test@example.com"}
 
 
-def sh(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+def sh(args: list[str], cwd: Path, check: bool = True, **extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, **GIT_ID, "PATH": f"{BIN}:{os.environ['PATH']}",
-           "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}"}
+           "MLFLOW_TRACKING_URI": f"sqlite:///{cwd / 'mlflow.db'}", **extra}
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if check and proc.returncode != 0:
         pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc
 
 
-def repro_project(dest: Path, params_edit=None) -> tuple[Path, float]:
+def repro_project(dest: Path, params_edit=None, imports: Path | None = None) -> tuple[Path, float]:
+    """The tiny pipeline in a fresh copy at dest; with `imports`, every Python process logs there the project modules
+    it imported (tests/stage_imports/sitecustomize.py)."""
     copy_project(dest)
     if params_edit:
         params_edit(dest / "params.yaml")
@@ -47,12 +50,13 @@ def repro_project(dest: Path, params_edit=None) -> tuple[Path, float]:
     sh(["git", "add", "-A"], dest)
     sh(["git", "commit", "-qm", "project"], dest)
     t0 = time.perf_counter()
-    sh(["attention-lab", "repro", "--jobs", "2"], dest)  # make pipeline's: the families' chains two at a time
+    logged = {"STAGE_IMPORTS": str(imports), "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT / "tests" / "stage_imports"), os.environ.get("PYTHONPATH")) if p)} if imports else {}
+    sh(["attention-lab", "repro", "--jobs", "2"], dest, **logged)  # make pipeline's: the families' chains two at a time
     return dest, time.perf_counter() - t0
 
 
 def representative_families(params: Path) -> None:
-    import yaml
 
     params_dict = yaml.safe_load(params.read_text())
     params_dict["translate"]["families"] = FAMILIES
@@ -63,7 +67,8 @@ def representative_families(params: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory) -> Path:
-    dest, seconds = repro_project(tmp_path_factory.mktemp("e2e") / "project", representative_families)
+    work = tmp_path_factory.mktemp("e2e")
+    dest, seconds = repro_project(work / "project", representative_families, imports=work / "stage_imports.jsonl")
     (dest / "repro_seconds.txt").write_text(f"{seconds:.1f}\n")
     return dest
 
@@ -158,7 +163,7 @@ def test_second_repro_does_nothing_and_one_search_space_change_reruns_only_that_
     log = sh(["dvc", "repro"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
     assert ran == {"tune_translate@transformer", "train_translate@transformer", "evaluate_translate@transformer",
-                   "export_translate@transformer", "report@translate", "report_index"}
+                   "export_translate@transformer", "report_translate", "report_index"}
 
 
 def test_an_edit_of_serving_or_report_code_reruns_no_training_stage(tiny):
@@ -179,7 +184,6 @@ def test_an_edit_of_serving_or_report_code_reruns_no_training_stage(tiny):
 
 
 def test_every_family_was_tuned_under_the_same_budget_and_trains_with_its_best_values(tiny):
-    import yaml
 
     def leaves(tree: dict, prefix: str = "") -> dict:
         out = {}
@@ -351,3 +355,64 @@ def test_dvc_remote_push_then_a_fresh_clone_pulls_everything_and_has_nothing_to_
     assert "up to date" in sh(["dvc", "status"], clone).stdout
     log = sh(["dvc", "repro"], clone).stdout
     assert "Running stage" not in log, log
+
+
+def stage_runs(project: Path, log: Path) -> dict[str, set[str]]:
+    """{stage command: the source files it and the processes it started imported}, from the import log."""
+    from attention_lab.core.code_deps import Source
+
+    source = Source(project / "src", project / "conf")
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    parent = {r["pid"]: r["ppid"] for r in records}
+    commands = {r["pid"]: f"python -m attention_lab.stages.{Path(r['argv'][0]).stem} {' '.join(r['argv'][1:])}".strip()
+                for r in records if Path(r["argv"][0]).parent.name == "stages"}
+    runs: dict[str, set[str]] = {}
+    for r in records:
+        pid = r["pid"]
+        while pid in parent and pid not in commands:
+            pid = parent[pid]
+        if pid in commands:
+            found = {source.module_file(m) for m in r["modules"]} - {None}
+            if r["pid"] in commands:  # the stage's own module ran as __main__
+                found.add(project / "src" / "attention_lab" / "stages" / Path(r["argv"][0]).name)
+            runs.setdefault(commands[pid], set()).update(p.relative_to(project).as_posix() for p in found)
+    return runs
+
+
+def code_deps(project: Path) -> dict[str, tuple[str, set[str]]]:
+    """{stage command: (stage name, the source files dvc.yaml lists for it)}."""
+    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+    found = {}
+    for group, body in stages.items():
+        items = body.get("foreach") or {None: {}}
+        do = body.get("do", body)
+        for item, values in items.items():
+            deps = {d.replace("${item.model}", (values or {}).get("model", "")) for d in do["deps"]}
+            name = group if item is None else f"{group}@{item}"
+            found[do["cmd"].replace("${key}", str(item))] = (name, {d for d in deps if d.endswith(".py")})
+    return found
+
+
+def test_every_stage_imports_what_its_code_deps_name(tiny):
+    """Both ways, from the modules every stage's command really imported: each one is among the stage's code deps in
+    dvc.yaml (an edit to it re-runs the stage); each module that importing the stage's entry module runs for sure (the
+    statements of a module's body) was imported (the static reader invents none); a task's own stages (prepare_,
+    tokenize_, report_<task>) name no other task's code."""
+    from attention_lab.core.code_deps import Source
+
+    runs, deps = stage_runs(tiny, tiny.parent / "stage_imports.jsonl"), code_deps(tiny)
+    assert {name.partition("@")[0].partition("_")[0] for name, _ in deps.values()} >= \
+        {"prepare", "tokenize", "pretrain", "tune", "train", "finetune", "evaluate", "export", "report"}
+    ran = {cmd: files for cmd, files in runs.items() if cmd in deps}
+    assert {deps[c][0] for c in ran} == {name for name, _ in deps.values()}, "a stage left no import log"
+    missing = {deps[c][0]: sorted(files - deps[c][1]) for c, files in ran.items() if files - deps[c][1]}
+    assert not missing, f"stages imported files their code deps do not name: {missing}"
+    source = Source(tiny / "src", tiny / "conf")
+    eager = {c: {source.module_file(m).relative_to(tiny).as_posix()
+                 for m in source.closure({c.split()[2]}, eager=True)} for c in ran}
+    invented = {deps[c][0]: sorted(eager[c] - files) for c, files in ran.items() if eager[c] - files}
+    assert not invented, f"the static reader names imports a stage did not run: {invented}"
+    tasks = ("translate", "classify", "caption")
+    foreign = {name: [f for f in files if any(f.startswith(f"src/attention_lab/{t}/") for t in tasks if t not in name)]
+               for name, files in deps.values() if name.startswith(("prepare_", "tokenize_", "report_"))}
+    assert not {n: f for n, f in foreign.items() if f}, f"a task's stage names another task's code: {foreign}"

@@ -20,13 +20,13 @@ def test_stale_stages_keeps_what_git_keeps_params_and_the_command():
                               "params.yaml": {"translate.family_params.bahdanau": "modified"}}},
             {"changed outs": {"models/bahdanau/checkpoints": "not in cache"}}],
         "evaluate_translate@bahdanau": [{"changed outs": {"predictions/translate/bahdanau.json": "not in cache"}}],
-        "report@translate": ["changed command"],
+        "report_translate": ["changed command"],
     }
     kept = lambda path: not path.startswith(("data/", "models/", "predictions/"))
     assert provenance.stale_stages(status, kept) == {
         "train_translate@bahdanau": [("modified", "src/attention_lab/core"),
                                      ("modified", "params.yaml: translate.family_params.bahdanau")],
-        "report@translate": [("changed", "the command")],
+        "report_translate": [("changed", "the command")],
     }
 
 
@@ -63,7 +63,7 @@ def test_summarise_counts_paths_when_there_are_many():
 @pytest.mark.parametrize("committed", [True, False])
 @pytest.mark.parametrize("stale", [{}, {"report_index": [("modified", "src/attention_lab/core")]}])
 def test_readme_block_round_trips(committed, stale):
-    fresh = {"source": {**SOURCE, "committed": committed}, "names": ["report@translate", "report_index"],
+    fresh = {"source": {**SOURCE, "committed": committed}, "names": ["report_translate", "report_index"],
              "tasks": {}, "stale": stale}
     block = provenance.readme_block(fresh, today="2026-11-25")
     readme = provenance.splice_block(f"# x\n{provenance.HEADER}\nold\n{provenance.END}\nrest\n", block)
@@ -116,8 +116,8 @@ def test_agreement_catches_hand_edits_and_a_stale_readme_block(results_repo):
         _, problems = provenance.lock_disagreements(results_repo)
         text = "\n".join(problems)
         assert "metrics/translate/bahdanau.json: dvc.lock (evaluate_translate@bahdanau) records" in text
-        assert "reports/translate: dvc.lock (report@translate) records" in text
-        assert "report@translate: dvc.lock says it read metrics/translate at" in text  # the report is of other metrics
+        assert "reports/translate: dvc.lock (report_translate) records" in text
+        assert "report_translate: dvc.lock says it read metrics/translate at" in text  # the report is of other metrics
         assert "dvc.lock md5" in "\n".join(provenance.block_disagreements(results_repo, readme, names=[]))
     finally:
         subprocess.run(["git", "checkout", "-q", "--", "."], cwd=results_repo, check=True)

@@ -11,16 +11,16 @@ from tests.conftest import ROOT
 
 
 def test_plan_puts_each_family_s_stages_in_its_chain_in_order():
-    order = ["prepare@t", "tokenize@t", "pretrain@b", "tune_t@a", "tune_t@b", "train_t@a", "train_t@b", "report@t",
+    order = ["prepare_t", "tokenize_t", "pretrain@b", "tune_t@a", "tune_t@b", "train_t@a", "train_t@b", "report_t",
              "report_index"]
-    upstream = {"prepare@t": set(), "tokenize@t": {"prepare@t"}, "pretrain@b": {"prepare@t"},
-                "tune_t@a": {"prepare@t", "tokenize@t"}, "tune_t@b": {"prepare@t", "pretrain@b"},
-                "train_t@a": {"prepare@t", "tokenize@t", "tune_t@a"},
-                "train_t@b": {"prepare@t", "pretrain@b", "tune_t@b"}, "report@t": set(order[:7]),
+    upstream = {"prepare_t": set(), "tokenize_t": {"prepare_t"}, "pretrain@b": {"prepare_t"},
+                "tune_t@a": {"prepare_t", "tokenize_t"}, "tune_t@b": {"prepare_t", "pretrain@b"},
+                "train_t@a": {"prepare_t", "tokenize_t", "tune_t@a"},
+                "train_t@b": {"prepare_t", "pretrain@b", "tune_t@b"}, "report_t": set(order[:7]),
                 "report_index": set(order[:8])}
     got = plan(order, upstream, ["a", "b", "c"])
     assert got.chains == {"a": ["tune_t@a", "train_t@a"], "b": ["pretrain@b", "tune_t@b", "train_t@b"]}
-    assert got.head == ["prepare@t", "tokenize@t"] and got.tail == ["report@t", "report_index"]
+    assert got.head == ["prepare_t", "tokenize_t"] and got.tail == ["report_t", "report_index"]
 
 
 def test_the_project_s_plan_covers_every_stage_once():
@@ -32,7 +32,7 @@ def test_the_project_s_plan_covers_every_stage_once():
     assert list(got.chains) == families
     assert all(stages[-1].startswith("export") for stages in got.chains.values())
     every = got.head + [s for stages in got.chains.values() for s in stages] + got.tail
-    assert len(every) == len(set(every)) and set(got.tail) == {"report_index", *(f"report@{t}" for t in params["tasks"])}
+    assert len(every) == len(set(every)) and set(got.tail) == {"report_index", *(f"report_{t}" for t in params["tasks"])}
     assert [s.partition("@")[0] for s in got.chains["bert"]] == ["pretrain", "tune_finetuned", "finetune_classify",
                                                                   "evaluate_finetuned", "export_finetuned"]
 
@@ -40,7 +40,7 @@ def test_the_project_s_plan_covers_every_stage_once():
 def test_a_task_s_plan_holds_its_chains_and_the_reports_that_read_them():
     got = pipeline_plan(ROOT, ["caption"])
     assert list(got.chains) == ["show_tell", "show_attend_tell"]
-    assert got.head == ["prepare@caption", "tokenize@caption"] and got.tail == ["report@caption", "report_index"]
+    assert got.head == ["prepare_caption", "tokenize_caption"] and got.tail == ["report_caption", "report_index"]
 
 
 def project(root: Path, pipeline: str) -> None:

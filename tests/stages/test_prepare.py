@@ -79,7 +79,7 @@ def test_generated(repo, capsys):
     stats = read_json(OUT / "stats.json")
     assert stats["test"]["buckets"] == {"1-10": 6, "11-20": 6, "21-30": 6, "31-40": 6, "41-1000": 6}
     assert stats["train"]["pairs"] == 300 and stats["test"]["src_words_max"] <= 60
-    assert capsys.readouterr().out.count("prepare@translate: ") == 3
+    assert capsys.readouterr().out.count("prepare_translate: ") == 3
 
 
 def test_tsv(repo):
@@ -144,7 +144,7 @@ def test_tsv_test_file_and_valid_carved_from_train(repo, capsys):
     rows = {s: read_jsonl(OUT / f"{s}.jsonl") for s in ("train", "valid", "test")}
     assert [len(rows[s]) for s in rows] == [27, 3, 7]  # max_pairs caps the train file only
     assert {r["src"].split()[0] for r in rows["train"] + rows["valid"]} == {"sentence"}
-    assert ("prepare@translate: valid: carved from the train files (10% of the pairs, seed 1234): no valid split "
+    assert ("prepare_translate: valid: carved from the train files (10% of the pairs, seed 1234): no valid split "
             "given") in capsys.readouterr().out
 
 

@@ -55,13 +55,14 @@ class Source:
         return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
     @functools.cache  # noqa: B019 (a few Source objects per process, each kept for its life)
-    def imports(self, name: str) -> frozenset[str]:
+    def imports(self, name: str, eager: bool = False) -> frozenset[str]:
         """The project modules one module imports: every import statement anywhere in it (functions included), and
-        the module after `from package import module`."""
+        the module after `from package import module`; with `eager`, only those its import runs for sure (the
+        statements of its body, not under a def, class, if or try)."""
         path = self.module_file(name)
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found: set[str] = set()
-        for node in ast.walk(self.tree(name)):
+        for node in self.tree(name).body if eager else ast.walk(self.tree(name)):
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom):
@@ -98,10 +99,10 @@ class Source:
         return frozenset(n.attr for n in nodes if isinstance(n, ast.Attribute) and n.attr in fields
                          and (is_get_task(n.value) or getattr(n.value, "id", None) in bound))
 
-    def closure(self, roots: set[str], task: str | None = None) -> set[str]:
+    def closure(self, roots: set[str], task: str | None = None, eager: bool = False) -> set[str]:
         """`roots` and every project module they import, transitively, with the __init__.py of each package on the
         way (importing a.b.c runs a/__init__.py and a/b/__init__.py first), and the modules of `task`'s hooks that
-        these modules use."""
+        these modules use; with `eager`, only the imports that importing `roots` runs for sure (no hooks)."""
         hooks = self.hooks(f"{PACKAGE}.{task}.task") if task else {}
         seen: set[str] = set()
         todo = list(roots)
@@ -111,8 +112,8 @@ class Source:
             for module in (name, *parents):
                 if module not in seen and self.module_file(module) is not None:
                     seen.add(module)
-                    todo.extend(self.imports(module))
-                    todo.extend(hooks[h] for h in self.calls(module) if h in hooks)
+                    todo.extend(self.imports(module, eager))
+                    todo.extend(hooks[h] for h in self.calls(module) if h in hooks and not eager)
         return seen
 
     def model_module(self, family: str) -> str:

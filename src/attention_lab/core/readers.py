@@ -67,6 +67,6 @@ def carved_fractions(data: Mapping, given: Mapping, task: str, source: str, shar
     fractions = {split: 0 if split in given else data[f"{split}_fraction"] for split in SPLITS[1:]}
     for split in SPLITS[1:]:
         if given and split not in given:
-            print(f"prepare@{task}: {split}: carved from {source} ({fractions[split]:.0%} {share}, seed "
+            print(f"prepare_{task}: {split}: carved from {source} ({fractions[split]:.0%} {share}, seed "
                   f"{data['seed']}): no {split} split given")
     return fractions["valid"], fractions["test"]

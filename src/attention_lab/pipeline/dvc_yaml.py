@@ -29,10 +29,10 @@ PREFIX = """\
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of stage: a foreach group per task (`<kind>_<task>`, or `<kind>` for a per-task kind) whose items are
-    the task's families (or the tasks)."""
+    """One kind of stage: per task, a foreach group `<kind>_<task>` whose items are the task's families, or (for a
+    per-task kind, families="") the one stage `<kind>_<task>`, so that each task's stage imports that task's code alone."""
 
-    name: str                       # dvc.yaml group name; `{task}` is replaced for per-family kinds
+    name: str                       # dvc.yaml group (or, per task, stage) name; `{task}` is replaced
     module: str                     # attention_lab.stages.<module>
     comment: str
     deps: tuple[str, ...] = ()      # data and conf deps: {task}, {item} (the family or task), {profile}
@@ -51,10 +51,10 @@ TRAINER = ("conf/trainer",)
 CONF = ("conf/model/{item}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
 TRAIN_PARAMS = ("seeds", "trainer", "{task}.train", OWN)
 KINDS = (
-    Kind("prepare", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
+    Kind("prepare_{task}", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
          deps=("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
          params=("profile", "{task}.data"), outs=("data/prepared/{task}",), families=""),
-    Kind("tokenize", "tokenizer", "data/tokenized/<task>/tokenizer.json, trained on the training split only",
+    Kind("tokenize_{task}", "tokenizer", "data/tokenized/<task>/tokenizer.json, trained on the training split only",
          deps=("data/prepared/{task}/train.jsonl", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
          params=("{task}.tokenize",), outs=("data/tokenized/{task}",), families=""),
     Kind("pretrain", "pretrain", "the encoder a pretrained family starts from -> models/pretrained/<family>",
@@ -94,7 +94,7 @@ KINDS = (
     Kind("export_finetuned", "export", "as export_<task>, from the fine-tuned checkpoints",
          deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
          params=("{task}.evaluate",), outs=("models/{item}/onnx",), families="pretrained"),
-    Kind("report", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
+    Kind("report_{task}", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
          deps=("metrics/{task}", "plots/{task}", "predictions/{task}"), params=("{task}.families",),
          outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"), families=""),
 )
@@ -116,12 +116,8 @@ def render(root: Path) -> str:
         for task in params.get("tasks", []):
             if kind.families and not family_lists(params, task)[kind.families]:
                 continue
-            group = kind.name.format(task=task)
-            if not kind.families:  # one item per task: the group loops over the tasks
-                stages.setdefault(group, stage(kind, source, root, params, items=list(params["tasks"])))
-            else:
-                stages[group] = stage(kind, source, root, params, task=task,
-                                      items=family_lists(params, task)[kind.families])
+            items = family_lists(params, task)[kind.families] if kind.families else None
+            stages[kind.name.format(task=task)] = stage(kind, source, root, params, task, items)
     index = f"python -m {STAGES}.report index"
     stages["report_index"] = {"cmd": index, "deps": ["metrics", *code(source, root, [index])], "params": ["tasks"],
                               "outs": [{"reports/index.md": {"cache": False}}]}
@@ -139,14 +135,13 @@ def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in files)
 
 
-def stage(kind: Kind, source: Source, root: Path, params: dict, items: list[str],
-          task: str | None = None) -> dict:
-    """One foreach group: {foreach, do: {cmd, deps, params, outs, ...}}. A group over a task's families loops over
-    {family: {model: its model module's file[, space: its search space file][, params: its own params key]}}: the
-    key is the family."""
-    if task is None:  # per-task: the items are the tasks
-        values, foreach = {"task": "${item}", "item": "${item}"}, items
-        shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={t}" for t in items])
+def stage(kind: Kind, source: Source, root: Path, params: dict, task: str, items: list[str] | None) -> dict:
+    """A task's stage of a per-task kind (items None): {cmd, deps, params, outs, ...}; else its foreach group over the
+    families, {foreach, do: {cmd, deps, ...}}, looping over {family: {model: its model module's file[, space: its
+    search space file][, params: its own params key]}}: the key is the family."""
+    if items is None:
+        values, foreach = {"task": task, "item": task}, None
+        shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"])
         own_deps = []
     else:
         values = {"task": task, "item": "${key}", "own": "${item.params}"}
@@ -161,7 +156,7 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, items: list[str]
         own_deps = ["${item.model}"] + (["${item.space}"] if tune else [])
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
     do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={values['task']}"
-                       + (f" family={values['item']}" if task else ""),
+                       + (f" family={values['item']}" if items is not None else ""),
                 "deps": list(dict.fromkeys(deps))}
     if kind.params:
         do["params"] = [p.format(**values) for p in kind.params]
@@ -172,7 +167,7 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, items: list[str]
     outs = [o.format(**values) for o in kind.outs] + [{o.format(**values): {"cache": False}} for o in kind.outs_no_cache]
     if outs:
         do["outs"] = outs
-    return {"foreach": foreach, "do": do}
+    return do if foreach is None else {"foreach": foreach, "do": do}
 
 
 def own_params(params: dict, task: str, family: str) -> str:

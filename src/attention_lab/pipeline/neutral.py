@@ -178,6 +178,36 @@ def differences(a: dict[str, str], b: dict[str, str], what: str) -> list[str]:
             for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
 
 
+def files(root: Path) -> list[str]:
+    """The checkout's files as git sees them: tracked, and untracked ones it does not ignore."""
+    return subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
+def snapshot(root: Path) -> str:
+    """One digest of the checkout's files (names and contents): what the proof proves."""
+    h = hashlib.sha256()
+    for name in files(root):
+        if (path := root / name).is_file():
+            h.update(name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def rename_locked(root: Path, defined: dict[str, frozenset[str]]) -> dict[str, str]:
+    """dvc.lock's entries renamed where dvc.yaml now calls a stage otherwise (`defined`: {stage: its outputs}): a
+    stage missing from the lock takes the entry, missing from dvc.yaml, that wrote the same outputs
+    (prepare@translate -> prepare_translate)."""
+    path = root / "dvc.lock"
+    lock = yaml.safe_load(path.read_text(encoding="utf-8"))
+    gone = {frozenset(o["path"] for o in e.get("outs", [])): name for name, e in lock["stages"].items()
+            if name not in defined and e.get("outs")}
+    renamed = {gone[outs]: name for name, outs in defined.items() if name not in lock["stages"] and outs in gone}
+    if renamed:
+        lock["stages"] = {renamed.get(k, k): v for k, v in lock["stages"].items()}
+        path.write_text(yaml.safe_dump(lock, sort_keys=False, width=10**6), encoding="utf-8")
+    return renamed
+
+
 def record(root: Path, equivalent: dict[str, str]) -> list[str]:
     """dvc.yaml rewritten from the code, and every stage's code, conf and params deps re-hashed into dvc.lock by DVC
     (data deps and outputs keep their recorded hashes): the stages DVC would re-run for the change only; the
@@ -187,9 +217,11 @@ def record(root: Path, equivalent: dict[str, str]) -> list[str]:
     from attention_lab.pipeline.dvc_yaml import write
 
     write(root)
-    tracked = set(subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
-                                 capture_output=True, text=True, check=True).stdout.split())
-    saved = []
+    with Repo(str(root)) as repo:
+        defined = {s.addressing: frozenset(o.def_path for o in s.outs) for s in repo.index.stages}
+    renamed = rename_locked(root, defined)
+    tracked = set(files(root))
+    saved = [f"{old} -> {new}" for old, new in renamed.items()]
     with Repo(str(root)) as repo, repo.lock:
         for stage in repo.index.stages:
             code = [d for d in stage.deps if d.def_path in tracked or any(t.startswith(f"{d.def_path}/") for t in tracked)]
@@ -200,9 +232,9 @@ def record(root: Path, equivalent: dict[str, str]) -> list[str]:
                 stage.dvcfile.dump(stage, update_pipeline=False)
                 saved.append(stage.addressing)
     path = root / EQUIVALENT_CODE
-    known = json.loads(path.read_text()) if path.is_file() else {}
-    known.update(equivalent)
-    path.write_text(json.dumps(dict(sorted(known.items())), indent=1) + "\n")
+    if equivalent:
+        known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        path.write_text(json.dumps(dict(sorted({**known, **equivalent}.items())), indent=1) + "\n", encoding="utf-8")
     return saved
 
 
@@ -222,6 +254,7 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
     trees = [Tree("base", extract(root, base, scratch / "base-src"), scratch / "base"),
              Tree("tree", root, scratch / "tree")]
     print(f"proving {len(stages)} families, seeds {SEEDS}, base {base} against the working tree (logs in {scratch})")
+    proved = snapshot(root)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two trees side by side, one core each
         runs = list(pool.map(lambda t: train(t, chosen), trees))
         quick = list(pool.map(lambda t: configs(t, scratch / f"{t.name}-config", stages), trees))
@@ -239,6 +272,9 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
     if not do_record or chosen:
         print("nothing recorded" + (" (--families proves a part; recording needs every family)" if chosen else ""))
         return 0
+    if snapshot(root) != proved:
+        print("the working tree changed while the proof ran: nothing recorded; run it again")
+        return 1
     old, new = code_hashes(trees[0], stages), code_hashes(trees[1], stages, raw=True)
     equivalent = {new[k]: old[k] for k in new if new[k] != old[k]}
     saved = record(root, equivalent)

@@ -41,7 +41,7 @@ def main(argv: list[str]) -> dict:
     tokenizer = tokenizer_path(cfg)
     hooks = get_task(cfg.task.name)
     name = hooks.name
-    tokenizer_stage = f"pretrain@{cfg.family}" if cfg.get("pretrained") else f"tokenize@{name}"
+    tokenizer_stage = f"pretrain@{cfg.family}" if cfg.get("pretrained") else f"tokenize_{name}"
     for path, stage in ((ckpt, f"train_{name}@{cfg.family}"), (tokenizer, tokenizer_stage)):
         if not path.is_file():
             raise SystemExit(f"export_{name}@{cfg.family}: {path} not found (run the {stage} stage first)")

@@ -1,4 +1,4 @@
-"""DVC stage `prepare@<task>`: built-in or bring-your-own data -> <prepared>/{train,valid,test}.jsonl + stats.json
+"""DVC stage `prepare_<task>`: built-in or bring-your-own data -> <prepared>/{train,valid,test}.jsonl + stats.json
 (caption also <prepared>/{train,valid,test}.npy: the images, row i of the JSONL = image i)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> None:
                 np.save(tmp / f"{name}.npy", images[name], allow_pickle=False)
         write_json(tmp / "stats.json", {"source": cfg.data.source, **summary})
     for name, s in summary.items():
-        print(f"prepare@{cfg.task.name}: {name}: {s} -> {out / name}.jsonl")
+        print(f"prepare_{cfg.task.name}: {name}: {s} -> {out / name}.jsonl")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""DVC stage `report@<task>`: reports/<task>.md + reports/<task>/*, metrics/<task>_summary.json (ranking and paired
+"""DVC stage `report_<task>`: reports/<task>.md + reports/<task>/*, metrics/<task>_summary.json (ranking and paired
 p-values), and an MLflow "comparison" run holding the page and the ranking (the task's family runs nest under it);
 `report_index` (`python -m attention_lab.stages.report index`): reports/index.md, a line and a link per task."""
 
@@ -105,7 +105,7 @@ def write_index(root: Path) -> None:
         path = root / cfg.paths.metrics / f"{task}_summary.json"
         summaries[task] = read_json(path)
         if not summaries[task] or any("rank" not in m for m in summaries[task].values()):
-            raise ValueError(f"{path}: no families with a `rank` (re-run `dvc repro report@{task}`)")
+            raise ValueError(f"{path}: no families with a `rank` (re-run `dvc repro report_{task}`)")
     write_text(root / cfg.paths.reports / "index.md", render_index(summaries))
     print(f"wrote {root / cfg.paths.reports / 'index.md'}")
 

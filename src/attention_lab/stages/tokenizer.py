@@ -1,4 +1,4 @@
-"""DVC stage `tokenize@<task>`: train the task's tokenizer on the training split -> <tokenized>/tokenizer.json."""
+"""DVC stage `tokenize_<task>`: train the task's tokenizer on the training split -> <tokenized>/tokenizer.json."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def main(argv: list[str]) -> None:
         tmp.mkdir()
         tok.save(str(tmp / "tokenizer.json"))
         write_json(tmp / "stats.json", stats)
-    print(f"tokenize@{cfg.task.name}: {stats}")
+    print(f"tokenize_{cfg.task.name}: {stats}")
 
 
 if __name__ == "__main__":
