@@ -4,7 +4,6 @@ serves a model (serving/, infer/, each task's serve.py) never imports torch."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
