@@ -1,6 +1,6 @@
 """The `attention-lab` commands that work on the project rather than on a model: `readme` (results tables and their
-provenance), `ablations`, `config` (--explain), `stages` (dvc.yaml), `repro` and `neutral` (the result-neutral proof). cli.py parses their arguments; each
-imports what it needs lazily.
+provenance), `ablations`, `config` (--explain), `stages` (dvc.yaml), `repro` and `neutral` (the result-neutral proof).
+cli.py parses their arguments; each imports what it needs lazily.
 """
 
 from __future__ import annotations
