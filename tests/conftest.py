@@ -4,7 +4,6 @@ stage runs."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -92,17 +91,9 @@ def browser():
 
 
 def copy_project(dest: Path, profile: str = "tiny") -> Path:
-    """attention_lab.pipeline.scratch.copy_project of this checkout, then `profile` and one seed (the tests' time) set
-    in params.yaml's text: its comments and layout stay as a user's are (tests edit them and check they are kept),
-    where scratch's own `profile=`/`seeds=` would rewrite the file without them."""
-    scratch.copy_project(dest, root=ROOT)
-    params = dest / "params.yaml"
-    text = params.read_text(encoding="utf-8")
-    for pattern, line in ((r"^profile:[ \t]*[^\s#]+", f"profile: {profile}"), (r"^seeds:[ \t]*\[[0-9, ]*\]", "seeds: [0]")):
-        text, found = re.subn(pattern, line, text, count=1, flags=re.MULTILINE)
-        assert found, f"{params}: no `{line.split(':')[0]}:` line to set"
-    params.write_text(text, encoding="utf-8")
-    return dest
+    """A copy of this checkout for a stage run (pipeline.scratch.copy_project): `profile`, and one seed (the tests'
+    time); params.yaml keeps its comments and layout, as a user's does (tests edit them and check they are kept)."""
+    return scratch.copy_project(dest, root=ROOT, profile=profile, seeds=[0])
 
 
 @pytest.fixture

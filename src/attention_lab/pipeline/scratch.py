@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ SKIPPED = shutil.ignore_patterns("__pycache__", "*.egg-info", ".trials", "*.jour
 def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seeds: list[int] | None = None,
                  edit: Callable[[dict], None] | None = None, tuned: bool = False) -> Path:
     """Copy `root`'s pipeline files (and tuned/ when `tuned`) into `dest`; set params.yaml's `profile` and `seeds`
-    where given, then let `edit(params)` change the rest in place."""
+    where given, in its text (its comments and layout stay), then let `edit(params)` change the rest in place."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in COPIED + (("tuned",) if tuned else ()):
         src = root / name
@@ -25,13 +26,19 @@ def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seed
             shutil.copytree(src, dest / name, ignore=SKIPPED, dirs_exist_ok=True)
         elif src.is_file():
             shutil.copy(src, dest / name)
-    if profile is None and seeds is None and edit is None:
-        return dest
-    params = yaml.safe_load((dest / "params.yaml").read_text(encoding="utf-8"))
-    params.update({k: v for k, v in (("profile", profile), ("seeds", seeds)) if v is not None})
+    path = dest / "params.yaml"
+    text = path.read_text(encoding="utf-8")
+    for key, value in (("profile", profile), ("seeds", seeds)):
+        if value is not None:
+            line = rf"^{key}:[ \t]*(\[[^\]]*\]|[^\s#]+)"  # the top-level key's value, its comment kept
+            text, found = re.subn(line, f"{key}: {value}", text, count=1, flags=re.MULTILINE)
+            if not found:
+                raise ValueError(f"{path}: no top-level `{key}:` line to set")
+    path.write_text(text, encoding="utf-8")
     if edit is not None:
+        params = yaml.safe_load(text)
         edit(params)
-    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
+        path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return dest
 
 
