@@ -1,5 +1,5 @@
-"""The package's layers (docs/design.md, "Where the code lives"): imports point one way, no module imports itself back, and what
-serves a model (serving/, infer/, each task's serve.py) never imports torch."""
+"""The package's layers (docs/design.md, "Where the code lives"): imports point one way, no module imports itself
+back, and what serves a model (serving/, infer/, each task's serve.py) never imports torch."""
 
 from __future__ import annotations
 
