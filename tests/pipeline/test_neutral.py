@@ -70,7 +70,7 @@ def test_a_neutral_change_is_proved_and_recorded_so_nothing_re_runs(lab):
 
     proc = sh(["attention-lab", "neutral", "--base", "HEAD"], lab)
     assert "result-neutral: every state dict" in proc.stdout, proc.stdout
-    assert "compared: 2 checkpoints" in proc.stdout  # best.ckpt and last.ckpt of each seed's run
+    assert "compared: 6 checkpoints" in proc.stdout  # best.ckpt and last.ckpt of each seed's run and of the trial
     assert "recorded in dvc.lock" in proc.stdout
 
     assert "Data and pipelines are up to date" in sh(["dvc", "status"], lab).stdout

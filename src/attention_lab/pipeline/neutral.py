@@ -155,11 +155,13 @@ def fingerprints(work: Path) -> dict[str, str]:
     import torch
     from safetensors.torch import load_file
 
+    from attention_lab.train.checkpoints import read_checkpoint
+
     found: dict[str, str] = {}
     for path in sorted(p for top in OUTPUTS for p in (work / top).rglob("*") if p.is_file()):
         rel = path.relative_to(work).as_posix()
         if path.suffix == ".ckpt":
-            ckpt = torch.load(path, map_location="cpu", weights_only=False)
+            ckpt = read_checkpoint(path)
             found[rel] = _tensors({"state_dict": ckpt.get("state_dict", ckpt),
                                    "step": torch.tensor(ckpt.get("global_step", -1))})
         elif path.suffix == ".safetensors":
