@@ -30,21 +30,26 @@ def test_stale_stages_keeps_what_git_keeps_params_and_the_command():
     }
 
 
-def test_summarise_names_stage_kinds_and_writes_item_and_task():
-    names = ["train_translate@bahdanau", "train_translate@luong_dot", "train_caption@show_tell",
-             "evaluate_translate@bahdanau", "evaluate_translate@luong_dot", "report_index"]
-    tasks = {n: ("caption" if "caption" in n else "translate") for n in names if n != "report_index"}
+def test_summarise_names_stage_kinds_and_writes_item():
+    names = ["prepare@translate", "prepare@caption", "train_translate@bahdanau", "train_translate@luong_dot",
+             "train_caption@show_tell", "tune_caption@show_tell", "evaluate_translate@bahdanau",
+             "evaluate_translate@luong_dot", "report_index"]
+    caption = [("modified", "conf/model/show_tell.yaml"), ("modified", "src/attention_lab/caption")]
     stale = {
+        "prepare@translate": [("modified", "src/attention_lab/translate/prepare.py")],  # a folder keeps its name
         "train_translate@bahdanau": [("modified", "conf/model/bahdanau.yaml"), ("modified", "src/attention_lab/translate")],
         "train_translate@luong_dot": [("modified", "conf/model/luong_dot.yaml"),
                                       ("modified", "src/attention_lab/translate")],
-        "train_caption@show_tell": [("modified", "conf/model/show_tell.yaml"), ("modified", "src/attention_lab/caption")],
+        "train_caption@show_tell": caption,
+        "tune_caption@show_tell": caption,
         "evaluate_translate@luong_dot": [("deleted", "src/attention_lab/metrics.py"), ("changed", "the command")],
         "report_index": [("modified", "params.yaml: tasks")],
     }
-    assert provenance.summarise(stale, names, tasks) == [
-        ("- `train_translate@*` (all 2), `train_caption@show_tell`: modified `conf/model/<item>.yaml`, "
-         "`src/attention_lab/<task>`"),
+    assert provenance.summarise(stale, names) == [
+        "- `prepare@{translate}` (1 of 2): modified `src/attention_lab/translate/prepare.py`",
+        "- `train_translate@*` (all 2): modified `conf/model/<item>.yaml`, `src/attention_lab/translate`",
+        ("- `train_caption@show_tell`, `tune_caption@show_tell`: modified `conf/model/<item>.yaml`, "
+         "`src/attention_lab/caption`"),
         "- `evaluate_translate@{luong_dot}` (1 of 2): changed the command; deleted `src/attention_lab/metrics.py`",
         "- `report_index`: modified `params.yaml: tasks`",
     ]

@@ -1,12 +1,8 @@
-"""ONNX export of a captioner as two graphs (image encoder, decoder step) and a torch-vs-onnxruntime parity check.
-
-encoder.onnx:      image (B, H, W) float32 in [0, 1] (a canvas) or (B, S, S, 3) uint8 RGB (a photo, squashed by
-                   caption/data/photos.py to S = data.image_size; the graph holds the frozen pretrained CNN)
-                   -> memory (B, L, D) (show_attend_tell: (B, L, D + A), [a_i; U a_i]), state_0, state_1
-decoder_step.onnx: prev (B,) int64, state_0, state_1, memory, src_mask (B, L) bool (the grid mask: all True)
-                   -> logits (B, V), log_probs (B, V), new_state_0, new_state_1, attn (B, L)
-The folder also gets meta.json (task caption, input canvas or photo, its size, grid, ids, defaults) and tokenizer.json.
-"""
+"""ONNX export of a captioner as two graphs (image encoder, decoder step) and a torch-vs-onnxruntime parity check:
+encoder.onnx takes a canvas (B, H, W) float32 in [0, 1] or a photo (B, S, S, 3) uint8 RGB (the graph then holds the
+frozen CNN) and returns memory (B, L, D) and state_0, state_1; decoder_step.onnx takes prev (B,), the states, memory
+and the grid mask and returns logits, log_probs, the new states and attn (B, L). The folder also gets meta.json and
+tokenizer.json. The graphs' inputs and outputs in full: docs/design.md, "Why the modules are as they are"."""
 
 from __future__ import annotations
 

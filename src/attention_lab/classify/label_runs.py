@@ -1,9 +1,8 @@
 """Classify's runs on shares of the training labels (core.task's run hooks): for every fraction f in
-train.label_fractions and every seed, a run that sees a stratified f of the training documents (train.label_fraction)
-for max_epochs / f epochs, validated every 1 / f epochs, so its schedule (steps, validations, early-stopping patience)
-is the same as on all labels; it lives in checkpoints/labels<percent>/seed<k> (f < 1), its MLflow run is
-<family>-seed<k>-labels<percent>, and the evaluate stage reports it under "label_fractions" ("<f>"), all but the main
-fraction (1, else the largest)."""
+train.label_fractions and every seed, a run on a stratified f of the training documents (train.label_fraction) for
+max_epochs / f epochs, validated every 1 / f epochs; it lives in checkpoints/labels<percent>/seed<k> (f < 1), its
+MLflow run is <family>-seed<k>-labels<percent>, and the evaluate stage reports it under "label_fractions" ("<f>"),
+all but the main fraction (1, else the largest)."""
 
 from __future__ import annotations
 

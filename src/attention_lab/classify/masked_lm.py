@@ -1,13 +1,8 @@
-"""BERT pretraining data (Devlin et al. 2018, §3.1 and appendix A.1): sentence-pair examples from unlabelled documents
-and dynamic masking.
-
-- A pair is `[CLS] A [SEP] B [SEP]` (segments 0 then 1): A and B are consecutive runs of a document's sentences, split
-  at a random sentence boundary, the whole pair cut to `max_tokens`. The second objective labels it:
-  next-sentence prediction (`nsp`: B replaced by another document's B half the time, label 1 = B follows A) or
-  sentence-order prediction (`sop`, Lan et al. 2019: A and B swapped half the time, label 1 = original order).
-- Masking is dynamic (redrawn for every batch, RoBERTa-style): `mask_rate` of the non-special tokens are chosen;
-  of those 80% become [MASK], 10% a random token, 10% stay. Labels are -100 elsewhere (ignored by the loss).
-"""
+"""BERT pretraining data (Devlin et al. 2018, §3.1 and appendix A.1): sentence-pair examples `[CLS] A [SEP] B [SEP]`
+from unlabelled documents, A and B consecutive runs of a document's sentences, labelled for next-sentence prediction
+(`nsp`) or sentence-order prediction (`sop`, Lan et al. 2019); and dynamic masking, redrawn for every batch: `mask_rate`
+of the non-special tokens are chosen, 80% of them become [MASK], 10% a random token, 10% stay (docs/design.md, "Why
+the modules are as they are")."""
 
 from __future__ import annotations
 

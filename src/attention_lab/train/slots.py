@@ -1,9 +1,7 @@
-"""One pool of training runs for the whole machine: `attention-lab repro` runs the families' chains side by side, and a
-stage trains its seeds and label fractions in worker processes (train.processes), so chains × workers processes
-would share the cores (6 on 2 cores, each slowed by the others' cache misses and switches). With ATTENTION_LAB_SLOTS
-= N in the environment (repro sets it to the machine's cores), a run (a trial, a seed, a share of the labels, a
-pretraining) trains only while it holds one of N slots, file locks in the system's temporary folder that every
-process of the machine shares; the others wait for one. Unset (a stage run by hand, the tests), runs do not wait."""
+"""One pool of training runs for the whole machine: with ATTENTION_LAB_SLOTS = N in the environment (`attention-lab
+repro` sets it to the machine's cores), a run (a trial, a seed, a share of the labels, a pretraining) trains only
+while it holds one of N slots, file locks in the system's temporary folder that every process of the machine shares;
+the others wait for one. Unset (a stage run by hand, the tests), runs do not wait."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
 """Training machinery that the train stage (stages/train.py) and tuning (train/tuning.py) share: `train_one` trains
 (or resumes) one run, `train_run` does one of a task's runs (core.task.Run: its config, its folder, and the tune
 stage's best trial taken instead when it was this very run), `run_key` says what makes two runs the same, and
-`keep_for_reuse` / `reuse_tuned_run` write and read a kept trial's reuse.json.
-
-Work happens in a partial folder (core.paths.partial_dir) and is moved into place when done (by the train stage only
-once all its runs are done: `publish`), so a failed run leaves no half-written output. Run again after a stop (even
-SIGKILL), a run whose partial folder holds the same run (run_key: config, data, code, threads) resumes from its
-last.ckpt, inside an epoch too (train.batching.ResumableLoader), with an uninterrupted run's metrics; one that had
-finished (its train.json written) is taken as it is.
-Data parallel (`trainer=ddp`): every process runs train_one; only the global rank 0 writes (the MLflow run, run.json,
-config.yaml, the checkpoints, train.json and the final rename), and every process takes part in each collective (fit,
-checkpoint saves, the token count), so none is left waiting.
-"""
+`keep_for_reuse` / `reuse_tuned_run` write and read a kept trial's reuse.json. How a run resumes after a stop, and
+data parallel: docs/design.md, "Why the modules are as they are"."""
 
 from __future__ import annotations
 
@@ -85,7 +76,7 @@ class ValCurve(pl.Callback):
 def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
               build=None, stage: str = "train", tags: dict | None = None, name: str | None = None, move: bool = True,
               **trainer_options) -> dict | None:
-    """Train (or resume, or take as finished: see the module docstring) one (family, seed) run in `partial`, then move
+    """Train (or resume, or take as finished: docs/design.md) one (family, seed) run in `partial`, then move
     it to `out` (move=False: leave it finished in `partial`, for `publish`); returns the training summary on the
     global rank 0 and None on the other processes of a data-parallel run (which write nothing).
 

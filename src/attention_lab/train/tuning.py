@@ -1,9 +1,7 @@
 """Optuna tuning under one budget for every family of a task: one study per family in a journal file (or an RDB URL
 shared by many workers), over the family's search space (train.search_space). Every trial is the full training run
-(train.trial), cut short by successive halving (Li et al. 2018, ASHA: Optuna's SuccessiveHalvingPruner), so the last
-rung is the full schedule and the pick is judged where it is used. The budget is counted in training updates
-(tune.updates, the same for every family of a task); trial 0 is the family's untuned default, so the study also
-measures what tuning bought."""
+(train.trial), cut short by successive halving (Li et al. 2018, ASHA: Optuna's SuccessiveHalvingPruner); the budget
+is counted in training updates (tune.updates), and trial 0 is the family's untuned default."""
 
 from __future__ import annotations
 

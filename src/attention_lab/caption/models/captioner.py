@@ -1,11 +1,8 @@
 """What both captioning families share (show_tell.py, show_attend_tell.py): one small CNN written here (no
-torchvision) and the Captioner base class.
-
-They keep the decoder-step contract of nn/decoder_step.py with an image in place of a source sentence:
-`encode(images (B, H, W)) -> (memory (B, L, D), state)` where memory is the CNN's feature grid as L = h·w annotation
-vectors, and `decode_step(prev (B,), state, memory, grid_mask (B, L)) -> (logits (B, V), state, attention (B, L))`;
-so infer/decoding.py's greedy and beam search, and export's decoder-step graph, drive them as they drive translation.
-"""
+torchvision) and the Captioner base class, which keeps the decoder-step contract of nn/decoder_step.py with an image
+for a sentence: `encode(images (B, H, W)) -> (memory (B, L, D), state)`, memory the CNN's feature grid as L = h·w
+annotation vectors, and `decode_step(prev (B,), state, memory, grid_mask (B, L)) -> (logits (B, V), state, attention
+(B, L))`."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Documents as token ids in two layouts, so every classifier family reads the same batch.
-
-- hierarchical: words (B, N, L) = N sentences of L tokens, word_mask (B, N, L)   (han)
-- flat: tokens (B, T) = the document's tokens in order, token_mask (B, T)          (every other family)
-A token is a word for a word-level vocabulary and a WordPiece piece for a BERT one; each row keeps `word_of`, the word
-index of every token, so attention over pieces pools back to words. Length-bucketed, seeded batches come from the
-translation task's BucketBatchSampler (by tokens per document).
-"""
+"""Documents as token ids in two layouts, so every classifier family reads the same batch: hierarchical, words
+(B, N, L) = N sentences of L tokens with word_mask (B, N, L) (han), and flat, tokens (B, T) with token_mask (B, T)
+(every other family). A token is a word (a word-level vocabulary) or a WordPiece piece (a BERT one); each row keeps
+`word_of`, the word index of every token. Length-bucketed, seeded batches come from BucketBatchSampler (by tokens)."""
 
 from __future__ import annotations
 

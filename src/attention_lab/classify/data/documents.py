@@ -1,17 +1,8 @@
 """Deterministic multi-sentence reviews whose label is decided by a few key sentences, with gold rationales.
-
-A document reviews one subject (a restaurant, a hotel or a product). Its label is decided only by the KEY
-sentences, the ones that give a verdict on that subject (1 to 3, more in longer documents): positive or negative
-when every key verdict is, neutral when all are neutral ("fine , nothing special") or a pro and a con cancel out.
-Everything else is neutral filler ("we arrived on a tuesday .") or a DISTRACTOR: an opinion about a side topic
-("the parking lot next door was awful .") built from the very same templates and sentiment words, so a bag of
-words is misled while a reader that finds the subject and reads negation ("was not good at all") and contrast
-("seemed dirty at first , but in the end it was wonderful") gets every label right.
-
-Rationale convention: `rationale["sentences"]` lists the key sentence indices; `rationale["words"]` lists
-[sentence, word] pairs of the words that carry the verdict: the deciding adjectives or verbs, their negators, and
-the words of neutral verdicts ("fine", "nothing", "special"). Text is lowercase, punctuation split off.
-"""
+`rationale["sentences"]` lists the key sentence indices; `rationale["words"]` lists [sentence, word] pairs of the
+words that carry the verdict: the deciding adjectives or verbs, their negators, and the words of neutral verdicts
+("fine", "nothing", "special"). Text is lowercase, punctuation split off. How the documents are built, and why:
+docs/design.md, "Why the modules are as they are"."""
 
 from __future__ import annotations
 

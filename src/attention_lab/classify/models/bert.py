@@ -1,20 +1,8 @@
 """BERT (Devlin et al. 2018): a post-LN Transformer encoder over [CLS] A [SEP] B [SEP], plus its pre-training heads.
-
-Choices, stated once:
-- Names follow this repository, not Hugging Face; models/hf_bert.py maps a HF BertModel checkpoint onto `Bert`.
-- Self-attention is the shared `MultiHeadAttention` (padding keys get exactly zero weight); every other piece is
-  BERT's: learned positions and segments, post-LN residual blocks LayerNorm(x + Sublayer(x)) (Vaswani §5.4 as in the
-  original BERT code), exact erf GELU, a tanh pooler on [CLS], and N(0, 0.02) initialisation (§A.2 / BERT code).
-- Two options make it the twin of conf/model/transformer_encoder.yaml, so that `bert` against `transformer_encoder`
-  measures pretraining alone: `positions` learned (BERT) | alibi (Press et al. 2022: a bias -m·|i - j| on the
-  attention scores, none on [CLS]; no position embeddings), and `layout` post_ln (BERT, above) | pre_ln (the
-  transformer_encoder's block, core/layers.EncoderLayer: pre-LN, ReLU feed-forward; no embedding LayerNorm, a final
-  LayerNorm). Pretraining adds what the twin lacks: segment embeddings, the pooler and the heads of BertPretraining.
-  bert_minilm (a real BERT, models/hf_bert.py) keeps learned / post_ln.
-- `need_weights` returns one (B, heads, S, S) tensor per layer, the bertviz `[batch, heads, query, key]` convention.
-- `BertClassifier` takes WordPiece ids without special tokens and builds [CLS] ids [SEP] itself, with tensor ops only
-  (it exports to ONNX with a dynamic batch and length).
-"""
+Names follow this repository (models/hf_bert.py maps a Hugging Face BertModel checkpoint onto `Bert`); self-attention
+is the shared `MultiHeadAttention`. The options `positions` (learned | alibi) and `layout` (post_ln | pre_ln) make it
+BERT or the twin of transformer_encoder; `need_weights` returns one (B, heads, S, S) tensor per layer; `BertClassifier`
+builds [CLS] ids [SEP] itself, with tensor ops only. The choices, and why: docs/design.md."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
-"""The contract every document-classification family keeps: forward(ids, mask) -> dict of named outputs.
-
-Inputs (padding id 0, mask True = real token, right-padded):
-- flat (`hierarchical = False`): ids (B, T), all words of each document in order; mask (B, T).
-- hierarchical (`hierarchical = True`): ids (B, N, L), N sentences of L words; mask (B, N, L). Sentences are
-  right-padded too: a document with fewer than N sentences ends in fully masked ones.
-
-Outputs: a dict whose keys are exactly `output_names` (in that order, which is also the ONNX output order):
-- "logits" (B, C), always;
-- "word": attention over the words, same shape as ids ((B, T) or (B, N, L), per sentence for hierarchical models);
-- "sentence" (B, N): attention over the sentences (hierarchical attention);
-- "hops" (B, r, T): every hop of a multi-hop attention, "word" being their mean;
-- "penalty" (B,): the multi-hop redundancy penalty ‖AAᵀ − I‖²_F (the training task weighs it).
-Every attention weight is exactly zero at padding and sums to 1 over the real positions of its row (a fully masked
-row, e.g. a padded sentence, is all zeros).
-"""
+"""The contract every document-classification family keeps: forward(ids, mask) -> dict of named outputs. Inputs
+(padding id 0, mask True = real token, right-padded) are flat, ids (B, T), or hierarchical, ids (B, N, L): N sentences
+of L words. The outputs are exactly `output_names`, in that order (the ONNX output order): "logits" (B, C) always, and
+attention as "word", "sentence", "hops", "penalty"; every attention weight is exactly zero at padding and sums to 1 over
+its row's real positions. The contract in full: docs/design.md, "Why the modules are as they are"."""
 
 from __future__ import annotations
 
@@ -23,7 +12,7 @@ from torch import Tensor, nn
 
 
 class DocumentClassifier(nn.Module, ABC):
-    """A document -> C-way classifier; see the module docstring for shapes and output names."""
+    """A document -> C-way classifier; shapes and output names: the module docstring, in full docs/design.md."""
 
     hierarchical: bool = False
     output_names: tuple[str, ...] = ("logits",)

@@ -1,14 +1,8 @@
 """A Transformer encoder classifier (Vaswani et al. 2017, §3.1) with a learned [CLS] vector read out for the class.
-
-The [CLS] vector is a parameter, not a vocabulary token, prepended at position 0 (words at 1..T); it attends to the
-words and to itself and every word attends to it, as in BERT. Layers are the translation Transformer's pre-LN
-EncoderLayer, with a final LayerNorm. Positions (`positions`; "alibi" in conf/model, "sinusoidal" the class's
-default, what checkpoints trained before the option used): "alibi" biases every head's attention scores by its slope
-times the distance between the two words (Press et al. 2022, made symmetric; none on [CLS]'s row and column), so the
-encoder knows which words are near each other; "sinusoidal" adds Vaswani §3.5's absolute sinusoids to the embeddings
-once. "word" is the last layer's [CLS]-row attention over the words, mean over heads, renormalised over the words
-(the weight [CLS] puts on itself is left out) so that it sums to 1.
-"""
+The [CLS] vector is a parameter prepended at position 0 (words at 1..T) that attends to the words and to itself, and
+every word attends to it, as in BERT; the layers are the translation Transformer's pre-LN EncoderLayer, with a final
+LayerNorm. `positions`: "alibi" (conf/model) or "sinusoidal" (the class's default). "word" is the last layer's
+[CLS]-row attention over the words, mean over heads, renormalised over the words to sum to 1."""
 
 from __future__ import annotations
 

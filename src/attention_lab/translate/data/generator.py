@@ -1,17 +1,8 @@
-"""Deterministic English→Korean sentence pairs with gold word alignments, grown to a requested length.
-
-English is SVO with modifiers after the noun for relative clauses ("the man who reads a book"); Korean is SOV with
-every modifier before the noun ("책을 읽는 남자"), case particles chosen by batchim, and clauses joined by -고/-지만,
-so the alignment is non-monotonic. Text is lowercase, words separated by single spaces, no punctuation.
-
-Alignment convention: `align` lists [src_word, tgt_word] pairs (0-based indices into `src.split()` and
-`tgt.split()`; a Korean word is an eojeol). English articles are unaligned. A noun aligns to its eojeol
-(noun + particle); a preposition ("in", "to", "with") aligns to the eojeol carrying the postposition ("with" also
-to 함께); "who"/"that" align to the Korean adnominal verb (읽는); "and"/"but" between clauses align to the
-connective verb (읽고, 읽지만); "and" between nouns aligns to the noun + 과/와 eojeol; "is"/"was" align to the
-predicate adjective; multi-word adverbs ("every day") align each word to the Korean adverb. Every Korean word is
-aligned to at least one English word.
-"""
+"""Deterministic English→Korean sentence pairs with gold word alignments, grown to a requested length. English is SVO,
+Korean SOV with every modifier before the noun, so the alignment is non-monotonic; text is lowercase, words separated
+by single spaces, no punctuation. `align` lists [src_word, tgt_word] pairs (0-based indices into `src.split()` and
+`tgt.split()`; a Korean word is an eojeol); English articles are unaligned and every Korean word is aligned to at
+least one English word (the convention in full: docs/design.md, "Why the modules are as they are")."""
 
 from __future__ import annotations
 

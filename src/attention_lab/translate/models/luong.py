@@ -37,7 +37,8 @@ class LuongNMT(Seq2Seq):
         self.W_c = nn.Linear(2 * hidden_dim, hidden_dim, bias=False)
         self.W_s = nn.Linear(hidden_dim, vocab_size)
         # Luong §4.1: "parameters uniformly initialized in [-0.1, 0.1]"; the word embeddings keep N(0, 1), as
-        # seq2seq_lstm's (benchmarks/init_schemes.py: at 1,000 updates 0.79 val loss against PyTorch's defaults' 1.00)
+        # seq2seq_lstm's (docs/benchmarks.md, "Retired studies", Initialisation: at 1,000 updates 0.79 val loss
+        # against PyTorch's defaults' 1.00)
         uniform_init((self.encoder.rnn, self.rnn, self.attention, self.W_c, self.W_s), init_range)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:

@@ -1,19 +1,8 @@
-"""The Transformer (Vaswani et al. 2017) for translation, in annotated-transformer style.
-
-Choices, stated once:
-- Pre-LN residual blocks x + Sublayer(LayerNorm(x)) (Xiong et al. 2020) with a final LayerNorm on each stack, not the
-  paper's post-LN LayerNorm(x + Sublayer(x)): it trains without a warm-up schedule in a few CPU minutes.
-- One embedding matrix is shared by source, target and the pre-softmax projection (paper §3.4; the vocabulary is
-  joint), scaled by √d_model, plus sinusoidal positions (§3.5) computed on the fly (no length limit).
-- `decode_step` caches, per decoder layer, the normalised inputs of all positions fed so far: state[l] (B, 1 + t, D).
-  Slot 0 is a zero sentinel that is never attended to, so no state tensor is ever empty (zero-size tensors break ONNX
-  graphs). Self-attention of the new position over that cache equals the causal self-attention of `forward`.
-- Dropout as in §5.4 only: on each sublayer's output before the residual sum and on embeddings + positions. The
-  attention-weight and FFN-hidden dropouts of later implementations (tensor2tensor) are left out: they are not in the
-  paper and cost a sixth of a CPU training step.
-- The attention a step returns (and `forward`'s (B, T, S)) is the mean over heads of the LAST decoder layer's
-  encoder-decoder attention; AER and the heatmaps use it. `attention_maps` returns every layer and head.
-"""
+"""The Transformer (Vaswani et al. 2017) for translation, in annotated-transformer style: pre-LN residual blocks with
+a final LayerNorm on each stack, one embedding matrix for source, target and the pre-softmax projection, sinusoidal
+positions, dropout as in §5.4 only. `decode_step` caches each decoder layer's normalised inputs so far, state[l]
+(B, 1 + t, D); a step returns the mean over heads of the last decoder layer's encoder-decoder attention
+(`attention_maps`: every layer and head). The choices, and why: docs/design.md, "Why the modules are as they are"."""
 
 from __future__ import annotations
 
