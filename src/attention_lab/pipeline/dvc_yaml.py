@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.code_deps import Source
+from attention_lab.core.code_deps import PACKAGE, Source
 
 STAGES = "attention_lab.stages"
 DOC = "docs/pipeline.md"
@@ -114,7 +114,11 @@ def render(root: Path) -> str:
             items = family_lists(params, task)[kind.families] if kind.families else None
             stages[kind.name.format(task=task)] = stage(kind, source, root, params, task, items)
     index = f"python -m {STAGES}.report index"
-    stages["report_index"] = {"cmd": index, "deps": ["metrics", *code(source, root, [index])], "params": ["tasks"],
+    # the index names no task, yet looks up every task of `tasks` by name (core.task.get_task imports its registry)
+    registries = source.closure({f"{PACKAGE}.{task}.task" for task in params.get("tasks", [])})
+    index_code = sorted({*code(source, root, [index]),
+                         *(source.module_file(m).relative_to(root).as_posix() for m in registries)})
+    stages["report_index"] = {"cmd": index, "deps": ["metrics", *index_code], "params": ["tasks"],
                               "outs": [{"reports/index.md": {"cache": False}}]}
     text = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
     comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in params.get("tasks", [])}

@@ -34,11 +34,11 @@ GIT_ID = {"GIT_AUTHOR_NAME": "neutral", "GIT_AUTHOR_EMAIL": "neutral@localhost",
 CODE_HASH = """
 import json, sys
 from omegaconf import OmegaConf
-from attention_lab.core.tracking import code_hash
-root, stages = sys.argv[1], json.loads(sys.argv[2])
-print(json.dumps({k: code_hash(OmegaConf.create({"root": root, "task": {"name": t}, "family": f, "pretrained": p}), s)
+from attention_lab.core import tracking
+root, stages, hash_of = sys.argv[1], json.loads(sys.argv[2]), getattr(tracking, sys.argv[3])
+print(json.dumps({k: hash_of(OmegaConf.create({"root": root, "task": {"name": t}, "family": f, "pretrained": p}), s)
                   for k, (t, f, p, s) in stages.items()}))
-"""
+"""  # run by each tree's own code: the base's hashes are what its studies and runs were named with
 
 
 @dataclass
@@ -115,12 +115,12 @@ def configs(tree: Tree, dest: Path, stages: list[tuple[str, str, bool]]) -> dict
             for t, f, _ in stages}
 
 
-def code_hashes(tree: Tree, stages: list[tuple[str, str, bool]], raw: bool = False) -> dict[str, str]:
-    """{task/family/stage: the tree's code hash} for the stages whose code names studies and runs (train, pretrain)."""
+def code_hashes(tree: Tree, stages: list[tuple[str, str, bool]], hash_of: str = "code_hash") -> dict[str, str]:
+    """{task/family/stage: the tree's code hash (core.tracking's `hash_of`)} for the stages whose code names studies
+    and runs (train, pretrain)."""
     wanted = {f"{t}/{f}/{s}": (t, f, p, s) for t, f, p in stages for s in (("train", "pretrain") if p else ("train",))}
-    script = CODE_HASH.replace("code_hash(", "raw_code_hash(").replace("import code_hash", "import raw_code_hash") \
-        if raw else CODE_HASH
-    return json.loads(tree.sh([sys.executable, "-c", script, str(tree.source), json.dumps(wanted)], tree.source))
+    return json.loads(tree.sh([sys.executable, "-c", CODE_HASH, str(tree.source), json.dumps(wanted), hash_of],
+                              tree.source))
 
 
 def _tensors(named: dict) -> str:
@@ -275,7 +275,7 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
     if snapshot(root) != proved:
         print("the working tree changed while the proof ran: nothing recorded; run it again")
         return 1
-    old, new = code_hashes(trees[0], stages), code_hashes(trees[1], stages, raw=True)
+    old, new = code_hashes(trees[0], stages), code_hashes(trees[1], stages, "raw_code_hash")
     equivalent = {new[k]: old[k] for k in new if new[k] != old[k]}
     saved = record(root, equivalent)
     print(f"recorded in dvc.lock: {len(saved)} stages' code deps ({', '.join(saved) or 'none changed'}); "

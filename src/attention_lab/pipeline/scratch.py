@@ -27,17 +27,19 @@ def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seed
         elif src.is_file():
             shutil.copy(src, dest / name)
     path = dest / "params.yaml"
-    text = path.read_text(encoding="utf-8")
+    text, unset = path.read_text(encoding="utf-8"), {}
     for key, value in (("profile", profile), ("seeds", seeds)):
         if value is not None:
-            line = rf"^{key}:[ \t]*(\[[^\]]*\]|[^\s#]+)"  # the top-level key's value, its comment kept
+            line = rf"^{key}:[ \t]*(\[[^\]]*\]|[^\s#]+)"  # the top-level key's one-line value, its comment kept
             text, found = re.subn(line, f"{key}: {value}", text, count=1, flags=re.MULTILINE)
-            if not found:
-                raise ValueError(f"{path}: no top-level `{key}:` line to set")
+            if not found:  # a value over several lines (a block list): set through YAML
+                unset[key] = value
     path.write_text(text, encoding="utf-8")
-    if edit is not None:
+    if unset or edit is not None:
         params = yaml.safe_load(text)
-        edit(params)
+        params.update(unset)
+        if edit is not None:
+            edit(params)
         path.write_text(yaml.safe_dump(params, sort_keys=False), encoding="utf-8")
     return dest
 
