@@ -413,6 +413,7 @@ def test_every_stage_imports_what_its_code_deps_name(tiny):
     invented = {deps[c][0]: sorted(eager[c] - files) for c, files in ran.items() if eager[c] - files}
     assert not invented, f"the static reader names imports a stage did not run: {invented}"
     tasks = ("translate", "classify", "caption")
-    foreign = {name: [f for f in files if any(f.startswith(f"src/attention_lab/{t}/") for t in tasks if t not in name)]
-               for name, files in deps.values() if name.startswith(("prepare_", "tokenize_", "report_"))}
+    foreign = {name: [f for f in files if any(f.startswith(f"src/attention_lab/{t}/") for t in tasks if t != own)]
+               for name, files in deps.values()
+               if name.startswith(("prepare_", "tokenize_", "report_")) and (own := name.rpartition("_")[2]) in tasks}
     assert not {n: f for n, f in foreign.items() if f}, f"a task's stage names another task's code: {foreign}"
