@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from attention_lab.core.config import families, pretrained_families
 from attention_lab.core.tracking import EQUIVALENT_CODE
 from attention_lab.pipeline.scratch import copy_project, environ
 
@@ -68,9 +69,8 @@ class Tree:
 
 def families_of(params: dict) -> list[tuple[str, str, bool]]:
     """(task, family, pretrained) for every family of every task of params.yaml `tasks`."""
-    return [(task, family, family in (params[task].get("pretrained") or []))
-            for task in params["tasks"] for family in [*(params[task].get("families") or []),
-                                                       *(params[task].get("pretrained") or [])]]
+    return [(task, family, family in pretrained_families(params, task))
+            for task in params["tasks"] for family in families(params, task)]
 
 
 def only(chosen: list[str] | None):
