@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S <task>.family_params...` runs")
     a.set_defaults(func=project.ablations)
     f = sub.add_parser("config", help="print the config a stage trains with, or with --explain which layer set a value "
-                       "(conf/, params.yaml, tuned/, family_params, the profile, the command line)")
+                       "(load_config's layers, as it merged them)")
     f.add_argument("items", nargs="*", metavar="task=<task> family=<family> [key=value ...]",
                    help="the stage's arguments and overrides, as `python -m attention_lab.stages.train` takes them")
     f.add_argument("--explain", nargs="?", const="all", default=None, metavar="KEY",

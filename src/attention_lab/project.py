@@ -46,6 +46,7 @@ def readme(args: argparse.Namespace) -> int:
     write nothing: exit 1 unless the results are fresh, agree with dvc.lock, and README.md is what this writes."""
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
+    from attention_lab.core.paths import metrics_dir
     from attention_lab.core.task import get_task
     from attention_lab.pipeline import provenance
     from attention_lab.results.report import splice_results
@@ -55,7 +56,7 @@ def readme(args: argparse.Namespace) -> int:
     text = current = readme_md.read_text(encoding="utf-8")
     for task in params.get("tasks", []):
         cfg = load_config(root=root, task=task)
-        paths = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
+        paths = {f: metrics_dir(cfg) / task / f"{f}.json" for f in families(params, task)}
         if missing := [str(p) for p in paths.values() if not p.is_file()]:
             raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
         results = {f: read_json(path) for f, path in paths.items()}
@@ -84,6 +85,7 @@ def ablations(args: argparse.Namespace) -> int:
 
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
+    from attention_lab.core.paths import metrics_dir, reports_dir
     from attention_lab.results.ablations import ablation_rows, params_keys, render
 
     root = Path.cwd()
@@ -105,13 +107,13 @@ def ablations(args: argparse.Namespace) -> int:
 
     tables = {}
     for task in params.get("tasks", []):
-        files = {f: root / cfg.paths.metrics / task / f"{f}.json" for f in families(params, task)}
+        files = {f: metrics_dir(cfg) / task / f"{f}.json" for f in families(params, task)}
         own = {f: set(read_json(path)) if path.is_file() else set() for f, path in files.items()}
         def below(family: str, key: str, task: str = task):
             return OmegaConf.select(load_config(root=root, task=task, family=family), key)
 
         tables[task] = ablation_rows(experiments, task, families(params, task), own, below, set_keys)
-    out = root / cfg.paths.reports / "ablations.md"
+    out = reports_dir(cfg) / "ablations.md"
     write_text(out, render(tables))
     print(f"wrote {out} ({sum(map(len, tables.values()))} ablation rows)")
     return 0
@@ -131,7 +133,7 @@ def stages(args: argparse.Namespace) -> int:
 
 def config(args: argparse.Namespace) -> int:
     """Print the config a stage of task=<task> family=<family> trains with (YAML), or with --explain the layer that
-    set each key (load_config's layers: conf/ files, params.yaml, tuned/, family_params, the profile, the command line)."""
+    set each key (load_config's layers, as it merged them)."""
     import yaml
     from omegaconf import OmegaConf
 

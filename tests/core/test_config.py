@@ -7,7 +7,6 @@ from omegaconf import OmegaConf
 from attention_lab.cli import main
 from attention_lab.core.config import (
     ConfigError,
-    conf_layers,
     explain_config,
     families,
     load_config,
@@ -185,13 +184,15 @@ def every_family():
 
 @pytest.mark.parametrize("task, family", every_family())
 def test_explain_attributes_the_conf_files_as_hydra_composes_them(task, family):
-    """explain_config reads conf/'s files one by one to say which set a value: merged in order they are what Hydra
-    composed, and every leaf of the config has an origin."""
+    """explain_config's conf/ layers are the files of Hydra's own defaults list: merged in its order they are what
+    Hydra composed, and every leaf of the config has an origin."""
     resolved = resolve_config(family=family, task=task, root=ROOT)
-    merged = OmegaConf.merge(*(OmegaConf.create(layer.values) for layer in conf_layers(ROOT, resolved.choices)))
+    conf = [layer for layer in resolved.layers if layer.name.endswith(".yaml)")]
+    assert [layer.name.split(" (")[0] for layer in conf] == ["conf default", "task", "data", "model", "trainer"]
+    merged = OmegaConf.merge(*(OmegaConf.create(layer.values) for layer in conf))
     from attention_lab.core.config import _compose
 
-    composed = _compose(ROOT, [f"{group}={name}" for group, name in resolved.choices.items()])
+    composed, _, _ = _compose(ROOT, [f"{group}={name}" for group, name in resolved.choices.items()])
     assert OmegaConf.to_container(merged) == OmegaConf.to_container(composed)
     _, origins = explain_config(family=family, task=task, root=ROOT)
     assert all(history and history[0][0] != "(unknown)" for history in origins.values())
@@ -222,9 +223,10 @@ def test_each_value_is_set_in_one_layer(task, family):
     override by design: a value params.yaml `<task>:` sets is only declared in conf/ (`???`, which explain_config does
     not count as setting it), whether the values were equal or conf/'s was dead, and conf/config.yaml declares what
     load_config sets. The overriding layers: family_params (only what differs: test_no_value_is_set_twice),
-    tuned/<family>.yaml (the tune stage's search; tuned=False here), the profile (an overlay) and the command line."""
+    tuned/<family>.yaml (the tune stage's search; tuned=False here), the profile (an overlay of params.yaml) and the
+    command line."""
     _, origins = explain_config(family=family, task=task, root=ROOT, tuned=False)
-    overriding = (f"params.yaml {task}.family_params.", "tuned/", "profile (", "command line")
+    overriding = (f"params.yaml {task}.family_params.", "tuned/", "conf/profile/", "command line")
     for key, history in origins.items():
         homes = [(name, value) for name, value in history if not name.startswith(overriding)]
         assert len(homes) == 1, (f"{task}/{family}: {key} is set in {len(homes)} layers, {homes}: give it one home "
@@ -253,7 +255,7 @@ def test_explain_names_the_layer_that_set_each_value(project):
     _, origins = explain_config(family="luong_general", root=project)
     assert origins["model.input_feeding"] == [("model (conf/model/luong_general.yaml)", True)]
     assert [name for name, _ in origins["train.val_bleu_sentences"]] == ["task (conf/task/translate.yaml)",
-                                                                          "profile (conf/profile/tiny.yaml)"]
+                                                                          "conf/profile/tiny.yaml translate:"]
     assert origins["train.lr"][-1] == ("params.yaml translate:", 0.002)
     assert origins["data.length_mix.1-10"] == [("params.yaml translate:", 0.3)]  # the conf/data mix is replaced whole
     assert origins["trainer.accelerator"] == [("trainer (conf/trainer/cpu.yaml)", "cpu")]
@@ -273,7 +275,7 @@ def test_config_command_prints_the_config_and_explains_a_key(project, capsys):
     assert main(["config", "task=caption", "family=show_tell", "--explain"]) == 0
     out = capsys.readouterr().out
     assert "model.image_input: every_step  <- model (conf/model/show_tell.yaml)\n" in out
-    assert "data.n_train: 300  <- profile (conf/profile/tiny.yaml)" in out
+    assert "data.n_train: 300  <- conf/profile/tiny.yaml caption:" in out
     assert main(["config", "task=classify", "family=han"]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["model"]["_target_"].endswith(".HAN") and printed["data"]["n_train"] == 300
@@ -284,3 +286,25 @@ def test_config_command_prints_the_config_and_explains_a_key(project, capsys):
                           (["family=bahdanau", "model.nope=3"], "override 'model.nope=3': Key 'nope' is not in struct")]:
         assert main(["config", *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_a_familys_own_setting_beats_the_profile_unless_the_profile_caps_that_family(project):
+    """The profile overlays params.yaml in its shape: its `<task>:` keys the task's knobs, its family_params the
+    family's, so a family's own setting beats the profile's task-wide one."""
+    edit_params(project, lambda p: p["translate"]["family_params"].update(bahdanau={"train": {"max_epochs": 7}}))
+    assert load_config(root=project, family="bahdanau").train.max_epochs == 7  # tiny's translate: says 1
+    assert load_config(root=project, family="luong_dot").train.max_epochs == 1
+    _, origins = explain_config(family="bahdanau", root=project)
+    assert [name for name, _ in origins["train.max_epochs"]] == [
+        "params.yaml translate:", "conf/profile/tiny.yaml translate:", "params.yaml translate.family_params.bahdanau"]
+    tiny = project / "conf" / "profile" / "tiny.yaml"
+    profile = yaml.safe_load(tiny.read_text())
+    profile["translate"]["family_params"] = {"bahdanau": {"train": {"max_epochs": 2}}}
+    tiny.write_text(yaml.safe_dump(profile))
+    cfg = load_config(root=project, family="bahdanau")
+    assert cfg.train.max_epochs == 2 and "train.max_epochs" in cfg.explicit
+    assert load_config(root=project, family="bert", task="classify").train.max_epochs == 1  # tiny caps bert's 60
+    profile["translate"]["family_params"] = {"bahdanu": {"train": {"max_epochs": 2}}}
+    tiny.write_text(yaml.safe_dump(profile))
+    with pytest.raises(ConfigError, match=r"unknown family 'bahdanu' \(in conf/profile/tiny.yaml translate.family_params\)"):
+        load_config(root=project, family="bahdanau")

@@ -12,6 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from attention_lab.core import tracking
+from attention_lab.core.task import get_task
 from tests.core.test_tracking import serve
 
 SCORES = {"seq2seq_gru": (10.9, 32.9), "bahdanau": (86.3, 91.2), "luong_dot": (68.9, 80.3)}  # BLEU, chrF
@@ -62,8 +63,8 @@ def tiny_store(root: Path, scores: dict[str, tuple[float, float]]) -> tuple[str,
     runs = []
     for family, (bleu, chrf) in scores.items():
         cfg = task_cfg(root, family=family, seed=0, profile="tiny", train={}, paths={"prepared": "prepared"})
-        tags = {**tracking.run_tags(cfg), "mlflow.parentRunId": parent.info.run_id}
-        with mlflow.start_run(experiment_id=exp, run_name=tracking.run_name(cfg), tags=tags) as run:
+        tags = {**tracking.run_tags(cfg, get_task(cfg.task.name)), "mlflow.parentRunId": parent.info.run_id}
+        with mlflow.start_run(experiment_id=exp, run_name=tracking.run_name(cfg, get_task(cfg.task.name)), tags=tags) as run:
             mlflow.log_metrics({"test/bleu": bleu, "test/chrf": chrf})
         runs.append(run.info.run_id)
     return exp, runs

@@ -66,12 +66,17 @@ def test_a_neutral_change_is_proved_and_recorded_so_nothing_re_runs(lab):
     named, raw = sh([sys.executable, "-c", CODE], lab).stdout.split()  # the code hash the study and runs are named by
     source = lab / ATTENTION
     source.write_text(source.read_text().replace(FORMULA, f"{FORMULA}  # the alignment model a(s_{{i-1}}, h_j)"))
+    page = lab / "src/attention_lab/translate/report.py"  # read by report_translate alone
+    page.write_text(page.read_text() + "\n# the page of the translate task\n")
     assert "train_translate@bahdanau" in sh(["dvc", "status"], lab).stdout  # the edit stales the stages importing it
 
     proc = sh(["attention-lab", "neutral", "--base", "HEAD"], lab)
     assert "result-neutral: every state dict" in proc.stdout, proc.stdout
     assert "compared: 6 checkpoints" in proc.stdout  # best.ckpt and last.ckpt of each seed's run and of the trial
     assert "recorded in dvc.lock" in proc.stdout
+    # the proof compares no report: a report whose code changed re-runs for real, the others do not
+    assert "Running stage 'report_translate'" in proc.stdout + proc.stderr
+    assert "Running stage 'report_index'" not in proc.stdout + proc.stderr
 
     assert "Data and pipelines are up to date" in sh(["dvc", "status"], lab).stdout
     assert "Running stage" not in sh(["dvc", "repro"], lab).stdout  # nothing re-runs

@@ -4,6 +4,7 @@ Pareto view and the index page (the report stage itself: tests/stages/test_repor
 
 import pytest
 
+from attention_lab.core.task import get_task
 from attention_lab.results import charts
 from attention_lab.results.report import (
     bucket_series,
@@ -37,7 +38,7 @@ def rows(table: str) -> dict[str, list[str]]:
 
 def test_ranking_with_one_seed_shows_no_sd_nor_interval():
     results = {"seq2seq": family(2.0, 10.0, 50.0), "bahdanau": family(80.0, 90.0, 90.0)}
-    table = ranking_table("translate", results, {"bahdanau": {"p_baseline": {"test/bleu": 0.001, "test/chrf": 0.2}}})
+    table = ranking_table(get_task("translate"), results, {"bahdanau": {"p_baseline": {"test/bleu": 0.001, "test/chrf": 0.2}}})
     assert table.splitlines()[0] == ("| rank | family | BLEU (mean ± sd) | BLEU 95% interval | chrF (mean ± sd) | "
                                      "chrF 95% interval | params | train time (s) | train tok/s |")
     by = rows(table)
@@ -54,7 +55,7 @@ def test_ranking_with_three_seeds_shows_sd_interval_and_marks():
     tests = {"han": {"p_baseline": {"test/accuracy": 0.0001}},
              "bigru": {"p_baseline": {"test/accuracy": 0.01}, "p_best": {"test/accuracy": 0.03}},
              "bow": {"p_best": {"test/accuracy": 0.0001}}}
-    by = rows(ranking_table("classify", results, tests))
+    by = rows(ranking_table(get_task("classify"), results, tests))
     assert [by[f][0] for f in ("han", "bigru", "bow")] == ["1", "2", "3"]
     assert by["han"][2:4] == ["0.900 ± 0.020†", "[0.850, 0.950]"]
     assert by["bigru"][2] == "0.700 ± —†‡" and by["bow"][2] == "0.500 ± 0.010‡"

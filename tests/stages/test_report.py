@@ -48,7 +48,7 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
             write_text(seed_dir(cfg, s) / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # as train_one does
         write_json(predictions_path(cfg), {"ids": [f"test-{i}" for i in range(10)], "references": CAPTIONS,
                                            "seeds": outputs})
-        write_json(project / "metrics" / "caption" / f"{f}.json", {"family": f, **summarize(cfg, per_seed, get_task("caption").runs(cfg))})
+        write_json(project / "metrics" / "caption" / f"{f}.json", {"family": f, **summarize(cfg, get_task("caption"), per_seed, get_task("caption").runs(cfg))})
     return run_ids
 
 

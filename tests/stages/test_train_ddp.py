@@ -51,6 +51,7 @@ CRASH = textwrap.dedent('''
 
     from attention_lab.train import training
     from attention_lab.core.paths import partial_dir, seed_dir
+    from attention_lab.core.task import get_task
     from attention_lab.stages.common import stage_config
 
 
@@ -63,7 +64,7 @@ CRASH = textwrap.dedent('''
     if __name__ == "__main__":  # Lightning re-runs this file for rank 1
         cfg = stage_config(sys.argv[1:])  # translate: the config train.main trains, so the resumed run's is the same
         out = seed_dir(cfg, 0)
-        training.train_one(cfg, 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+        training.train_one(cfg, get_task(cfg.task.name), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
 ''')
 
 

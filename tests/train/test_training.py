@@ -10,6 +10,7 @@ import torch
 
 from attention_lab.core.files import read_json
 from attention_lab.core.paths import partial_dir, seed_dir
+from attention_lab.core.task import get_task
 from attention_lab.stages import prepare, tokenizer
 from attention_lab.stages.common import stage_config
 from attention_lab.train import training
@@ -37,7 +38,7 @@ def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
     out = seed_dir(cfg, 0)
     shutil.rmtree(out)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        training.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+        training.train_one(cfg.copy(), get_task(cfg.task.name), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
     partial = partial_dir(out, out.parent)
     assert (partial / "last.ckpt").is_file() and not out.exists()  # nothing half-written in place
     resumed = run(2)
@@ -50,7 +51,7 @@ def test_a_crashed_run_of_other_settings_is_not_resumed(prepared, capsys):
     cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2", "train.lr=0.01"])
     out = seed_dir(cfg, 0)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        training.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+        training.train_one(cfg.copy(), get_task(cfg.task.name), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
     crashed_run = read_json(partial_dir(out, out.parent) / "run.json")["run_id"]
     straight = run(2)  # the default lr: a fresh run, not the crashed one's second epoch
     assert "not resuming" in capsys.readouterr().out
@@ -72,7 +73,7 @@ def test_every_epoch_reshuffles_the_batches(prepared):
     cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2"])
     out = seed_dir(cfg, 0)
     seen = FirstBatches()
-    training.train_one(cfg.copy(), 0, out, partial_dir(out, out.parent), callbacks=(seen,))
+    training.train_one(cfg.copy(), get_task(cfg.task.name), 0, out, partial_dir(out, out.parent), callbacks=(seen,))
     assert len(seen.first) == 2 and not torch.equal(seen.first[0], seen.first[1])
 
 

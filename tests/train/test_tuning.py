@@ -9,6 +9,7 @@ import sys
 import optuna
 import pytest
 
+from attention_lab.core.task import get_task
 from attention_lab.stages.common import stage_config
 from attention_lab.train.search_space import defaults, load_space, suggest
 from attention_lab.train.tuning import (
@@ -29,7 +30,7 @@ def test_a_family_without_a_search_space_is_not_tuned_and_says_so(project, capsy
 
     (project / "conf" / "tune" / "bahdanau.yaml").unlink()
     cfg = stage_config(["family=bahdanau"], tuned=False)
-    assert tune(cfg) == {"params": {}, "study": {"trials": 0, "untuned": "no conf/tune/bahdanau.yaml"}}
+    assert tune(cfg, get_task(cfg.task.name)) == {"params": {}, "study": {"trials": 0, "untuned": "no conf/tune/bahdanau.yaml"}}
     assert "tune@bahdanau: no search space" in capsys.readouterr().out
 
 
@@ -176,7 +177,7 @@ def test_a_key_set_explicitly_is_not_searched(project, capsys):
 
     cfg = stage_config(["task=translate", "family=luong_local_m", "train.lr=0.001", "model.window=10"], tuned=False)
     write_space(project, "luong_local_m", "model.window: {low: 3, high: 12}\ntrain.lr: {low: 1.0e-4, high: 1.0e-2}\n")
-    assert tune(cfg) == {"params": {}, "study": {"trials": 0}}
+    assert tune(cfg, get_task(cfg.task.name)) == {"params": {}, "study": {"trials": 0}}
     assert "not searching model.window, train.lr (set explicitly)" in capsys.readouterr().out
 
 

@@ -15,7 +15,7 @@ from sacrebleu.metrics import BLEU
 
 from attention_lab.caption.data.batches import as_float, collate_canvases
 from attention_lab.caption.search import caption_batch
-from attention_lab.core.paths import tokenizer_path
+from attention_lab.core.paths import prepared_dir, tokenizer_path, user_path
 from attention_lab.core.task import Run
 from attention_lab.infer.decoding import Hypothesis
 from attention_lab.infer.tokenization import encode, load_tokenizer, never_emitted, tokens_of
@@ -111,9 +111,8 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     from attention_lab.caption.data.batches import load_canvases
     from attention_lab.caption.serve import overlay
 
-    root = Path(cfg.root)
     tok = load_tokenizer(tokenizer_path(cfg))
-    rows, images = load_canvases(root / cfg.paths.prepared, "test", tok)
+    rows, images = load_canvases(prepared_dir(cfg), "test", tok)
     per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["caption"] for r in rows], "seeds": {}}
     coverage = vocab_coverage(tok, [r.get("captions", [r["caption"]]) for r in rows])  # the same for every seed
     for run in runs:
@@ -132,7 +131,7 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
                 from attention_lab.caption.data.photos import read_photo
 
                 d = cfg.data
-                rgb = read_photo(root / d.path / d.images_dir / rows[i]["image"], d.height, d.max_pixels)
+                rgb = read_photo(user_path(cfg, d.path) / d.images_dir / rows[i]["image"], d.height, d.max_pixels)
                 overlay(rgb / 255.0, words, attn, scale=1).save(pictures / f"overlay_{k}.png")
             else:
                 overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")

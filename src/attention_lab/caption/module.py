@@ -3,14 +3,12 @@ doubly stochastic regulariser for the families that attend (eq. 14): λ Σ_i (1 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.core.paths import tokenizer_path
+from attention_lab.core.paths import prepared_dir, tokenizer_path
 from attention_lab.infer.tokenization import EOS, PAD
 from attention_lab.train.module import TaskModule
 
@@ -57,7 +55,6 @@ def build(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningD
     """Digit canvases and a Captioner family (the canvas size comes from cfg.data into the model's config)."""
     from attention_lab.caption.data.datamodule import CanvasDataModule
 
-    root = Path(cfg.root)
-    dm = CanvasDataModule(root / cfg.paths.prepared, tokenizer_path(cfg), cfg.train.batch_size, seed)
+    dm = CanvasDataModule(prepared_dir(cfg), tokenizer_path(cfg), cfg.train.batch_size, seed)
     dm.setup()
     return CaptioningModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size()), dm

@@ -3,13 +3,12 @@ and the tokenizer trained on the training split."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from attention_lab.core.config import ConfigError
+from attention_lab.core.paths import user_path
 from attention_lab.infer.tokenization import encode, train_word_tokenizer
 
 SPLITS = ("train", "valid", "test")
@@ -34,7 +33,7 @@ def photo_splits(cfg: DictConfig) -> dict[str, tuple[list[dict], np.ndarray]]:
     from attention_lab.caption.data import photos
     from attention_lab.caption.data.features import ENCODERS, annotations
 
-    d, root = cfg.data, Path(cfg.root)
+    d = cfg.data
     if d.encoder not in ENCODERS:
         raise ConfigError(f"data.encoder={d.encoder!r}: expected one of {', '.join(ENCODERS)}")
     dim, stride = ENCODERS[d.encoder]
@@ -46,9 +45,9 @@ def photo_splits(cfg: DictConfig) -> dict[str, tuple[list[dict], np.ndarray]]:
         raise ConfigError(f"data.height/width/feature_dim/feature_stride must be {size}/{size}/{dim}/{stride} for "
                           f"{d.encoder} at data.image_size={size}, got {d.height}/{d.width}/{d.feature_dim}/"
                           f"{d.feature_stride} (set data.image_size, not height and width)")
-    base = root / d.path
+    base = user_path(cfg, d.path)
     rows = photos.photo_splits(base, d.images_dir, d.captions_file, d.split_field,
-                               root / d.split_file if d.split_file else None, d.valid_fraction, d.test_fraction,
+                               user_path(cfg, d.split_file) if d.split_file else None, d.valid_fraction, d.test_fraction,
                                d.seed, d.max_images)
     folder = base / d.images_dir
     missing = [r["image"] for part in rows.values() for r in part if not (folder / r["image"]).is_file()]

@@ -13,7 +13,7 @@ import torch
 from omegaconf import DictConfig
 
 from attention_lab.classify.data.batches import collate_documents, model_inputs
-from attention_lab.core.paths import tokenizer_path
+from attention_lab.core.paths import prepared_dir, tokenizer_path
 from attention_lab.core.task import Run
 from attention_lab.infer.tokenization import load_tokenizer, pool_pieces
 from attention_lab.results import metrics, plots
@@ -111,7 +111,6 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     from attention_lab.classify.data.batches import load_documents
     from attention_lab.classify.highlights import write_document_html
 
-    root = Path(cfg.root)
     tok = load_tokenizer(tokenizer_path(cfg))
     per_seed, outputs = {}, {"seeds": {}}
     for run in runs:
@@ -120,7 +119,7 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
         labels = list(trained.task.labels)
         cfg.task.labels = labels
         t = trained.train
-        rows = load_documents(root / cfg.paths.prepared, "test", tok, labels, t.max_sentences, t.max_words,
+        rows = load_documents(prepared_dir(cfg), "test", tok, labels, t.max_sentences, t.max_words,
                               t.get("max_tokens"))
         per_seed[str(seed)], probs, attentions = evaluate(model, rows, cfg)
         outputs.update(ids=[r["id"] for r in rows], references=[r["y"] for r in rows], labels=labels)

@@ -6,8 +6,6 @@ the coefficient ramped from 0 over the first train.penalty_warmup updates (this 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
@@ -15,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from torchmetrics.classification import MulticlassAccuracy
 
 from attention_lab.classify.data.batches import model_inputs
-from attention_lab.core.paths import pretrained_dir, tokenizer_path
+from attention_lab.core.paths import prepared_dir, pretrained_dir, tokenizer_path
 from attention_lab.train.module import TaskModule
 
 
@@ -65,8 +63,8 @@ def build(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningD
 
     from attention_lab.classify.data.datamodule import DocumentDataModule
 
-    root, t = Path(cfg.root), cfg.train
-    dm = DocumentDataModule(root / cfg.paths.prepared, tokenizer_path(cfg), t.batch_size, seed, t.max_sentences,
+    t = cfg.train
+    dm = DocumentDataModule(prepared_dir(cfg), tokenizer_path(cfg), t.batch_size, seed, t.max_sentences,
                             t.max_words, t.max_tokens, t.label_fraction, cfg.data.seed)
     dm.setup()
     cfg.task.labels = dm.labels

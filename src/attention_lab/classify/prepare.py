@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer
@@ -18,6 +17,7 @@ from attention_lab.classify.data.labeled import (
     stratified_split,
 )
 from attention_lab.core.config import ConfigError
+from attention_lab.core.paths import user_path
 from attention_lab.core.readers import SPLITS, DataError, carved_fractions, read_splits
 from attention_lab.infer.tokenization import encode_words, train_word_tokenizer
 
@@ -47,7 +47,7 @@ def unlabelled(cfg: DictConfig) -> list[dict]:
     if not d.get("unlabelled_path"):
         return []
     try:
-        return read_unlabelled(Path(cfg.root) / d.unlabelled_path, d.get("format", "jsonl"), d.get("text_field", "text"),
+        return read_unlabelled(user_path(cfg, d.unlabelled_path), d.get("format", "jsonl"), d.get("text_field", "text"),
                                d.encoding)
     except DataError as err:
         raise DataError(f"unlabelled documents (data.unlabelled_path): {err}") from err
@@ -56,7 +56,7 @@ def unlabelled(cfg: DictConfig) -> list[dict]:
 def read_file(cfg: DictConfig, path: str, split_field: str | None = None) -> list[dict]:
     """The documents of one JSONL or CSV file, read with the data section's fields."""
     d = cfg.data
-    return read_labeled(Path(cfg.root) / path, d.format, d.text_field, d.label_field, d.encoding, d.title_field,
+    return read_labeled(user_path(cfg, path), d.format, d.text_field, d.label_field, d.encoding, d.title_field,
                         split_field=split_field)
 
 
@@ -68,7 +68,7 @@ def split_field_splits(cfg: DictConfig) -> dict[str, list[dict]]:
               for name in SPLITS}
     for name, part in splits.items():
         if not part:
-            raise DataError(f"{Path(cfg.root) / d.path}: no document has {d.split_field} = {name!r}")
+            raise DataError(f"{user_path(cfg, d.path)}: no document has {d.split_field} = {name!r}")
     return splits
 
 
@@ -81,7 +81,7 @@ def file_splits(cfg: DictConfig) -> dict[str, list[dict]]:
 
 def folder_splits(cfg: DictConfig) -> dict[str, list[dict]]:
     """<path>/{train,test}/<label>/*.txt (valid/ optional: else carved from train), each split shuffled by seed."""
-    d, base = cfg.data, Path(cfg.root) / cfg.data.path
+    d, base = cfg.data, user_path(cfg, cfg.data.path)
     if d.labels is not None and not OmegaConf.is_list(d.labels):
         raise ConfigError(f"data.labels = {d.labels!r}: expected a list of label folder names (e.g. [neg, pos]) "
                           "or null")

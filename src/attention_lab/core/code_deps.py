@@ -81,13 +81,15 @@ class Source:
 
     @functools.cache  # noqa: B019 (a few Source objects per process, each kept for its life)
     def calls(self, name: str) -> frozenset[str]:
-        """The hooks one module uses: `get_task(...).<hook>`, or `<hook>` of a name bound to `get_task(...)`."""
+        """The hooks one module uses: `get_task(...).<hook>`, or `<hook>` of a name bound to `get_task(...)` or of a
+        parameter annotated `Task` (the stage resolves its task once and passes it down)."""
         def is_get_task(node) -> bool:
             return isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "get_task"
 
         nodes = list(ast.walk(self.tree(name)))
         bound = {t.id for n in nodes if isinstance(n, ast.Assign) and is_get_task(n.value)
                  for t in n.targets if isinstance(t, ast.Name)}
+        bound |= {n.arg for n in nodes if isinstance(n, ast.arg) and getattr(n.annotation, "id", None) == "Task"}
         fields = hook_fields()
         return frozenset(n.attr for n in nodes if isinstance(n, ast.Attribute) and n.attr in fields
                          and (is_get_task(n.value) or getattr(n.value, "id", None) in bound))

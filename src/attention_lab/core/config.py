@@ -14,11 +14,10 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.core.config_rules import ConfigError, check_config, check_missing, check_value  # noqa: F401
 
 # stages import ConfigError and check_value from here (tuning.py, a DVC dependency of every tune stage, among them)
-from attention_lab.core.paths import TUNED_DIR
+from attention_lab.core.paths import CONF_DIR, TUNED_DIR
 from attention_lab.core.task import NAMES as TASKS  # params.yaml holds one section for each task it runs
 
 PARAMS_FILE = "params.yaml"
-CONF_DIR = "conf"
 MISSING = "???"  # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml (check_missing)
 REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
@@ -69,13 +68,14 @@ def pretrained_families(params: dict, task: str) -> list[str]:
     return list(params.get(task, {}).get("pretrained") or [])
 
 
-def family_params(params: dict, root: Path, task: str, family: str | None) -> dict:
-    """params.yaml `<task>.family_params.<family>`: overrides for one family (its DVC stages alone depend on them)."""
+def family_params(params: dict, path: Path, task: str, family: str | None) -> dict:
+    """`<task>.family_params.<family>` of params.yaml (or of a profile, its overlay; `path` is the file): overrides
+    for one family (its DVC stages alone depend on them)."""
     if family is None:
         return {}
     own = (params[task].get("family_params") or {}).get(family, {})
     if not isinstance(own, dict):
-        raise ConfigError(f"{root / PARAMS_FILE}: {task}.family_params.{family} must be a mapping "
+        raise ConfigError(f"{path}: {task}.family_params.{family} must be a mapping "
                           f"(e.g. {{model: {{...}}}}), got {own!r}")
     return own
 
@@ -92,14 +92,6 @@ def tuned_params(root: Path, family: str | None) -> dict:
     if not isinstance(tuned, dict) or not isinstance(tuned.get("params", {}), dict):
         raise ConfigError(f"{path}: expected a mapping with `params: {{...}}` (written by the tune stage)")
     return tuned.get("params") or {}
-
-
-def dotted_keys(tree: dict, prefix: str = "") -> list[str]:
-    """{'model': {'window': 10}} -> ['model.window']: the leaf keys of a nested mapping."""
-    keys = []
-    for key, value in tree.items():
-        keys += dotted_keys(value, f"{prefix}{key}.") if isinstance(value, dict) and value else [f"{prefix}{key}"]
-    return keys
 
 
 def _check_choice(root: Path, group: str, name: str, what: str, also: str = "") -> None:
@@ -210,47 +202,6 @@ def leaf_values(tree, prefix: str = "") -> dict:
     return leaves
 
 
-def _package(path: Path, group: str) -> str:
-    """The `# @package` a conf/ file declares in its header comments, else its group (Hydra's default)."""
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("#"):
-            break
-        if line.startswith("# @package"):
-            return line.removeprefix("# @package").strip()
-    return group
-
-
-def conf_layers(root: Path, choices: dict[str, str]) -> list[Layer]:
-    """What Hydra composes, one layer per file in conf/config.yaml's defaults order (`_self_` first, then the groups
-    it names), each file read on its own: where each conf/ value comes from (load_config itself composes with Hydra;
-    tests/core/test_config.py holds the two equal)."""
-    conf = root / CONF_DIR
-    main = yaml.safe_load((conf / "config.yaml").read_text(encoding="utf-8")) or {}
-    layers = []
-    for entry in main.pop("defaults", []):
-        if entry == "_self_":
-            layers.append(Layer("conf default (conf/config.yaml)", main))
-            continue
-        (group, _), = entry.items()
-        path = conf / group / f"{choices[group]}.yaml"
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        package = _package(path, group)
-        if package != "_global_":
-            for part in reversed(package.split(".")):
-                values = {part: values}
-        name = {"task": "task", "data": "data", "model": "model", "trainer": "trainer"}.get(group, group)
-        layers.append(Layer(f"{name} ({path.relative_to(root).as_posix()})", values))
-    return layers
-
-
-def _group_choices(root: Path, picked: list[str]) -> dict[str, str]:
-    """The file picked in each conf/ group: conf/config.yaml's defaults, then `picked` (group=option, in order)."""
-    main = yaml.safe_load((root / CONF_DIR / "config.yaml").read_text(encoding="utf-8")) or {}
-    choices = {k: v for entry in main.get("defaults", []) if isinstance(entry, dict) for k, v in entry.items()}
-    choices.update(item.split("=", 1) for item in picked)
-    return choices
-
-
 def _subtree(values: dict, key: str):
     """values' node at dotted `key`, or None."""
     for part in key.split("."):
@@ -273,40 +224,65 @@ def _merge_layer(cfg: DictConfig, layer: Layer) -> DictConfig:
     return cfg
 
 
-def profile_layer(root: Path, task: str, profile: str, data_keys) -> Layer:
-    """conf/profile/<profile>.yaml `<task>:`. Its one step of its own: a profile sizes the generated data, so the
-    `data` keys the chosen data source does not have (`data_keys`, e.g. n_train for a user's TSV file) are dropped."""
+def profile_overlay(root: Path, task: str, profile: str) -> dict:
+    """conf/profile/<profile>.yaml `<task>:`: an overlay of params.yaml `<task>:`, in its shape (family_params too)."""
     path = root / CONF_DIR / "profile" / f"{profile}.yaml"
     if not path.is_file():
         valid = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
         raise ConfigError(f"{root / PARAMS_FILE}: profile '{profile}' has no file {path}; choose one of {valid}")
-    overlay = OmegaConf.to_container(OmegaConf.load(path)).get(task) or {}
-    if "data" in overlay:
-        overlay["data"] = {k: v for k, v in overlay["data"].items() if k in data_keys}
-    return Layer(f"profile (conf/profile/{profile}.yaml)", overlay)
+    return OmegaConf.to_container(OmegaConf.load(path)).get(task) or {}
 
 
 def params_layers(params: dict, root: Path, task: str, family: str | None, tuned: bool, data_keys) -> list[Layer]:
     """The layers merged over conf/, in order (later wins): params.yaml `<task>:` (its knobs; `families`, `pretrained`
-    and `family_params` are not config keys), tuned/<family>.yaml (unless tuned=False), params.yaml
-    `<task>.family_params.<family>` ({} when the family has no entry), conf/profile/<profile>.yaml `<task>:`."""
+    and `family_params` are not config keys) and the profile's overlay of them, tuned/<family>.yaml (unless
+    tuned=False), params.yaml `<task>.family_params.<family>` ({} when the family has no entry) and the profile's
+    overlay of it. A profile sizes the generated data: its `data` keys the data source lacks (`data_keys`, e.g.
+    n_train for a user's TSV file) are dropped."""
+    profile = params.get("profile", "quick")
+    overlay = profile_overlay(root, task, profile)
     knobs = {k: v for k, v in params[task].items() if k not in ("families", "pretrained", "family_params")}
+    scale = {k: v for k, v in overlay.items() if k != "family_params"}
+    if "data" in scale:
+        scale["data"] = {k: v for k, v in scale["data"].items() if k in data_keys}
+    where = f"conf/profile/{profile}.yaml {task}"
+    for name in overlay.get("family_params") or {}:
+        _check_choice(root, "model", name, f"family {{name}} (in {where}.family_params)")
+    own = family_params({task: overlay}, root / CONF_DIR / "profile" / f"{profile}.yaml", task, family)
     return [Layer(f"params.yaml {task}:", knobs, replace=REPLACED),
+            Layer(f"{where}:", scale, replace=REPLACED),
             Layer(f"{TUNED_DIR}/{family}.yaml", tuned_params(root, family) if tuned else {}),
-            Layer(f"params.yaml {task}.family_params.{family}", family_params(params, root, task, family)),
-            profile_layer(root, task, params.get("profile", "quick"), data_keys)]
+            Layer(f"params.yaml {task}.family_params.{family}", family_params(params, root / PARAMS_FILE, task, family)),
+            Layer(f"{where}.family_params.{family}", own)]
 
 
-def _compose(root: Path, choices: list[str]) -> DictConfig:
-    """Hydra's composition of conf/config.yaml with these group choices (task=, data=, model=, trainer=)."""
+def _compose(root: Path, choices: list[str]) -> tuple[DictConfig, dict[str, str], list[Layer]]:
+    """Hydra's composition of conf/config.yaml with these group choices (task=, data=, model=, trainer=), the file
+    it chose in each group, and the files of its defaults list as layers in the order it merged them."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
+    from hydra.types import RunMode
 
     try:
         with initialize_config_dir(config_dir=str(root / CONF_DIR), version_base="1.3"):
-            return compose("config", overrides=choices)
+            cfg = compose("config", overrides=choices)
+            used = GlobalHydra.instance().config_loader().compute_defaults_list("config", choices, RunMode.RUN)
     except HydraException as err:  # e.g. a conf/ file that is not valid YAML
         raise ConfigError(f"{root / CONF_DIR}: {err}") from err
+    layers = []
+    for default in used.defaults:
+        if default.package.split(".")[0] == "hydra":  # Hydra's own settings, not the run's
+            continue
+        path = root / CONF_DIR / f"{default.config_path}.yaml"
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        values.pop("defaults", None)
+        for part in reversed(default.package.split(".") if default.package else []):
+            values = {part: values}
+        group = "conf default" if default.primary else default.config_path.split("/")[0]
+        layers.append(Layer(f"{group} ({path.relative_to(root).as_posix()})", values))
+    chosen = {k: v for k, v in used.overrides.known_choices.items() if not k.startswith("hydra")}
+    return cfg, chosen, layers
 
 
 def _command_line(cfg: DictConfig, cli: list[str], task: str) -> tuple[DictConfig, Layer]:
@@ -335,7 +311,7 @@ class Resolved:
 
     cfg: DictConfig
     choices: dict[str, str]
-    layers: list[Layer]
+    layers: list[Layer]  # conf/'s files, then the layers merged over them
 
 
 def resolve_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
@@ -352,10 +328,10 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     groups, cli = _split_overrides(root, task, list(overrides or []))
     if not any(g.startswith("trainer=") for g in groups):  # params.yaml `trainer:`, unless the command line picks one
         groups.append(f"trainer={params_trainer(params, root)}")
-    # 1. compose conf/: config.yaml < task/<task>.yaml < data/<task>/<source>.yaml < model/<family>.yaml < trainer
+    # the layers in load_config's order: 1. conf/
     choices = [f"task={task}", f"data={task}/{source}", *([f"model={family}"] if family is not None else []), *groups]
-    cfg = _compose(root, choices)
-    # 2. the layers: params.yaml `<task>:` < tuned/<family>.yaml < family_params < profile
+    cfg, chosen_files, conf = _compose(root, choices)
+    # 2.-4. params.yaml, tuned/, family_params (with the profile's overlay)
     layers = params_layers(params, root, task, family, tuned, set(cfg.data))
     try:
         for layer in layers:
@@ -365,14 +341,14 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
         raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`), {root / TUNED_DIR / f'{family}.yaml'} or "
                           f"{root / CONF_DIR / 'profile' / (params.get('profile', 'quick') + '.yaml')}: {err}") from err
-    # 3. the command line
+    # 5. the command line
     cfg, command_line = _command_line(cfg, cli, task)
     layers.append(command_line)
-    # 4. what load_config sets itself (SET_ELSEWHERE: no file or override sets these; conf/config.yaml declares them ???)
-    own = layers[2].values  # family_params
+    # then what load_config sets itself (SET_ELSEWHERE: no file or override sets these; conf/config.yaml declares ???)
+    own = {**leaf_values(layers[3].values), **leaf_values(layers[4].values)}  # family_params and the profile's
     set_here = {"family": family, "profile": params.get("profile", "quick"), "root": str(root),
                 "pretrained": family in pretrained_families(params, task), "seeds": params.get("seeds", [0]),
-                "explicit": sorted({*dotted_keys(own), *(item.partition("=")[0].strip() for item in cli)})}
+                "explicit": sorted({*own, *(item.partition("=")[0].strip() for item in cli)})}
     OmegaConf.set_struct(cfg, False)
     for key, value in set_here.items():
         cfg[key] = value
@@ -387,7 +363,7 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
                           f"with params.yaml `{task}.data.source` (or the override data=<source>), which also brings "
                           f"its keys from conf/data/{task}/<source>.yaml")
     check_config(cfg, where)
-    return Resolved(cfg, _group_choices(root, choices), layers)
+    return Resolved(cfg, chosen_files, conf + layers)
 
 
 def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
@@ -396,18 +372,16 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
 
     1. conf/ composed by Hydra: conf/config.yaml < conf/task/<task>.yaml < conf/data/<task>/<source>.yaml (params.yaml
        `<task>.data.source`) < conf/model/<family>.yaml < conf/trainer/<trainer>.yaml;
-    2. params.yaml `<task>:` (its `data.length_mix` taken whole, not key by key) < tuned/<family>.yaml (unless
-       tuned=False: the tune stage searches from the untuned config) < params.yaml `<task>.family_params.<family>`
-       (only what differs from conf/model/<family>.yaml; none: {}) < conf/profile/<profile>.yaml `<task>:` (its `data`
-       keys only where the data source has them);
-    3. command-line overrides `key=value` (and `data=`, `model=`, `trainer=`, which pick the group's file in 1);
-    4. what load_config sets itself: family, profile, root, pretrained, seeds and `explicit`, the keys set in
-       family_params or on the command line: an explicit setting beats a tuned value, and the tune stage does not
-       search it.
+    2. params.yaml `<task>:` (its `data.length_mix` taken whole, not key by key);
+    3. tuned/<family>.yaml (unless tuned=False: the tune stage searches from the untuned config);
+    4. params.yaml `<task>.family_params.<family>` (only what differs from the layers below; none: {});
+    5. command-line overrides `key=value` (and `data=`, `model=`, `trainer=`, which pick the group's file in 1).
 
-    A value lives in one of 1 and params.yaml `<task>:`, not both: conf/ declares what params.yaml sets as ??? (and
-    what load_config sets, 4), and a key still ??? after every layer is a ConfigError naming it (check_missing).
-    `explain_config` says which of these layers set each value (`attention-lab config --explain`).
+    conf/profile/<profile>.yaml overlays params.yaml in its shape: its `<task>:` keys layer 2 (its `data` keys only
+    where the data source has them), its `<task>.family_params.<family>` layer 4. Then load_config sets family,
+    profile, root, pretrained, seeds and `explicit` (the keys of layer 4 and 5: an explicit setting beats a tuned
+    value, and the tune stage does not search it). A value lives in one of 1 and 2: conf/ declares what params.yaml
+    sets as ???, and a key still ??? after every layer is a ConfigError naming it (check_missing).
     """
     return resolve_config(overrides, family, root, task, tuned).cfg
 
@@ -418,9 +392,8 @@ def explain_config(overrides: list[str] | None = None, family: str | None = None
     that set it, in order, with the value it set there: [(layer, value), ...], the last one the value's origin. A
     conf/ file's ??? declares a key without setting it: it is not in the list."""
     resolved = resolve_config(overrides, family, root, task, tuned)
-    root = Path(resolved.cfg.root)
     history: dict[str, list[tuple[str, object]]] = {}
-    for layer in conf_layers(root, resolved.choices) + resolved.layers:
+    for layer in resolved.layers:
         for key in layer.replace:  # a layer that sets a replaced key drops the lower layers' values under it
             if _subtree(layer.values, key) is None:
                 continue

@@ -1,4 +1,5 @@
-"""Where the pipeline's outputs live, one function per kind (models/, predictions/), for stages and tasks alike."""
+"""Where a run's files live, all under the checkout the config was loaded in: one function per kind, for stages and
+tasks alike."""
 
 from __future__ import annotations
 
@@ -7,6 +8,57 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
+CONF_DIR = "conf"    # the Hydra groups (core.config composes them)
+
+
+def root_dir(cfg: DictConfig) -> Path:
+    """The checkout a config was loaded in: every path of a run is under it."""
+    return Path(cfg.root)
+
+
+def user_path(cfg: DictConfig, name: str) -> Path:
+    """A file or folder the config names (a user's corpus, `data.path`), relative to the checkout."""
+    return root_dir(cfg) / name
+
+
+def prepared_dir(cfg: DictConfig) -> Path:
+    """data/prepared/<task>: the prepare stage's splits (<split>.jsonl, stats.json; caption: <split>.npy)."""
+    return root_dir(cfg) / cfg.paths.prepared
+
+
+def tokenized_dir(cfg: DictConfig) -> Path:
+    """data/tokenized/<task>: the tokenize stage's tokenizer.json and stats.json."""
+    return root_dir(cfg) / cfg.paths.tokenized
+
+
+def metrics_dir(cfg: DictConfig) -> Path:
+    """metrics/: metrics/<task>/<family>.json (the evaluate stages), metrics/<task>_summary.json (the report)."""
+    return root_dir(cfg) / cfg.paths.metrics
+
+
+def plots_dir(cfg: DictConfig, family: str | None = None) -> Path:
+    """plots/<task>/<family>: the evaluate stage's pictures."""
+    return root_dir(cfg) / cfg.paths.plots / (family or cfg.family)
+
+
+def reports_dir(cfg: DictConfig) -> Path:
+    """reports/: reports/<task>.md and its assets reports/<task>/, reports/index.md."""
+    return root_dir(cfg) / cfg.paths.reports
+
+
+def tuned_path(cfg: DictConfig, suffix: str = ".yaml") -> Path:
+    """tuned/<family>.yaml, the tune stage's best trial (or, suffix=".journal", its Optuna study's journal)."""
+    return root_dir(cfg) / TUNED_DIR / f"{cfg.family}{suffix}"
+
+
+def search_space_path(cfg: DictConfig) -> Path:
+    """conf/tune/<family>.yaml: the family's Optuna search space."""
+    return root_dir(cfg) / CONF_DIR / "tune" / f"{cfg.family}.yaml"
+
+
+def artifacts_dir(cfg: DictConfig) -> Path:
+    """mlartifacts/<task>: a local MLflow store's artifacts of the task's experiment."""
+    return root_dir(cfg) / "mlartifacts" / cfg.task.name
 
 
 
@@ -14,14 +66,14 @@ def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, folder: str 
     """models/<family>/checkpoints/seed<k>: best.ckpt, last.ckpt, train.json, run.json (MLflow run id); a task's
     variant of the family's runs (Task.runs: classify's runs on a share of the labels) lives in
     checkpoints/<folder>/seed<k>."""
-    checkpoints = Path(cfg.root) / cfg.paths.models / (family or cfg.family) / "checkpoints"
+    checkpoints = root_dir(cfg) / cfg.paths.models / (family or cfg.family) / "checkpoints"
     return (checkpoints if folder is None else checkpoints / folder) / f"seed{seed}"
 
 
 def trials_dir(cfg: DictConfig, family: str | None = None) -> Path:
     """tuned/.trials/<family>: where the tune stage's trials train; the best complete trial's run stays there (a full
     run at the first seed, and its reuse.json), for the train stage to take as that seed's run (train/training.py)."""
-    return Path(cfg.root) / TUNED_DIR / ".trials" / (family or cfg.family)
+    return root_dir(cfg) / TUNED_DIR / ".trials" / (family or cfg.family)
 
 
 def partial_dir(out: Path, dvc_out: Path) -> Path:
@@ -32,7 +84,7 @@ def partial_dir(out: Path, dvc_out: Path) -> Path:
 
 def pretrained_dir(cfg: DictConfig, family: str | None = None) -> Path:
     """models/pretrained/<family>: the pretrain stage's encoder.safetensors, config.json, tokenizer.json, pretrain.json."""
-    return Path(cfg.root) / cfg.paths.models / "pretrained" / (family or cfg.family)
+    return root_dir(cfg) / cfg.paths.models / "pretrained" / (family or cfg.family)
 
 
 def pretrain_run_path(cfg: DictConfig, family: str | None = None) -> Path:
@@ -45,12 +97,12 @@ def tokenizer_path(cfg: DictConfig) -> Path:
     """The family's vocabulary: its pretrained encoder's for a pretrained family, else the task's tokenize stage's."""
     if cfg.get("pretrained"):
         return pretrained_dir(cfg) / "tokenizer.json"
-    return Path(cfg.root) / cfg.paths.tokenized / "tokenizer.json"
+    return tokenized_dir(cfg) / "tokenizer.json"
 
 
 def onnx_dir(cfg: DictConfig) -> Path:
     """models/<family>/onnx: the self-contained folder that serving loads."""
-    return Path(cfg.root) / cfg.paths.models / cfg.family / "onnx"
+    return root_dir(cfg) / cfg.paths.models / cfg.family / "onnx"
 
 
 def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
@@ -58,4 +110,4 @@ def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
     per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption); a task
     with variants of its runs adds its Task.variants section, {"<variant>": {"<k>": [...]}} (classify: its runs on a
     share of the labels)."""
-    return Path(cfg.root) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"
+    return root_dir(cfg) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"

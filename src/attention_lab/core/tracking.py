@@ -14,8 +14,8 @@ from pathlib import Path
 from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.core.paths import pretrained_dir
-from attention_lab.core.task import get_task
+from attention_lab.core.paths import CONF_DIR, artifacts_dir, prepared_dir, pretrained_dir, root_dir
+from attention_lab.core.task import Task, get_task
 
 # The experiment kind MLflow's UI calls "Machine learning" (not "GenAI apps & agents"); MLflow 3.17's UI follows its
 # sidebar switch or ?workflowType=machine_learning instead, so ui_link() carries that too (docs/mlflow.md).
@@ -70,7 +70,7 @@ def experiment_id(cfg: DictConfig) -> str:
         exp = mlflow.get_experiment_by_name(cfg.task.name)
         if exp is not None:
             return update_tags(exp, cfg.task.name)
-        location = (Path(cfg.root) / "mlartifacts" / cfg.task.name).as_uri() if local else None
+        location = artifacts_dir(cfg).as_uri() if local else None
         return mlflow.create_experiment(cfg.task.name, artifact_location=location,
                                         tags={KIND_TAG: KIND, VIEW_TAG: headline_view(cfg.task.name)})
 
@@ -130,7 +130,7 @@ def data_hash(cfg: DictConfig) -> str:
     """Short SHA-256 over the prepared splits and, for a pretrained family, the encoder it starts from
     (models/pretrained/<family>/encoder.safetensors), so a run or study names the exact data and weights it saw."""
     h = hashlib.sha256()
-    paths = [Path(cfg.root) / cfg.paths.prepared / f"{split}.jsonl" for split in ("train", "valid", "test")]
+    paths = [prepared_dir(cfg) / f"{split}.jsonl" for split in ("train", "valid", "test")]
     if cfg.get("pretrained"):
         paths.append(pretrained_dir(cfg) / "encoder.safetensors")
     for path in paths:
@@ -148,13 +148,13 @@ def raw_code_hash(cfg: DictConfig, stage: str = "train") -> str:
     as DVC hashes them (the running package's where cfg.root has none)."""
     from attention_lab.core.code_deps import PACKAGE, Source
 
-    src = Path(cfg.root) / "src"
+    src = root_dir(cfg) / "src"
     if not (src / PACKAGE).is_dir():
         src = Path(__file__).resolve().parents[2]
     command = f"python -m attention_lab.stages.{'pretrain' if stage == 'pretrain' else 'train'} " \
               f"task={cfg.task.name} family={cfg.family}"
     h = hashlib.sha256()
-    for path in Source(src, Path(cfg.root) / "conf").stage_files(command):
+    for path in Source(src, root_dir(cfg) / CONF_DIR).stage_files(command):
         h.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -163,33 +163,33 @@ def code_hash(cfg: DictConfig, stage: str = "train") -> str:
     """The code that trains the family's runs and studies: raw_code_hash, or the hash that `attention-lab neutral`
     proved it trains bit for bit like (tuned/equivalent_code.json), so a refactor leaves runs and studies valid."""
     raw = raw_code_hash(cfg, stage)
-    path = Path(cfg.root) / EQUIVALENT_CODE
+    path = root_dir(cfg) / EQUIVALENT_CODE
     return json.loads(path.read_text(encoding="utf-8")).get(raw, raw) if path.is_file() else raw
 
 
-def run_name(cfg: DictConfig, stage: str = "train") -> str:
+def run_name(cfg: DictConfig, task: Task, stage: str = "train") -> str:
     """<family>-seed<k>, pretrain- before it for pretraining, and the task's suffix after it (Task.run_marks:
     classify's -labels<percent> for a run on a share of the labels)."""
-    suffix, _ = get_task(cfg.task.name).run_marks(cfg)
+    suffix, _ = task.run_marks(cfg)
     return f"{'pretrain-' if stage == 'pretrain' else ''}{cfg.family}-seed{cfg.seed}{suffix}"
 
 
-def run_tags(cfg: DictConfig, stage: str = "train") -> dict[str, str]:
+def run_tags(cfg: DictConfig, task: Task, stage: str = "train") -> dict[str, str]:
     tags = {"family": str(cfg.family), "task": cfg.task.name, "seed": str(cfg.seed), "profile": cfg.profile,
             "stage": stage, "git_commit": git_commit(cfg.root), "data_hash": data_hash(cfg)}
-    tags.update(get_task(cfg.task.name).run_marks(cfg)[1])  # the task's own (classify: label_fraction)
+    tags.update(task.run_marks(cfg)[1])  # the task's own (classify: label_fraction)
     return tags
 
 
-def lightning_logger(cfg: DictConfig, run_id: str | None = None, stage: str = "train", tags: dict | None = None,
+def lightning_logger(cfg: DictConfig, task: Task, run_id: str | None = None, stage: str = "train", tags: dict | None = None,
                      name: str | None = None):
     """MLFlowLogger for one (family, seed) training, pretraining or tuning-trial run (or the run `run_id`, when
     resuming), with tags (`mlflow.parentRunId` among them nests it under a study's run)."""
     from lightning.pytorch.loggers import MLFlowLogger
 
     experiment_id(cfg)  # make sure the experiment exists with the right artifact location
-    return MLFlowLogger(experiment_name=cfg.task.name, run_name=name or run_name(cfg, stage),
-                        tracking_uri=tracking_uri(cfg), tags={**run_tags(cfg, stage), **(tags or {})}, log_model=False,
+    return MLFlowLogger(experiment_name=cfg.task.name, run_name=name or run_name(cfg, task, stage),
+                        tracking_uri=tracking_uri(cfg), tags={**run_tags(cfg, task, stage), **(tags or {})}, log_model=False,
                         run_id=run_id)
 
 
@@ -203,7 +203,7 @@ def reopen_run(cfg: DictConfig, run_id: str):
         yield run
 
 
-def copy_run(cfg: DictConfig, source: str, stage: str = "train", tags: dict | None = None) -> str:
+def copy_run(cfg: DictConfig, task: Task, source: str, stage: str = "train", tags: dict | None = None) -> str:
     """A new run of cfg's (family, seed) with the params, metric histories and artifacts of run `source` (a tuning
     trial that is also a seed's training run), so the task's training runs stay one per (family, seed); its id."""
     import mlflow
@@ -211,8 +211,8 @@ def copy_run(cfg: DictConfig, source: str, stage: str = "train", tags: dict | No
 
     client = mlflow.MlflowClient(tracking_uri(cfg))
     old = client.get_run(source)
-    run = client.create_run(experiment_id(cfg), run_name=run_name(cfg, stage), tags={**run_tags(cfg, stage),
-                                                                                     **(tags or {})})
+    run = client.create_run(experiment_id(cfg), run_name=run_name(cfg, task, stage),
+                            tags={**run_tags(cfg, task, stage), **(tags or {})})
     rid = run.info.run_id
     params = [Param(k, v) for k, v in flatten(cfg).items()]
     for i in range(0, len(params), 100):  # MLflow takes at most 100 params a batch

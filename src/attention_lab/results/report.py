@@ -8,7 +8,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attention_lab.core.task import get_task
+from attention_lab.core.paths import plots_dir
+from attention_lab.core.task import Task, get_task
 from attention_lab.results import charts
 from attention_lab.results.metrics import bucket_key, bucket_label
 from attention_lab.results.significance import ALPHA, PAIRED_TEST, expected_best, seed_interval
@@ -77,12 +78,12 @@ def marks(significance: dict, key: str) -> str:
             + ("‡" if significance.get("p_best", {}).get(key, 1.0) < ALPHA else ""))
 
 
-def ranking_table(task: str, results: dict[str, dict], significance: dict[str, dict]) -> str:
+def ranking_table(task: Task, results: dict[str, dict], significance: dict[str, dict]) -> str:
     """Markdown: families by mean headline metric, with mean ± sd (and marks), 95% t-interval over seeds, size and
     speed; significance: {family: {"p_baseline": {metric: p}, "p_best": {...}}}."""
-    keys = get_task(task).headline
+    keys = task.headline
     head = ["rank", "family", *[c for k, name in keys.items() for c in (f"{name} (mean ± sd)", f"{name} 95% interval")],
-            "params", "train time (s)", get_task(task).speed_column]
+            "params", "train time (s)", task.speed_column]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for rank, family in enumerate(ranked(results, next(iter(keys))), 1):
         m, cells = results[family], []
@@ -96,10 +97,10 @@ def ranking_table(task: str, results: dict[str, dict], significance: dict[str, d
     return "\n".join(lines)
 
 
-def ranking_section(task: str, results: dict[str, dict], significance: dict[str, dict], methods: dict[str, str],
+def ranking_section(task: Task, results: dict[str, dict], significance: dict[str, dict], methods: dict[str, str],
                     baseline: str, best: str, front: list[str]) -> list[str]:
     """The page's ranking: table, how the marks were tested, and the quality-against-train-time picture."""
-    keys = get_task(task).headline
+    keys = task.headline
     seeds = next(iter(results.values())).get("seeds", [])
     tested = "; ".join(f"{keys[k]}: {how}" for k, how in methods.items()) or "none"
     untested = [name for k, name in keys.items() if k not in PAIRED_TEST]
@@ -108,15 +109,15 @@ def ranking_section(task: str, results: dict[str, dict], significance: dict[str,
         "## Ranking", "", ranking_table(task, results, significance), "",
         (f"Families ranked by mean {first} over {len(seeds)} seed(s) {list(seeds)}; ± is the sample sd over seeds and "
          "the interval a 95% Student-t interval over seeds (— with one seed). "
-         f"† = differs from the baseline `{baseline}` (the first of `{task}.families`: in timeline order, no "
+         f"† = differs from the baseline `{baseline}` (the first of `{task.name}.families`: in timeline order, no "
          f"attention), ‡ = differs from the best family `{best}`, each at p < {ALPHA} by a paired test on the same "
          "test examples. "
          "Seed k of one family is paired with seed k of the other and the pairs of all seeds are concatenated. "
          f"Tests: {tested}"
          + (f"; {', '.join(untested)}: no paired test" if untested else "")
-         + f". Every p-value is in `metrics/{task}_summary.json` (`significance`)."), "",
+         + f". Every p-value is in `metrics/{task.name}_summary.json` (`significance`)."), "",
         f"### {first} against train time", "",
-        f"![{first} against train time]({task}/pareto.png)", "",
+        f"![{first} against train time]({task.name}/pareto.png)", "",
         ("One point per family (mean over seeds, bars ± sd); the Pareto front, families that no other family beats "
          f"on both {first} and train time, is {', '.join(f'`{f}`' for f in front)}."), ""]
 
@@ -182,8 +183,7 @@ def config_section(results: dict[str, dict]) -> list[str]:
                          "validations that each improve it by less than train.min_delta; the metric the task is tuned "
                          "and judged on, whose best value also picks the kept checkpoint); the epoch cap or the time limit means it may still have been improving. "
                          "Settings from each family's run (`models/<family>/checkpoints/seed<k>/config.yaml`, the "
-                         "config it trained with): conf/ defaults < params.yaml < tuned/<family>.yaml < "
-                         "family_params < profile < command line."), ""]
+                         "config it trained with; `attention-lab config --explain` names the layer that set each)."), ""]
 
 
 def curves_section(task: str, results: dict[str, dict], assets: Path) -> list[str]:
@@ -242,7 +242,7 @@ def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tup
     for f in names:
         out[f] = []
         for pattern in patterns:
-            for path in sorted((Path(cfg.root) / cfg.paths.plots / f).glob(pattern)):
+            for path in sorted(plots_dir(cfg, f).glob(pattern)):
                 shutil.copy(path, assets / f"{f}_{path.name}")
                 if path.suffix == ".png":
                     out[f].append(f"{task}/{f}_{path.name}")

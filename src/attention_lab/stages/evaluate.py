@@ -16,8 +16,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core import tracking
 from attention_lab.core.files import atomic_path, read_json, write_json
-from attention_lab.core.paths import TUNED_DIR, predictions_path, pretrain_run_path, pretrained_dir
-from attention_lab.core.task import Run, get_task
+from attention_lab.core.paths import (
+    metrics_dir,
+    plots_dir,
+    predictions_path,
+    pretrain_run_path,
+    pretrained_dir,
+    tuned_path,
+)
+from attention_lab.core.task import Run, Task, get_task
 from attention_lab.results.significance import seed_interval
 from attention_lab.stages.common import run_stage, stage_config
 from attention_lab.train.checkpoints import CheckpointError
@@ -38,14 +45,14 @@ def trained_settings(config: dict) -> dict[str, object]:
     return out
 
 
-def summarize(cfg: DictConfig, per_seed: dict[str, dict], runs: list[Run]) -> dict:
+def summarize(cfg: DictConfig, task: Task, per_seed: dict[str, dict], runs: list[Run]) -> dict:
     """Mean test/* scores over the runs' seeds, for the task's headline metrics also their sd and 95% t-interval
     (`<metric>_sd`, `<metric>_ci95_low`, `<metric>_ci95_high`; absent with one seed), the mean train/* figures, the
     per-seed scores and validation curves (`val_curves`: {seed: {curve: [[epoch, value], ...], stopped_by}} of the
     monitored metric `val_metric`, from train.json)."""
     first = per_seed[str(cfg.seeds[0])]
     summary = {k: statistics.fmean(per_seed[s][k] for s in per_seed) for k, v in first.items() if isinstance(v, float)}
-    for key in get_task(cfg.task.name).headline:
+    for key in task.headline:
         spread = seed_interval([per_seed[s][key] for s in per_seed])
         if spread["sd"] is not None:
             summary.update({f"{key}_sd": spread["sd"], f"{key}_ci95_low": spread["low"],
@@ -77,21 +84,20 @@ def log_runs(cfg: DictConfig, per_seed: dict[str, dict], runs: list[Run], pictur
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
-    root = Path(cfg.root)
     OmegaConf.set_struct(cfg, False)  # classify adds task.labels from the checkpoint
     task = get_task(cfg.task.name)
     variants: dict[str | None, list[Run]] = {}  # None: the family's main runs; then the task's variants, in order
     for run in task.runs(cfg):
         variants.setdefault(run.variant, []).append(run)
     main_runs = variants.pop(None)
-    with atomic_path(root / cfg.paths.plots / cfg.family) as pictures:
+    with atomic_path(plots_dir(cfg)) as pictures:
         pictures.mkdir()
         per_seed, outputs = task.evaluate(cfg, pictures, main_runs)
         if not any(pictures.iterdir()):  # plots/ is committed, so a report re-renders in a fresh clone
             (pictures / NO_PICTURES).write_text(f"{cfg.family} draws no pictures: it has no attention weights.\n",
                                                 encoding="utf-8")
-        summary = {"family": cfg.family, **summarize(cfg, per_seed, main_runs)}
-        if (tuned := root / TUNED_DIR / f"{cfg.family}.yaml").is_file():  # the study, for the report's tuning section
+        summary = {"family": cfg.family, **summarize(cfg, task, per_seed, main_runs)}
+        if (tuned := tuned_path(cfg)).is_file():  # the study, for the report's tuning section
             summary["tuning"] = {k: v for k, v in yaml.safe_load(tuned.read_text(encoding="utf-8")).items()
                                  if k in ("study", "trials")}
         if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
@@ -100,7 +106,7 @@ def main(argv: list[str]) -> None:
         log_runs(cfg, per_seed, main_runs, pictures)
         for variant, runs in variants.items():
             scores, held = task.evaluate(cfg, None, runs)
-            summary.setdefault(task.variants, {})[variant] = summarize(cfg, scores, runs)
+            summary.setdefault(task.variants, {})[variant] = summarize(cfg, task, scores, runs)
             outputs.setdefault(task.variants, {})[variant] = held["seeds"]  # for paired tests
             log_runs(cfg, scores, runs, None)
         for name, result in [(None, summary), *summary.get(task.variants, {}).items()]:
@@ -108,7 +114,7 @@ def main(argv: list[str]) -> None:
                 f"{k}={v:.3f}" for k, v in result.items()
                 if k.startswith("test/") and "_len_" not in k and isinstance(v, float)))
     write_json(predictions_path(cfg), outputs)
-    write_json(root / cfg.paths.metrics / cfg.task.name / f"{cfg.family}.json", summary)
+    write_json(metrics_dir(cfg) / cfg.task.name / f"{cfg.family}.json", summary)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from attention_lab.core.files import atomic_path, write_json, write_jsonl
+from attention_lab.core.paths import prepared_dir
 from attention_lab.core.task import get_task
 from attention_lab.stages.common import run_stage, stage_config
 
@@ -22,7 +22,7 @@ def main(argv: list[str]) -> None:
         images = {name: im for name, (_, im) in splits.items()}
         splits = {name: rows for name, (rows, _) in splits.items()}
     summary = {name: hooks.stats(rows, [list(b) for b in cfg.task.buckets]) for name, rows in splits.items()}
-    out = Path(cfg.root) / cfg.paths.prepared
+    out = prepared_dir(cfg)
     with atomic_path(out) as tmp:  # the whole folder appears at once, or not at all
         tmp.mkdir()
         for name, rows in splits.items():

@@ -19,7 +19,8 @@ from tokenizers import Tokenizer
 from attention_lab.classify.models.bert import BertConfig, BertPretraining
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import atomic_path, read_json, write_json
-from attention_lab.core.paths import partial_dir, pretrain_run_path, pretrained_dir
+from attention_lab.core.paths import partial_dir, prepared_dir, pretrain_run_path, pretrained_dir
+from attention_lab.core.task import get_task
 from attention_lab.infer.tokenization import bert_special_ids, train_wordpiece
 from attention_lab.stages.common import run_stage, stage_config
 from attention_lab.train.checkpoints import read_checkpoint
@@ -42,10 +43,10 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
     from attention_lab.classify.pretraining import PairDataModule, PretrainingModule, pretraining_text
     from attention_lab.train.training import train_one
 
-    root, p = Path(cfg.root), cfg.pretrain
+    p = cfg.pretrain
     partial = partial_dir(out, out)
     partial.mkdir(parents=True, exist_ok=True)
-    train = pretraining_text(root / cfg.paths.prepared, "train")  # deterministic and fast: retrained on a resume
+    train = pretraining_text(prepared_dir(cfg), "train")  # deterministic and fast: retrained on a resume
     tok = train_wordpiece((" ".join(w for s in r["sentences"] for w in s) for r in train), p.vocab_size,
                           p.min_frequency)
 
@@ -62,7 +63,7 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
     run_cfg.model.dropout = run_cfg.model.attention_dropout = p.dropout  # pretraining's own; fine-tuning keeps conf/model
 
     def build(cfg: DictConfig, seed: int):
-        dm = PairDataModule(root / cfg.paths.prepared, tok, cfg.train.batch_size, seed, cfg.train.objective,
+        dm = PairDataModule(prepared_dir(cfg), tok, cfg.train.batch_size, seed, cfg.train.objective,
                             cfg.train.max_tokens, cfg.train.max_sentences, cfg.train.max_words)
         dm.setup()
         module = PretrainingModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=tok.get_vocab_size(),
@@ -70,8 +71,8 @@ def from_mlm(cfg: DictConfig, out: Path) -> dict | None:
         return module, dm
 
     # the finished run waits in `partial`, beside the output, until the encoder is saved: a stop in between keeps it
-    summary = train_one(run_cfg, cfg.seeds[0], out, partial, build=build, stage="pretrain", move=False,
-                        reload_dataloaders_every_n_epochs=1, **schedule)
+    summary = train_one(run_cfg, get_task(cfg.task.name), cfg.seeds[0], out, partial, build=build, stage="pretrain",
+                        move=False, reload_dataloaders_every_n_epochs=1, **schedule)
     if summary is None:
         return None
     state = read_checkpoint(partial / "best.ckpt")["state_dict"]

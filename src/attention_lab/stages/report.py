@@ -13,8 +13,8 @@ from omegaconf import DictConfig
 from attention_lab.core import tracking
 from attention_lab.core.config import families, load_config, read_params
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
-from attention_lab.core.paths import predictions_path, seed_dir
-from attention_lab.core.task import get_task
+from attention_lab.core.paths import metrics_dir, predictions_path, reports_dir, root_dir, seed_dir
+from attention_lab.core.task import Task, get_task
 from attention_lab.results import charts
 from attention_lab.results.report import (
     config_section,
@@ -53,11 +53,11 @@ def read_predictions(cfg: DictConfig, names: list[str], results: dict[str, dict]
     return outputs, first[1]["references"]
 
 
-def significance(cfg: DictConfig, names: list[str], results: dict[str, dict]) -> tuple[dict, dict]:
+def significance(cfg: DictConfig, task: Task, names: list[str], results: dict[str, dict]) -> tuple[dict, dict]:
     """Paired tests of every family against the baseline (the task's first family) and against the best one (first
     by mean ranking metric): ({family: {"baseline", "best", "p_baseline": {metric: p}, "p_best": ...}}, methods)."""
-    keys = [k for k in get_task(cfg.task.name).headline if k in PAIRED_TEST]
-    baseline, best = names[0], ranked(results, next(iter(get_task(cfg.task.name).headline)))[0]
+    keys = [k for k in task.headline if k in PAIRED_TEST]
+    baseline, best = names[0], ranked(results, next(iter(task.headline)))[0]
     outputs, refs = read_predictions(cfg, names, results)
     p_baseline, methods = paired_pvalues(outputs, refs, baseline, keys)
     p_best, _ = paired_pvalues(outputs, refs, best, keys)
@@ -65,25 +65,25 @@ def significance(cfg: DictConfig, names: list[str], results: dict[str, dict]) ->
             for f in names}, methods
 
 
-def ranking(cfg: DictConfig, results: dict[str, dict], tests: dict[str, dict], methods: dict, assets: Path) -> list[str]:
+def ranking(task: Task, results: dict[str, dict], tests: dict[str, dict], methods: dict, assets: Path) -> list[str]:
     """The ranking section of the page, and its quality-against-train-time picture in reports/<task>/pareto.png."""
-    task = cfg.task.name
-    key = next(iter(get_task(task).headline))
+    key = next(iter(task.headline))
     points = {f: (m["train/train_seconds"], m[key], headline(m, key)["sd"]) for f, m in results.items()}
     front = pareto_front({f: (c, q) for f, (c, q, _) in points.items()})
-    charts.pareto(points, front, assets / "pareto.png", ylabel=get_task(task).headline[key])
+    charts.pareto(points, front, assets / "pareto.png", ylabel=task.headline[key])
     some = next(iter(tests.values()))
     return [*ranking_section(task, results, tests, methods, some["baseline"], some["best"], front),
-            *config_section(results), *curves_section(task, results, assets), *tuning_section(task, results, assets)]
+            *config_section(results), *curves_section(task.name, results, assets),
+            *tuning_section(task.name, results, assets)]
 
 
-def comparison_metrics(task: str, results: dict[str, dict], tests: dict[str, dict]) -> dict[str, float]:
+def comparison_metrics(task: Task, results: dict[str, dict], tests: dict[str, dict]) -> dict[str, float]:
     """The ranking as MLflow metrics of the comparison run: <family>/<metric>_{mean,sd,ci95_low,ci95_high}, rank,
     p-values against the baseline and the best family, params, train seconds and tokens/s."""
     out = {}
-    for rank, f in enumerate(ranked(results, next(iter(get_task(task).headline))), 1):
+    for rank, f in enumerate(ranked(results, next(iter(task.headline))), 1):
         out[f"{f}/rank"] = float(rank)
-        for key in get_task(task).headline:
+        for key in task.headline:
             slug = key.replace("/", "_")  # test/bleu -> test_bleu
             out.update({f"{f}/{slug}_{part}": v for part, v in zip(("mean", "sd", "ci95_low", "ci95_high"),
                                                                    headline(results[f], key).values()) if v is not None})
@@ -102,47 +102,47 @@ def write_index(root: Path) -> None:
     cfg = load_config(root=root, task=params["tasks"][0])
     summaries = {}
     for task in params["tasks"]:
-        path = root / cfg.paths.metrics / f"{task}_summary.json"
+        path = metrics_dir(cfg) / f"{task}_summary.json"
         summaries[task] = read_json(path)
         if not summaries[task] or any("rank" not in m for m in summaries[task].values()):
             raise ValueError(f"{path}: no families with a `rank` (re-run `dvc repro report_{task}`)")
-    write_text(root / cfg.paths.reports / "index.md", render_index(summaries))
-    print(f"wrote {root / cfg.paths.reports / 'index.md'}")
+    write_text(reports_dir(cfg) / "index.md", render_index(summaries))
+    print(f"wrote {reports_dir(cfg) / 'index.md'}")
 
 
 def main(argv: list[str]) -> None:
     if argv[:1] == ["index"]:
         return write_index(Path.cwd().resolve())
     cfg = stage_config(argv, need_family=False)
-    root, task = Path(cfg.root), cfg.task.name
-    names = families(read_params(root), task)
-    results = {f: read_json(root / cfg.paths.metrics / task / f"{f}.json") for f in names}
-    tests, methods = significance(cfg, names, results)
-    reports = root / cfg.paths.reports
-    with atomic_path(reports / task) as assets:
+    root, task = root_dir(cfg), get_task(cfg.task.name)
+    names = families(read_params(root), task.name)
+    results = {f: read_json(metrics_dir(cfg) / task.name / f"{f}.json") for f in names}
+    tests, methods = significance(cfg, task, names, results)
+    reports = reports_dir(cfg)
+    with atomic_path(reports / task.name) as assets:
         assets.mkdir()
-        page = get_task(task).page(cfg, results, assets, ranking(cfg, results, tests, methods, assets))
-    write_text(reports / f"{task}.md", page)
-    order = ranked(results, next(iter(get_task(task).headline)))
-    write_json(root / cfg.paths.metrics / f"{task}_summary.json",
+        page = task.page(cfg, results, assets, ranking(task, results, tests, methods, assets))
+    write_text(reports / f"{task.name}.md", page)
+    order = ranked(results, next(iter(task.headline)))
+    write_json(metrics_dir(cfg) / f"{task.name}_summary.json",
                {f: {**{k: v for k, v in m.items() if k.startswith(("test/", "train/")) and not isinstance(v, (str, list))},
                     "rank": order.index(f) + 1, "significance": {**tests[f], "methods": methods}}
                 for f, m in results.items()})
     mlflow.set_tracking_uri(tracking.tracking_uri(cfg))
     with mlflow.start_run(experiment_id=tracking.experiment_id(cfg), run_name="comparison",
-                          tags={"kind": "comparison", "task": task, "git_commit": tracking.git_commit(root)}) as run:
+                          tags={"kind": "comparison", "task": task.name, "git_commit": tracking.git_commit(root)}) as run:
         mlflow.log_params({"baseline": names[0], "best": order[0], "seeds": str(list(cfg.seeds)),
-                           "ranking_metric": next(iter(get_task(task).headline))})
+                           "ranking_metric": next(iter(task.headline))})
         mlflow.log_metrics(comparison_metrics(task, results, tests))
-        mlflow.log_artifact(str(reports / f"{task}.md"))
-        mlflow.log_artifacts(str(reports / task), artifact_path=task)
+        mlflow.log_artifact(str(reports / f"{task.name}.md"))
+        mlflow.log_artifacts(str(reports / task.name), artifact_path=task.name)
     client = mlflow.MlflowClient()
     for f in names:  # the UI then nests every family run under the report run that compares them
         for seed in results[f]["seeds"]:
             run_id = read_json(seed_dir(cfg, seed, family=f) / "run.json")["run_id"]
             client.set_tag(run_id, "mlflow.parentRunId", run.info.run_id)
     link = tracking.ui_link(run.info.experiment_id)
-    print(f"wrote {reports / f'{task}.md'}; in `mlflow ui`: http://127.0.0.1:5000/{link}")
+    print(f"wrote {reports / f'{task.name}.md'}; in `mlflow ui`: http://127.0.0.1:5000/{link}")
 
 
 if __name__ == "__main__":

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from attention_lab.core.files import atomic_path, read_jsonl, write_json
+from attention_lab.core.paths import prepared_dir, tokenized_dir
 from attention_lab.core.task import get_task
 from attention_lab.stages.common import run_stage, stage_config
 
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv, need_family=False)
-    root = Path(cfg.root)
-    tok, stats = get_task(cfg.task.name).tokenizer(cfg, read_jsonl(root / cfg.paths.prepared / "train.jsonl"))
-    out = root / cfg.paths.tokenized
+    tok, stats = get_task(cfg.task.name).tokenizer(cfg, read_jsonl(prepared_dir(cfg) / "train.jsonl"))
+    out = tokenized_dir(cfg)
     stats = {"vocab_size": tok.get_vocab_size(), **stats}
     with atomic_path(out) as tmp:  # tokenizer.json and stats.json appear together, or the old ones stay
         tmp.mkdir()

@@ -18,7 +18,8 @@ from attention_lab.train.training import publish, run_partial, train_run
 
 def side_by_side(argv: list[str], run: Run) -> dict | None:
     """train_run in a worker process of train.processes (the stage's config, rebuilt from its arguments)."""
-    return train_run(stage_config(argv), run)
+    cfg = stage_config(argv)
+    return train_run(cfg, get_task(cfg.task.name), run)
 
 
 def one_thread() -> None:
@@ -37,13 +38,14 @@ def one_thread() -> None:
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
-    runs = get_task(cfg.task.name).runs(cfg)
+    task = get_task(cfg.task.name)
+    runs = task.runs(cfg)
     processes = min(cfg.train.processes, len(runs))
     if processes > 1 and cfg.trainer.get("strategy") not in (None, "auto"):
         raise ConfigError(f"train.processes = {cfg.train.processes} trains runs side by side on one machine; with a "
                           "data-parallel trainer set train.processes=1")
     if processes <= 1:
-        summaries = (train_run(cfg, run) for run in runs)
+        summaries = (train_run(cfg, task, run) for run in runs)
     else:  # independent runs side by side, each deterministic on its one thread
         from concurrent.futures import ProcessPoolExecutor
         from multiprocessing import get_context

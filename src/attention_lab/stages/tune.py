@@ -8,22 +8,22 @@ stage at once share the study's trials.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import yaml
 
 from attention_lab.core.files import write_text
-from attention_lab.core.paths import TUNED_DIR
+from attention_lab.core.paths import tuned_path
+from attention_lab.core.task import get_task
 from attention_lab.stages.common import run_stage, stage_config
 from attention_lab.train.tuning import tune
 
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv, tuned=False)  # the search starts from the family's own settings
-    result = tune(cfg)
+    result = tune(cfg, get_task(cfg.task.name))
     head = (f"# Written by the tune stage of {cfg.family} (do not edit): the best trial's values, merged by its train "
             "stage.\n")
-    write_text(Path(cfg.root) / TUNED_DIR / f"{cfg.family}.yaml", head + yaml.safe_dump(result, sort_keys=False))
+    write_text(tuned_path(cfg), head + yaml.safe_dump(result, sort_keys=False))
     print(f"tune@{cfg.family}: {result['study']}")
 
 

@@ -8,13 +8,9 @@ from pathlib import Path
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.core.config import CONF_DIR, ConfigError, check_value
+from attention_lab.core.config import ConfigError, check_value
 
 SPEC_KEYS = {"low", "high", "log", "choices"}
-
-
-def space_path(cfg: DictConfig) -> Path:
-    return Path(cfg.root) / CONF_DIR / "tune" / f"{cfg.family}.yaml"
 
 
 def load_space(path: Path, cfg: DictConfig) -> dict[str, dict]:

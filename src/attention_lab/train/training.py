@@ -22,7 +22,7 @@ from attention_lab.core import tracking
 from attention_lab.core.config import ConfigError
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
 from attention_lab.core.paths import partial_dir, seed_dir, trials_dir
-from attention_lab.core.task import Run, get_task
+from attention_lab.core.task import Run, Task
 from attention_lab.train.checkpoints import CheckpointError, count_parameters, read_checkpoint
 from attention_lab.train.module import EarlyStoppingAfter, PlateauStep, monitored
 from attention_lab.train.progress import progress_callback
@@ -73,7 +73,7 @@ class ValCurve(pl.Callback):
         self.curve = [list(point) for point in state_dict.get("curve", [])]
 
 
-def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
+def train_one(cfg: DictConfig, task: Task, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
               build=None, stage: str = "train", tags: dict | None = None, name: str | None = None, move: bool = True,
               **trainer_options) -> dict | None:
     """Train (or resume, or take as finished: docs/design.md) one (family, seed) run in `partial`, then move
@@ -100,9 +100,9 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
         return read_json((out if move else partial) / "train.json")
     resume = same and (partial / "last.ckpt").is_file()
     pl.seed_everything(seed, workers=True)
-    module, dm = (build or get_task(cfg.task.name).build)(cfg, seed)
+    module, dm = (build or task.build)(cfg, seed)
     config_text = run_config(cfg, seed)
-    logger = tracking.lightning_logger(cfg, run_id=read_json(run_file)["run_id"] if resume else None,
+    logger = tracking.lightning_logger(cfg, task, run_id=read_json(run_file)["run_id"] if resume else None,
                                        stage=stage, tags=tags, name=name)  # lazy: the run starts on first use
     monitor, mode = monitored(cfg)  # the task's tune.metric: stop on it and keep its best checkpoint (best.ckpt)
     ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor=monitor, mode=mode, save_last=True,
@@ -152,7 +152,7 @@ def train_one(cfg: DictConfig, seed: int, out: Path, partial: Path, callbacks: t
                "train_tokens_per_s": round(tokens / max(module.train_seconds, 1e-9), 1),
                "best_val": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None,
                "best_val_metric": monitor}  # best.ckpt's value of the monitored metric
-    summary.update(get_task(cfg.task.name).train_summary(cfg, dm))  # the task's own figures (classify: its labels)
+    summary.update(task.train_summary(cfg, dm))  # the task's own figures (classify: its labels)
     if trainer.world_size > 1:
         summary.update(processes=trainer.world_size, global_batch_size=cfg.train.batch_size * trainer.world_size)
     summary["last_val"] = {k: round(float(v), 5) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
@@ -236,13 +236,13 @@ def run_partial(cfg: DictConfig, run: Run) -> Path:
     return partial_dir(run.out, seed_dir(cfg, run.seed).parent)
 
 
-def train_run(cfg: DictConfig, run: Run) -> dict | None:
+def train_run(cfg: DictConfig, task: Task, run: Run) -> dict | None:
     """One of the task's runs of the family (Task.runs), left finished in run_partial for `publish` (the stage's
     last step); the tune stage's best trial when it was this very run (reuse_tuned_run)."""
     run_cfg = run_settings(cfg, run)
-    if (summary := reuse_tuned_run(run_cfg, run.seed, run_partial(cfg, run))) is not None:
+    if (summary := reuse_tuned_run(run_cfg, task, run.seed, run_partial(cfg, run))) is not None:
         return summary
-    return train_one(run_cfg, run.seed, run.out, run_partial(cfg, run), move=False,
+    return train_one(run_cfg, task, run.seed, run.out, run_partial(cfg, run), move=False,
                      check_val_every_n_epoch=run.validate_every)
 
 
@@ -251,7 +251,7 @@ def keep_for_reuse(out: Path, trial: int, cfg: DictConfig, seed: int) -> None:
     write_json(out / REUSE_FILE, {"trial": trial, "key": run_key(cfg, seed)})
 
 
-def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
+def reuse_tuned_run(cfg: DictConfig, task: Task, seed: int, out: Path) -> dict | None:
     """The tune stage's best trial (kept in tuned/.trials/<family>, keep_for_reuse) as this run when it is this very run
     (the same run_key: config and seed, data, code, threads), so it is not trained twice: its checkpoints and
     train.json are copied to `out` (the run's partial folder), and a training run in MLflow gets its params and curves (tags `tuning_trial`,
@@ -269,7 +269,7 @@ def reuse_tuned_run(cfg: DictConfig, seed: int, out: Path) -> dict | None:
     source = read_json(kept / "run.json")["run_id"]
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
-    run_id = tracking.copy_run(cfg, source, tags={"tuning_trial": str(trial), "tuning_run_id": source})
+    run_id = tracking.copy_run(cfg, task, source, tags={"tuning_trial": str(trial), "tuning_run_id": source})
     with atomic_path(out) as tmp:
         shutil.copytree(kept, tmp, ignore=shutil.ignore_patterns(REUSE_FILE))
         write_json(tmp / "run.json", {"run_id": run_id, "key": key})

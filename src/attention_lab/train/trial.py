@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core import tracking
 from attention_lab.core.files import read_json
-from attention_lab.core.task import get_task
+from attention_lab.core.task import Task
 from attention_lab.train.checkpoints import count_parameters
 from attention_lab.train.search_space import suggest
 from attention_lab.train.training import keep_for_reuse, run_settings, train_one
@@ -71,12 +71,12 @@ class Budget(pl.Callback):
             self.cut = trainer.should_stop = True
 
 
-def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, cap: int | None = None):
+def objective(cfg: DictConfig, task: Task, space: dict, parent_run_id: str, workdir: Path, cap: int | None = None):
     """Train one trial: the full training run with the sampled values (at most `cap` updates); its best validation
     value of tune.metric. Pruned at a rung, or cut by the budget, it ends PRUNED."""
     from optuna_integration import PyTorchLightningPruningCallback
 
-    full = get_task(cfg.task.name).full_run(cfg, cfg.seeds[0])  # the family's run on all the data at the first seed
+    full = task.full_run(cfg, cfg.seeds[0])  # the family's run on all the data at the first seed
 
     def run(trial: optuna.Trial) -> float:
         trial.set_user_attr("worker", worker_id())
@@ -91,7 +91,7 @@ def objective(cfg: DictConfig, space: dict, parent_run_id: str, workdir: Path, c
         tags = {"mlflow.parentRunId": parent_run_id, "trial": str(trial.number), "study": trial.study.study_name}
         budget = Budget(trial, cap)
         try:
-            result = train_one(run_cfg, full.seed, out, partial, stage="tune", tags=tags, name=name,
+            result = train_one(run_cfg, task, full.seed, out, partial, stage="tune", tags=tags, name=name,
                                callbacks=(ParamCap(trial, cfg.tune.max_params), budget,
                                           PyTorchLightningPruningCallback(trial, monitor=cfg.tune.metric)))
             trial.set_user_attr("stopped_by", "budget" if budget.cut else result["stopped_by"])

@@ -11,15 +11,14 @@ import math
 import os
 import socket
 import time
-from pathlib import Path
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core import tracking
-from attention_lab.core.config import CONF_DIR
-from attention_lab.core.paths import TUNED_DIR, trials_dir
-from attention_lab.train.search_space import defaults, load_space, nested, space_path
+from attention_lab.core.paths import CONF_DIR, search_space_path, trials_dir, tuned_path
+from attention_lab.core.task import Task
+from attention_lab.train.search_space import defaults, load_space, nested
 from attention_lab.train.trial import keep_best, objective, over_cap, worker_id
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
@@ -45,7 +44,7 @@ def storage(cfg: DictConfig):
     else the journal file tuned/<family>.journal (file-locked: several processes on one machine)."""
     if cfg.tune.storage:
         return optuna.storages.RDBStorage(cfg.tune.storage, heartbeat_interval=60, grace_period=180)
-    journal = Path(cfg.root) / TUNED_DIR / f"{cfg.family}.journal"
+    journal = tuned_path(cfg, ".journal")
     journal.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(journal)))
 
@@ -197,7 +196,7 @@ def summary(cfg: DictConfig, study: optuna.Study) -> dict:
                 t.user_attrs.get("params", 0) > cfg.tune.max_params]
         why = (f"every one was pruned by the parameter cap, the smallest model: "
                f"{over_cap(cfg.task.name, min(over), cfg.tune.max_params)}" if over and len(over) == len(trials) else
-               f"pruned by the parameter cap tune.max_params = {cfg.tune.max_params}? see {space_path(cfg)}")
+               f"pruned by the parameter cap tune.max_params = {cfg.tune.max_params}? see {search_space_path(cfg)}")
         raise RuntimeError(f"tune@{cfg.family}: none of {len(trials)} trials completed ({why})")
     best = study.best_trial
     better = min if cfg.tune.direction == "minimize" else max
@@ -216,7 +215,7 @@ def summary(cfg: DictConfig, study: optuna.Study) -> dict:
             "trials": rows}
 
 
-def tune(cfg: DictConfig) -> dict:
+def tune(cfg: DictConfig, task: Task) -> dict:
     """Run this worker's share of the family's study until tune.trials trials are finished or under way, or the
     budget of tune.updates is spent; returns summary() (trials: 0 -> no study, empty params: train with the family's
     own settings)."""
@@ -224,10 +223,10 @@ def tune(cfg: DictConfig) -> dict:
 
     if cfg.tune.trials <= 0:
         return {"params": {}, "study": {"trials": 0}}
-    if not space_path(cfg).is_file():  # a search space is optional: without one the family is not tuned
-        print(f"tune@{cfg.family}: no search space ({space_path(cfg)}): not tuned, trains with its own settings")
+    if not search_space_path(cfg).is_file():  # a search space is optional: without one the family is not tuned
+        print(f"tune@{cfg.family}: no search space ({search_space_path(cfg)}): not tuned, trains with its own settings")
         return {"params": {}, "study": {"trials": 0, "untuned": f"no {CONF_DIR}/tune/{cfg.family}.yaml"}}
-    space = load_space(space_path(cfg), cfg)
+    space = load_space(search_space_path(cfg), cfg)
     if fixed := [key for key in space if key in cfg.explicit]:  # set in family_params or on the command line
         print(f"tune@{cfg.family}: not searching {', '.join(fixed)} (set explicitly)")
         space = {key: spec for key, spec in space.items() if key not in fixed}
@@ -245,7 +244,7 @@ def tune(cfg: DictConfig) -> dict:
         if left is not None and left < epoch_updates(study):
             break
         study.sampler = sampler(cfg, counted)
-        study.optimize(objective(cfg, space, parent, workdir, cap=left), n_trials=1, gc_after_trial=True)
+        study.optimize(objective(cfg, task, space, parent, workdir, cap=left), n_trials=1, gc_after_trial=True)
         keep_best(study, workdir)
         print(trial_line(cfg, study, counted, time.perf_counter() - started), flush=True)
     result = summary(cfg, study)

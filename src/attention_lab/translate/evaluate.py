@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig
 
+from attention_lab.core.paths import prepared_dir, tokenized_dir
 from attention_lab.core.task import Run
 from attention_lab.infer.tokenization import NEVER_EMITTED, decode, load_tokenizer, never_emitted, word_ids
 from attention_lab.results import metrics, plots
@@ -73,9 +74,8 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     heatmaps (gold alignment overlaid) of the first seed."""
     from attention_lab.translate.data.batches import load_split
 
-    root = Path(cfg.root)
-    tok = load_tokenizer(root / cfg.paths.tokenized / "tokenizer.json")
-    rows = load_split(root / cfg.paths.prepared, "test", tok)
+    tok = load_tokenizer(tokenized_dir(cfg) / "tokenizer.json")
+    rows = load_split(prepared_dir(cfg), "test", tok)
     per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["tgt"] for r in rows], "seeds": {}}
     for run in runs:
         seed = run.seed

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig, OmegaConf
 
+from attention_lab.core.paths import prepared_dir, tokenized_dir
 from attention_lab.infer.tokenization import PAD
 from attention_lab.train.module import TaskModule
 
@@ -85,8 +85,7 @@ def build(cfg: DictConfig, seed: int) -> tuple[pl.LightningModule, pl.LightningD
     from attention_lab.infer.tokenization import decode
     from attention_lab.translate.data.datamodule import TranslationDataModule
 
-    root = Path(cfg.root)
-    dm = TranslationDataModule(root / cfg.paths.prepared, root / cfg.paths.tokenized / "tokenizer.json",
+    dm = TranslationDataModule(prepared_dir(cfg), tokenized_dir(cfg) / "tokenizer.json",
                                cfg.train.batch_size, seed, cfg.train.get("max_source_words"))
     dm.setup()
     module = TranslationModule(OmegaConf.to_container(cfg, resolve=True), vocab_size=dm.tok.get_vocab_size())

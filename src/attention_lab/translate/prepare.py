@@ -3,12 +3,11 @@ tokenizer trained on the training split."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from omegaconf import DictConfig
 from tokenizers import Tokenizer
 
 from attention_lab.core.config import ConfigError
+from attention_lab.core.paths import user_path
 from attention_lab.core.readers import SPLITS, carved_fractions, read_splits
 from attention_lab.infer.tokenization import encode, train_tokenizer
 from attention_lab.translate.data.readers import read_parallel_files, read_tsv, split_pairs
@@ -34,10 +33,10 @@ def splits(cfg: DictConfig) -> dict[str, list[dict]]:
 
 def read_pairs(cfg: DictConfig, paths: list[str]) -> list[dict]:
     """The pairs of one split's file(s): a TSV file, or a source and a target file."""
-    d, root = cfg.data, Path(cfg.root)
+    d = cfg.data
     if d.source == "tsv":
-        return read_tsv(root / paths[0], d.src_column, d.tgt_column, d.encoding)
-    return read_parallel_files(root / paths[0], root / paths[1], d.encoding)
+        return read_tsv(user_path(cfg, paths[0]), d.src_column, d.tgt_column, d.encoding)
+    return read_parallel_files(user_path(cfg, paths[0]), user_path(cfg, paths[1]), d.encoding)
 
 
 def stats(rows: list[dict], buckets: list[list[int]]) -> dict:
