@@ -138,9 +138,9 @@ def main(argv: list[str]) -> None:
         mlflow.log_artifacts(str(reports / task.name), artifact_path=task.name)
     client = mlflow.MlflowClient()
     for f in names:  # the UI then nests every family run under the report run that compares them
-        for seed in results[f]["seeds"]:
-            run_id = read_json(seed_dir(cfg, seed, family=f) / "run.json")["run_id"]
-            client.set_tag(run_id, "mlflow.parentRunId", run.info.run_id)
+        for seed in results[f]["seeds"]:  # (runs whose models this checkout lacks, e.g. before `dvc pull`: none)
+            if (path := seed_dir(cfg, seed, family=f) / "run.json").is_file():
+                client.set_tag(read_json(path)["run_id"], "mlflow.parentRunId", run.info.run_id)
     link = tracking.ui_link(run.info.experiment_id)
     print(f"wrote {reports / f'{task.name}.md'}; in `mlflow ui`: http://127.0.0.1:5000/{link}")
 
