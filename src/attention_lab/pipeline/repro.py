@@ -1,7 +1,7 @@
 """`attention-lab repro --jobs N`: `dvc repro` with the families' chains of stages side by side, N at a time.
 After the stages the families share (prepare, tokenize), N chains (a family's `<kind>@<family>` stages) run at once,
-each stage as `dvc --wait-for-lock repro --single-item <stage>` on one thread, their runs sharing one pool of --slots
-(train/slots.py); then one plain `dvc repro` does the rest. Studies come first; a failed stage stops its chain only,
+each stage as `dvc --wait-for-lock repro --single-item <stage>` on one thread, their runs sharing one pool (train/pool.py:
+RAY_ADDRESS's cluster, else a Ray instance of --slots CPUs it starts here); then one plain `dvc repro` does the rest. Studies come first; a failed stage stops its chain only,
 and the command exits 1 naming it (docs/design.md, "Why the modules are as they are")."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from attention_lab.train.slots import ENV as SLOTS_ENV
+from attention_lab.train import pool
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+ONE_THREAD = pool.ONE_THREAD
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,22 @@ def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[
     if pipeline.is_file() and pipeline.read_text(encoding="utf-8").startswith(PREFIX) and not write(root):
         say(f"wrote {pipeline} from params.yaml and the code's imports")
     work = pipeline_plan(root, tasks)
+    if os.environ.get(pool.ADDRESS):  # a cluster's pool
+        import ray
+
+        ray.init(address=os.environ[pool.ADDRESS], logging_level="ERROR")
+        slots = int(ray.cluster_resources().get("CPU", 1))
+        ray.shutdown()
+        return _repro(root, jobs, tasks, work, say, slots, os.environ[pool.ADDRESS])
     slots = slots or os.cpu_count() or 1
-    env = {**os.environ, **ONE_THREAD, SLOTS_ENV: str(slots),  # one pool of runs: train/slots.py
+    with pool.local_instance(slots) as address:
+        return _repro(root, jobs, tasks, work, say, slots, address)
+
+
+def _repro(root: Path, jobs: int, tasks: list[str] | None, work: Plan, say: Callable[[str], None], slots: int,
+           address: str) -> int:
+    """repro's stages, their runs on the pool at `address` (`slots` CPUs)."""
+    env = {**os.environ, **ONE_THREAD, pool.ADDRESS: address,  # one pool of runs: train/pool.py
            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}  # stages' python
     lock = threading.Lock()
 

@@ -23,6 +23,7 @@ from attention_lab.core.paths import partial_dir, prepared_dir, pretrain_run_pat
 from attention_lab.core.task import get_task
 from attention_lab.infer.tokenization import bert_special_ids, train_wordpiece
 from attention_lab.stages.common import run_stage, stage_config
+from attention_lab.train import pool
 from attention_lab.train.checkpoints import read_checkpoint
 
 SOURCES = ("mlm", "minilm")
@@ -119,6 +120,13 @@ def from_minilm(cfg: DictConfig, out: Path) -> dict:
     return about
 
 
+def pretrained(argv: list[str]) -> dict | None:
+    """The family's encoder from its `pretrain.source`, on the pool (one run: the masked-LM pretraining, or MiniLM's
+    weights read)."""
+    cfg = stage_config(argv)
+    return (from_mlm if cfg.pretrain.source == "mlm" else from_minilm)(cfg, pretrained_dir(cfg))
+
+
 def main(argv: list[str]) -> dict:
     cfg = stage_config(argv)
     if not cfg.pretrained:
@@ -127,7 +135,7 @@ def main(argv: list[str]) -> dict:
     if source not in SOURCES:
         raise ConfigError(f"pretrain.source of {cfg.family}: expected one of {', '.join(SOURCES)}, got {source!r}")
     out = pretrained_dir(cfg)
-    about = (from_mlm if source == "mlm" else from_minilm)(cfg, out)
+    about, = pool.run_all(pretrained, [(argv,)], pool.needs(cfg.trainer))
     if about is None:  # not the rank-0 process of a data-parallel run
         return {}
     print(f"pretrain@{cfg.family}: {out} " + str({k: v for k, v in about.items() if k != "last_val"}))

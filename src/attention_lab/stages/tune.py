@@ -15,12 +15,19 @@ from attention_lab.core.files import write_text
 from attention_lab.core.paths import tuned_path
 from attention_lab.core.task import get_task
 from attention_lab.stages.common import run_stage, stage_config
+from attention_lab.train import pool
 from attention_lab.train.tuning import tune
 
 
-def main(argv: list[str]) -> None:
+def study(argv: list[str]) -> dict:
+    """This worker's share of the family's study (tune), on the pool: its trials train there, one at a time."""
     cfg = stage_config(argv, tuned=False)  # the search starts from the family's own settings
-    result = tune(cfg, get_task(cfg.task.name))
+    return tune(cfg, get_task(cfg.task.name))
+
+
+def main(argv: list[str]) -> None:
+    cfg = stage_config(argv, tuned=False)
+    result, = pool.run_all(study, [(argv,)], pool.needs(cfg.trainer))
     head = (f"# Written by the tune stage of {cfg.family} (do not edit): the best trial's values, merged by its train "
             "stage.\n")
     write_text(tuned_path(cfg), head + yaml.safe_dump(result, sort_keys=False))

@@ -10,7 +10,6 @@ import hashlib
 import os
 import shutil
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -26,7 +25,6 @@ from attention_lab.core.task import Run, Task
 from attention_lab.train.checkpoints import CheckpointError, count_parameters, read_checkpoint
 from attention_lab.train.module import EarlyStoppingAfter, PlateauStep, monitored
 from attention_lab.train.progress import progress_callback
-from attention_lab.train.slots import training_slot
 
 REUSE_FILE = "reuse.json"  # in a kept tuning trial's folder: {"trial": number, "key": its run_key}
 
@@ -138,8 +136,7 @@ def train_one(cfg: DictConfig, task: Task, seed: int, out: Path, partial: Path, 
         except CheckpointError as err:
             raise CheckpointError(f"{err}; or delete {partial} to train this run from the start") from err
 
-    with training_slot() if trainer.world_size == 1 else nullcontext():  # data parallel: its ranks wait on each other
-        trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
+    trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
     if not ckpt.best_model_path:  # stopped by the time budget before any validation (the same on every process)
         trainer.save_checkpoint(partial / "best.ckpt")
     tokens = module.total_tokens()  # a collective: every process counts its share

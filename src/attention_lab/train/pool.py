@@ -1,0 +1,88 @@
+"""The pool every run trains on: Ray tasks, each asking for one CPU (or a share of a GPU, `trainer.gpu_share`), on the
+cluster RAY_ADDRESS names. `attention-lab repro` starts a Ray instance on this machine, listening on the loopback alone,
+and names it to its stages; a stage run by hand without RAY_ADDRESS trains its runs in its own process, in order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+ADDRESS = "RAY_ADDRESS"  # Ray's own variable: where `ray.init` connects
+LOCAL = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # a one-machine instance: every Ray server on 127.0.0.1 alone
+         "RAY_USAGE_STATS_ENABLED": "0",
+         "RAY_worker_niceness": "0"}  # Ray's default, 15, starves the runs beside any other busy process
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+FORWARD = ("PYTHONPATH", "MLFLOW_TRACKING_URI")  # the stage's, for its runs wherever they train
+
+
+@contextmanager
+def local_instance(cpus: int, gpus: float = 0) -> Iterator[str]:
+    """A Ray instance of this machine for the block (`cpus` runs at once; `gpus` GPUs to share): its address."""
+    os.environ.update(LOCAL)  # before Ray's first import, which reads them
+    import ray
+    from ray._private import ray_constants
+
+    if ray_constants.ENABLE_RAY_CLUSTER:
+        raise RuntimeError("Ray was imported before the pool set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: its servers would "
+                           "listen on every interface")
+    context = ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False,  # a new one
+                       _node_ip_address="127.0.0.1", logging_level="ERROR")
+    try:
+        yield context.address_info["gcs_address"]
+    finally:
+        ray.shutdown()
+
+
+@contextmanager
+def for_stage(processes: int) -> Iterator[None]:
+    """The pool of a stage's runs: RAY_ADDRESS's when set; else, for `processes` > 1 runs side by side, a Ray instance
+    of that many CPUs on this machine for the stage alone; else none (its runs train here, in order)."""
+    if os.environ.get(ADDRESS) or processes <= 1:
+        yield
+        return
+    with local_instance(processes) as address:
+        os.environ[ADDRESS] = address
+        try:
+            yield
+        finally:
+            del os.environ[ADDRESS]
+
+
+def needs(trainer) -> dict | None:
+    """What one run asks the pool for: one CPU, and on a GPU trainer its `gpu_share` of a GPU (1: a GPU of its own);
+    None for a data-parallel trainer, whose processes Lightning starts (torchrun, SLURM), not the pool."""
+    if trainer.get("strategy") not in (None, "auto"):
+        return None
+    if trainer.get("accelerator") in ("gpu", "cuda"):
+        return {"num_cpus": 1, "num_gpus": float(trainer.get("gpu_share", 1))}
+    return {"num_cpus": 1}
+
+
+def _in_worker(root: str, fn: Callable, args: tuple):
+    """fn(*args) in a pool worker: in the workspace `root`, on one intra-op thread (each run deterministic on it)."""
+    import ray
+    import torch
+
+    os.chdir(root)
+    torch.set_num_threads(1)
+    print(f"pool: {getattr(fn, '__qualname__', fn)} on node {ray.get_runtime_context().get_node_id()[:12]}",
+          flush=True)
+    return fn(*args)
+
+
+def run_all(fn: Callable, calls: Sequence[tuple], need: dict | None, root: Path | None = None) -> list:
+    """[fn(*args) for args in calls]: on the pool when RAY_ADDRESS names one (side by side, as its free CPUs allow),
+    else (or with need None) here, in order. A run whose worker or node is lost is retried once (it resumes from its
+    last checkpoint)."""
+    if need is None or not os.environ.get(ADDRESS):
+        return [fn(*args) for args in calls]
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=os.environ[ADDRESS], logging_level="ERROR", log_to_driver=True)
+    env = {**{k: os.environ[k] for k in FORWARD if k in os.environ}, **ONE_THREAD}
+    task = ray.remote(_in_worker).options(**need, max_retries=1, runtime_env={"env_vars": env})
+    where = str((root or Path.cwd()).resolve())
+    return ray.get([task.remote(where, fn, tuple(args)) for args in calls])
