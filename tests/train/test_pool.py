@@ -82,5 +82,5 @@ def test_the_pool_of_this_machine_listens_on_the_loopback_alone():
 
 def test_what_a_run_asks_the_pool_for():
     assert pool.needs({"accelerator": "cpu"}) == {"num_cpus": 1}
-    assert pool.needs({"accelerator": "gpu", "gpu_share": 0.25}) == {"num_cpus": 1, "num_gpus": 0.25}
+    assert pool.needs({"accelerator": "gpu"}) == {"num_cpus": 1, "num_gpus": pool.GPU_SHARE}
     assert pool.needs({"accelerator": "cpu", "strategy": "ddp"}) is None  # Lightning starts a data-parallel run's

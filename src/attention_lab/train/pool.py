@@ -1,6 +1,7 @@
-"""The pool every run trains on: Ray tasks, each asking for one CPU (or a share of a GPU, `trainer.gpu_share`), on the
+"""The pool every run trains on: Ray tasks, each asking for one CPU (and a share of a GPU on a GPU trainer), on the
 cluster RAY_ADDRESS names. `attention-lab repro` starts a Ray instance on this machine, listening on the loopback alone,
-and names it to its stages; a stage run by hand without RAY_ADDRESS trains its runs in its own process, in order."""
+and names it to its stages; a stage run by hand without RAY_ADDRESS trains its runs in its own process, or on a Ray
+instance of its own for `train.processes` > 1."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ LOCAL = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # a one-machine instance: ev
          "RAY_worker_niceness": "0"}  # Ray's default, 15, starves the runs beside any other busy process
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 FORWARD = ("PYTHONPATH", "MLFLOW_TRACKING_URI")  # the stage's, for its runs wherever they train
+GPU_SHARE = 0.25  # of a GPU, per run on a GPU trainer: four small runs share one GPU instead of queueing
 
 
 @contextmanager
-def local_instance(cpus: int, gpus: float = 0) -> Iterator[str]:
-    """A Ray instance of this machine for the block (`cpus` runs at once; `gpus` GPUs to share): its address."""
+def local_instance(cpus: int) -> Iterator[str]:
+    """A Ray instance of this machine for the block (`cpus` runs at once, and the GPUs it finds): its address."""
     os.environ.update(LOCAL)  # before Ray's first import, which reads them
     import ray
     from ray._private import ray_constants
@@ -27,7 +29,7 @@ def local_instance(cpus: int, gpus: float = 0) -> Iterator[str]:
     if ray_constants.ENABLE_RAY_CLUSTER:
         raise RuntimeError("Ray was imported before the pool set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: its servers would "
                            "listen on every interface")
-    context = ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False,  # a new one
+    context = ray.init(address="local", num_cpus=cpus, include_dashboard=False,  # a new instance, not one running
                        _node_ip_address="127.0.0.1", logging_level="ERROR")
     try:
         yield context.address_info["gcs_address"]
@@ -51,12 +53,12 @@ def for_stage(processes: int) -> Iterator[None]:
 
 
 def needs(trainer) -> dict | None:
-    """What one run asks the pool for: one CPU, and on a GPU trainer its `gpu_share` of a GPU (1: a GPU of its own);
-    None for a data-parallel trainer, whose processes Lightning starts (torchrun, SLURM), not the pool."""
+    """What one run asks the pool for: one CPU, and on a GPU trainer GPU_SHARE of a GPU; None for a data-parallel
+    trainer, whose processes Lightning starts (torchrun, SLURM), not the pool."""
     if trainer.get("strategy") not in (None, "auto"):
         return None
     if trainer.get("accelerator") in ("gpu", "cuda"):
-        return {"num_cpus": 1, "num_gpus": float(trainer.get("gpu_share", 1))}
+        return {"num_cpus": 1, "num_gpus": GPU_SHARE}
     return {"num_cpus": 1}
 
 
