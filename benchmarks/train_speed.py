@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import queue
 import time
 from pathlib import Path
 
@@ -158,11 +159,13 @@ def render_flops(r: dict) -> list[str]:
 def timed_worker(cfg: DictConfig, seed: int, threads: int, sizes: dict, barrier, results) -> None:
     """One process of a side: its own copy of the family on its own batches (seed), `threads` torch threads; the
     timed repeats start together on every process of the side (barrier). Puts its figures (or its error) on results."""
+    import ctypes
+    import signal
+    import sys
     import warnings
 
-    from attention_lab.stages.train import one_thread
-
-    one_thread()  # killed with its parent, like the stage's workers
+    if sys.platform == "linux":  # killed with its parent
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     torch.set_num_threads(threads)
     warnings.filterwarnings("ignore", message=".*self.log.*")  # training_step without a Trainer logs nothing
     try:
@@ -198,8 +201,17 @@ def run_side(cfg: DictConfig, processes: int, threads: int, sizes: dict) -> list
                for seed in range(processes)]
     for w in workers:
         w.start()
+    outs, deadline = [], time.monotonic() + sizes["side_timeout"]
     try:
-        outs = [results.get(timeout=sizes["side_timeout"]) for _ in workers]
+        while len(outs) < len(workers):
+            try:
+                outs.append(results.get(timeout=2))
+            except queue.Empty:
+                if lost := [w.exitcode for w in workers if w.exitcode not in (None, 0)]:
+                    raise RuntimeError(f"a process of the side ended with exit status {lost[0]} before it "
+                                       "reported") from None
+                if time.monotonic() > deadline:
+                    raise
     finally:
         for w in workers:
             w.join(timeout=5)
