@@ -1,8 +1,9 @@
 """`attention-lab repro --jobs N`: `dvc repro` with the families' chains of stages side by side, N at a time.
 After the stages the families share (prepare, tokenize), N chains (a family's `<kind>@<family>` stages) run at once,
-each stage as `dvc --wait-for-lock repro --single-item <stage>` on one thread, their runs sharing one pool (train/pool.py:
-RAY_ADDRESS's cluster, else a Ray instance of --slots CPUs it starts here); then one plain `dvc repro` does the rest. Studies come first; a failed stage stops its chain only,
-and the command exits 1 naming it (docs/design.md, "Why the modules are as they are")."""
+each stage as `dvc --wait-for-lock repro --single-item <stage>` on one thread, their runs sharing one pool
+(train/pool.py: RAY_ADDRESS's cluster, else a Ray instance of --slots CPUs it starts here); then one plain `dvc repro`
+does the rest. Studies come first; a failed stage stops its chain only, and the command exits 1 naming it
+(docs/design.md, "Why the modules are as they are")."""
 
 from __future__ import annotations
 
