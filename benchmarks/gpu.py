@@ -156,7 +156,7 @@ def render(f: dict) -> list[str]:
              (f"Produced by `{f['command']}` ({m['date']}): the {f['profile']} profile, seeds {f['seeds']}, "
               f"params.yaml `trainer: {f['trainer']}` (conf/trainer/{f['trainer']}.yaml), in a scratch copy of the "
               f"project: `attention-lab repro --jobs {f['jobs']}`, every stage from data preparation to the reports "
-              "(docs/scaling.md, One GPU)."), ""]
+              "(docs/scaling.md, A GPU box)."), ""]
     lines += table(["machine", ""], [["GPU (nvidia-smi)", "; ".join(m["nvidia_smi"]) or "—"],
                                      ["CPU", f"{m['cpu']}, {m['cores']} cores"],
                                      ["torch / CUDA / Python", f"{m['torch']} / {m['cuda'] or '—'} / {m['python']}"]])

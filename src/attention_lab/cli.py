@@ -316,6 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prove these families only (a quick look: records nothing)")
     n.add_argument("--keep", default=None, metavar="DIR", help="run in DIR and keep it (default: a temporary folder)")
     n.add_argument("--no-record", dest="record", action="store_false", help="prove only; leave dvc.lock as it is")
+    n.add_argument("--new-key", dest="new_keys", action="append", default=[], metavar="KEY",
+                   help="a config key the change adds (e.g. pool.gpu_share): the quick-profile configs are compared "
+                   "without it, and the proof prints its value (repeat for several)")
     n.set_defaults(func=project.neutral)
     return parser
 

@@ -186,7 +186,8 @@ def neutral(args: argparse.Namespace) -> int:
     """Prove the change result-neutral against --base; when it is, record its code deps (pipeline/neutral.py)."""
     from attention_lab.pipeline.neutral import prove
 
-    return prove(Path.cwd(), args.base, args.families, Path(args.keep) if args.keep else None, args.record)
+    return prove(Path.cwd(), args.base, args.families, Path(args.keep) if args.keep else None, args.record,
+                 args.new_keys)
 
 
 def gpu_or_refuse(root: Path, name: str | None) -> None:

@@ -82,3 +82,18 @@ def test_a_neutral_change_is_proved_and_recorded_so_nothing_re_runs(lab):
     assert "Running stage" not in sh(["dvc", "repro"], lab).stdout  # nothing re-runs
     now, now_raw = sh([sys.executable, "-c", CODE], lab).stdout.split()
     assert now_raw != raw and now == named  # a re-run tune stage resumes its study; kept runs stay reusable
+
+
+def test_a_key_the_change_adds_is_left_out_of_the_config_comparison_and_said():
+    """--new-key: a config key in every config of the tree and none of the base is not compared, and the proof says
+    what it is set to; a key the base has as well is compared like any other."""
+    from attention_lab.pipeline.neutral import added, differences
+
+    base = {"t/f": "tune:\n  trials: 4\n"}
+    tree = {"t/f": "pool:\n  gpu_share: 0.25\ntune:\n  in_flight: 1\n  trials: 4\n"}
+    left, right, said = added(base, tree, ["tune.in_flight", "pool", "tune.trials"])
+    assert differences(left, right, "config") == []
+    assert said == ["tune.in_flight: new, set to 1 (not compared)",
+                    'pool: new, set to {"gpu_share": 0.25} (not compared)', "tune.trials: the base has it too (compared)"]
+    changed = {"t/f": "tune:\n  in_flight: 1\n  trials: 5\n"}
+    assert differences(*added(base, changed, ["tune.in_flight"])[:2], "config") == ["config t/f: differs"]

@@ -176,3 +176,27 @@ def test_a_classify_trial_is_taken_though_its_run_learns_the_labels(project, one
     tune.main(args)
     train.main(args)
     assert "tuning trial 0 was this very run" in capsys.readouterr().out
+
+
+def test_trials_on_the_pool_make_the_study_trials_here_make(prepared, monkeypatch, capsys):
+    """On the pool (RAY_ADDRESS) each trial is a Ray task that reaches the study through the stage's gRPC storage
+    proxy (the stage alone writes the journal): with tune.in_flight 1 the study is the one trained here, trial for
+    trial; with 2 in flight on two CPUs it is another study (another name), every trial still counted once."""
+    from attention_lab.train import pool
+
+    args = ["family=bahdanau", *SMALL, "train.max_epochs=3", "tune.min_resource=1", "tune.trials=4"]
+    tune.main(args)
+    here = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())
+    for made in ("tuned", "models"):  # the study starts again (its MLflow runs stay)
+        subprocess.run(["rm", "-rf", str(prepared / made)], check=True)
+    with pool.local_instance(2) as address:
+        monkeypatch.setenv(pool.ADDRESS, address)
+        tune.main(args)
+        out = capsys.readouterr().out
+        assert out.count("pool: trial on node") == 4  # every trial a task of the pool
+        assert yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text()) == here
+        tune.main([*args, "tune.in_flight=2"])
+    both = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())
+    assert both["study"]["name"] != here["study"]["name"]
+    assert sorted(r["trial"] for r in both["trials"]) == [0, 1, 2, 3] and both["trials"][0]["value"] == \
+        here["trials"][0]["value"]  # trial 0, the untuned default, is the same run

@@ -80,7 +80,70 @@ def test_the_pool_of_this_machine_listens_on_the_loopback_alone():
     assert ours and all(fields[3].startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:")) for fields in ours), ours
 
 
+def test_a_run_on_a_lost_node_is_retried_elsewhere_and_resumes_to_the_same_checkpoints(lab):
+    """Two worker nodes, one run each; once both have written last.ckpt, every Ray process of one of the nodes (its
+    raylet and all it started) is killed (SIGKILL): its run is retried on the other node, resumes from its last.ckpt (the nodes
+    share the workspace's filesystem), and both runs end bit for bit as they do in one uninterrupted process."""
+    longer = [*TRAIN, "train.max_epochs=4", "train.max_minutes=30"]  # a last.ckpt after each epoch; no clock cut
+    here, _ = trained(lab, [*longer, "train.processes=1"])
+    partial = "models/bahdanau/.partial-checkpoints"
+    cluster = f"""
+        ip link set lo up
+        ray start --head --node-ip-address=127.0.0.1 --port=6392 --num-cpus=0 --include-dashboard=false \
+            --disable-usage-stats --temp-dir={tempfile.mkdtemp(prefix="ray-")} >/dev/null
+        for node in a b; do
+            ray start --address=127.0.0.1:6392 --node-ip-address=127.0.0.1 --num-cpus=1 --disable-usage-stats >/dev/null
+        done
+        RAY_ADDRESS=127.0.0.1:6392 {' '.join(longer)} &
+        stage=$!
+        until [ -s {partial}/seed0/last.ckpt ] && [ -s {partial}/seed1/last.ckpt ]; do sleep 0.2; done
+        sleep 1  # past the checkpoint's write
+        worker=$(pgrep -f "^ray::_in_worker" | head -1)  # one of the two runs (^: not this shell, which names it)
+        raylet=$(ps -o ppid= -p "$worker" | tr -d ' ')
+        [ "$raylet" -gt 1 ]  # the worker's node: its raylet started it
+        kill_tree() {{ for child in $(pgrep -P $1); do kill_tree $child; done; kill -9 $1; }}
+        kill_tree $raylet
+        echo "killed node: raylet $raylet, worker $worker"
+        wait $stage
+    """
+    args = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "sh", "-ec", cluster]
+    retried, out = trained(lab, args, RAY_worker_niceness="0", RAY_AUTH_MODE="token",
+                           RAY_AUTH_TOKEN=secrets.token_hex(32))
+    assert "killed node" in out and "resuming bahdanau seed" in out, out[-4000:]
+    assert len(set(NODE.findall(out))) == 2, out[-4000:]  # the lost run again on the other node
+    assert retried == here
+
+
+def test_four_runs_asking_a_quarter_of_a_gpu_train_at_once_each_with_its_device():
+    """On a GPU trainer a run asks for pool.gpu_share of a GPU: on one (logical) GPU, four runs at a quarter each run
+    side by side, and Ray sets each one's CUDA_VISIBLE_DEVICES."""
+    import time
+
+    from omegaconf import OmegaConf
+
+    def run(_: int) -> tuple[float, float, str | None]:
+        start = time.monotonic()
+        time.sleep(3)
+        return start, time.monotonic(), os.environ.get("CUDA_VISIBLE_DEVICES")
+
+    need = pool.needs(OmegaConf.create({"trainer": {"accelerator": "gpu"}, "pool": {"gpu_share": 0.25}}))
+    assert need == {"num_cpus": 1, "num_gpus": 0.25}
+    with pool.local_instance(4, gpus=1) as address:
+        os.environ[pool.ADDRESS] = address
+        try:
+            runs = pool.run_all(run, [(i,) for i in range(4)], need)
+        finally:
+            del os.environ[pool.ADDRESS]
+    assert [device for *_, device in runs] == ["0"] * 4
+    assert max(start for start, *_ in runs) < min(end for _, end, _ in runs), runs  # all four at once
+
+
 def test_what_a_run_asks_the_pool_for():
-    assert pool.needs({"accelerator": "cpu"}) == {"num_cpus": 1}
-    assert pool.needs({"accelerator": "gpu"}) == {"num_cpus": 1, "num_gpus": pool.GPU_SHARE}
-    assert pool.needs({"accelerator": "cpu", "strategy": "ddp"}) is None  # Lightning starts a data-parallel run's
+    from omegaconf import OmegaConf
+
+    def cfg(**trainer):
+        return OmegaConf.create({"trainer": trainer, "pool": {"gpu_share": 0.5}})
+
+    assert pool.needs(cfg(accelerator="cpu")) == {"num_cpus": 1}
+    assert pool.needs(cfg(accelerator="gpu")) == {"num_cpus": 1, "num_gpus": 0.5}
+    assert pool.needs(cfg(accelerator="cpu", strategy="ddp")) is None  # Lightning starts a data-parallel run's

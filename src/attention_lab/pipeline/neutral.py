@@ -184,6 +184,30 @@ def differences(a: dict[str, str], b: dict[str, str], what: str) -> list[str]:
             for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
 
 
+def added(base: dict[str, str], tree: dict[str, str], keys: list[str]) -> tuple[dict, dict, list[str]]:
+    """The quick-profile configs of both sides without `keys` (dotted config keys the change adds: in every config of
+    the tree and none of the base), and what each key is set to; a key the base has too is compared as any other."""
+    parse = {side: {k: yaml.safe_load(text) for k, text in configs.items()} for side, configs in
+             (("base", base), ("tree", tree))}
+    said = []
+    for key in keys:
+        *parents, leaf = key.split(".")
+        if any(leaf in _holder(c, parents) for c in parse["base"].values()):
+            said.append(f"{key}: the base has it too (compared)")
+            continue
+        values = {json.dumps(_holder(c, parents).pop(leaf, "<absent>")) for c in parse["tree"].values()}
+        said.append(f"{key}: new, set to {', '.join(sorted(values))} (not compared)")
+    dump = {side: {k: yaml.safe_dump(c, sort_keys=True) for k, c in configs.items()} for side, configs in parse.items()}
+    return dump["base"], dump["tree"], said
+
+
+def _holder(cfg: dict, parents: list[str]) -> dict:
+    """The mapping at the dotted path `parents` of a parsed config ({} where there is none)."""
+    for part in parents:
+        cfg = cfg.get(part) if isinstance(cfg, dict) else None
+    return cfg if isinstance(cfg, dict) else {}
+
+
 def files(root: Path) -> list[str]:
     """The checkout's files as git sees them: tracked, and untracked ones it does not ignore."""
     return subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
@@ -246,17 +270,20 @@ def record(root: Path, equivalent: dict[str, str]) -> list[str]:
     return saved
 
 
-def prove(root: Path, base: str, chosen: list[str] | None, keep: Path | None, do_record: bool) -> int:
-    """The proof against commit `base`, then, unless `chosen` restricts it or do_record is False, the record; 0 when
-    the change is result-neutral, 1 when it is not (nothing recorded)."""
+def prove(root: Path, base: str, chosen: list[str] | None, keep: Path | None, do_record: bool,
+          new_keys: list[str] = ()) -> int:
+    """The proof against commit `base` (the quick-profile configs compared without `new_keys`, config keys the change
+    adds), then, unless `chosen` restricts it or do_record is False, the record; 0 when the change is result-neutral,
+    1 when it is not (nothing recorded)."""
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
-        return _prove(root, base, chosen, keep, do_record)
+        return _prove(root, base, chosen, keep, do_record, list(new_keys))
     with tempfile.TemporaryDirectory(prefix="neutral-") as scratch:
-        return _prove(root, base, chosen, Path(scratch), do_record)
+        return _prove(root, base, chosen, Path(scratch), do_record, list(new_keys))
 
 
-def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_record: bool) -> int:
+def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_record: bool,
+           new_keys: list[str]) -> int:
     params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
     stages = [s for s in families_of(params) if not chosen or s[1] in chosen]
     trees = [Tree("base", extract(root, base, scratch / "base-src"), scratch / "base"),
@@ -267,6 +294,9 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
         runs = list(pool.map(lambda t: train(t, chosen), trees))
         quick = list(pool.map(lambda t: configs(t, scratch / f"{t.name}-config", stages), trees))
     prints = [fingerprints(w) for w in runs]
+    if new_keys:
+        *quick, said = added(*quick, new_keys)
+        print("new config keys:\n  " + "\n  ".join(said))
     found = differences(*prints, "output") + differences(*quick, "quick-profile config")
     kinds = {k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1])) for k, s in
              (("checkpoints", ("", ".ckpt")), ("encoders", ("", ".safetensors")), ("data files", ("data/", "")),

@@ -135,7 +135,7 @@ def main(argv: list[str]) -> dict:
     if source not in SOURCES:
         raise ConfigError(f"pretrain.source of {cfg.family}: expected one of {', '.join(SOURCES)}, got {source!r}")
     out = pretrained_dir(cfg)
-    about, = pool.run_all(pretrained, [(argv,)], pool.needs(cfg.trainer))
+    about, = pool.run_all(pretrained, [(argv,)], pool.needs(cfg))
     if about is None:  # not the rank-0 process of a data-parallel run
         return {}
     print(f"pretrain@{cfg.family}: {out} " + str({k: v for k, v in about.items() if k != "last_val"}))

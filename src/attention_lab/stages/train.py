@@ -27,7 +27,7 @@ def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
     task = get_task(cfg.task.name)
     runs = task.runs(cfg)
-    need, processes = pool.needs(cfg.trainer), min(cfg.train.processes, len(runs))
+    need, processes = pool.needs(cfg), min(cfg.train.processes, len(runs))
     if need is None and processes > 1:  # data parallel: Lightning's processes train each run, one run at a time
         raise ConfigError(f"train.processes = {cfg.train.processes} trains runs side by side on one machine; with a "
                           "data-parallel trainer set train.processes=1")

@@ -18,13 +18,15 @@ from attention_lab.core import tracking
 from attention_lab.core.files import read_json
 from attention_lab.core.task import Task
 from attention_lab.train.checkpoints import count_parameters
+from attention_lab.train.pool import TASK
 from attention_lab.train.search_space import suggest
 from attention_lab.train.training import keep_for_reuse, run_settings, train_one
 
 
 def worker_id() -> str:
-    """This process as a trial records its worker (user attribute `worker`): host:pid."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """This process as a trial records its worker (user attribute `worker`): host:pid, or in a pool task the task's
+    id (pool.TASK), which a retried attempt keeps."""
+    return os.environ.get(TASK) or f"{socket.gethostname()}:{os.getpid()}"
 
 
 class ParamCap(pl.Callback):

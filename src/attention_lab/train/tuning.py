@@ -11,6 +11,7 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable, Iterator
 
 import optuna
 from omegaconf import DictConfig, OmegaConf
@@ -18,11 +19,13 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.core import tracking
 from attention_lab.core.paths import CONF_DIR, search_space_path, trials_dir, tuned_path
 from attention_lab.core.task import Task
+from attention_lab.train import pool
 from attention_lab.train.search_space import defaults, load_space, nested
 from attention_lab.train.trial import keep_best, objective, over_cap, worker_id
 
 FINISHED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
 COUNTED = (*FINISHED, optuna.trial.TrialState.RUNNING)  # the budget: finished trials and those under way
+BEGUN = (*COUNTED, optuna.trial.TrialState.FAIL)  # every trial but those queued
 DRAWS = "tpe seeded per live trial; failed trials ignored"  # how trials are drawn: part of a study's name
 
 
@@ -30,11 +33,13 @@ def study_name(cfg: DictConfig, space: dict) -> str:
     """<task>-<family>-<hash of the space, the budget, the config trials start from, how trials are drawn, the data
     (and pretrained encoder) they train on and the code that trains them>: a changed search space, budget, data or
     training code starts a new study (as DVC re-runs the stage); the same one resumes, on this machine or another (the
-    journal is committed)."""
+    journal is committed); tune.in_flight > 1 names another study than 1."""
     what = {"space": space, **{k: OmegaConf.to_container(cfg[k], resolve=True)
                                for k in ("model", "train", "data", "tune")}, "seed": cfg.seeds[0], "draws": DRAWS,
             "data_hash": tracking.data_hash(cfg), "code": tracking.code_hash(cfg, "train")}
     what["tune"].pop("storage", None)
+    if (in_flight := what["tune"].pop("in_flight", 1)) != 1:  # trials drawn before earlier ones end: other draws
+        what["in_flight"] = in_flight
     digest = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:10]
     return f"{cfg.task.name}-{cfg.family}-{digest}"
 
@@ -87,16 +92,19 @@ class Halving(optuna.pruners.SuccessiveHalvingPruner):
         return super().prune(_LiveTrials(study), trial)
 
 
-def open_study(cfg: DictConfig, space: dict) -> optuna.Study:
+def pruner(cfg: DictConfig) -> Halving:
+    """Successive halving at validations min_resource·reduction_factor^k (counted from 0), blind to failed trials."""
+    return Halving(min_resource=cfg.tune.min_resource, reduction_factor=cfg.tune.reduction_factor)
+
+
+def open_study(cfg: DictConfig, space: dict, store=None) -> optuna.Study:
     """The family's study (created or resumed), with a TPE sampler (`sampler`, reseeded per trial by tune()) and
     successive halving blind to failed trials (`Halving`; rungs at validation min_resource·reduction_factor^k, counted
     from 0); the worker that creates it enqueues the untuned default as trial 0 and is recorded (user attribute
     `creator`): it alone creates the study's MLflow run."""
-    t = cfg.tune
-    pruner = Halving(min_resource=t.min_resource, reduction_factor=t.reduction_factor)
-    direction = "minimize" if t.direction == "minimize" else "maximize"
-    opened = {"study_name": study_name(cfg, space), "storage": storage(cfg), "sampler": sampler(cfg, 0),
-              "pruner": pruner}
+    direction = "minimize" if cfg.tune.direction == "minimize" else "maximize"
+    opened = {"study_name": study_name(cfg, space), "storage": store or storage(cfg), "sampler": sampler(cfg, 0),
+              "pruner": pruner(cfg)}
     try:  # resumed: a create_study of an existing name would still append a line to the journal (in git)
         return optuna.load_study(**opened)
     except KeyError:  # no study of that name yet
@@ -116,13 +124,15 @@ def requeue_dead_trials(study: optuna.Study) -> list[int]:
     has it (train.training.train_one), else run again from its start: no trial is lost or repeated, and the study ends
     as an uninterrupted one. A worker is dead when it was on this host and its process is gone, or, in a journal file,
     when it was on another host: a journal serves one machine, so one brought from another (in git, say) came
-    without its workers. An RDB study's trials on other hosts are left to its heartbeats."""
+    without its workers; and a trial of this pool task's own earlier attempt (worker_id: the same task id), whose node
+    was lost. An RDB study's trials on other hosts are left to its heartbeats."""
     host, dead = socket.gethostname(), []
     journal = isinstance(study._storage, optuna.storages.JournalStorage)
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        worker_host, _, pid = str(t.user_attrs.get("worker", "")).partition(":")
+        worker = str(t.user_attrs.get("worker", ""))
+        worker_host, _, pid = worker.partition(":")
         here = worker_host == host and pid.isdigit()
-        if (here and not _alive(int(pid))) or (journal and not here):
+        if (here and not _alive(int(pid))) or (journal and not here) or worker == os.environ.get(pool.TASK):
             study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.WAITING)  # Optuna's own queue
             dead.append(t.number)
     return dead
@@ -215,10 +225,10 @@ def summary(cfg: DictConfig, study: optuna.Study) -> dict:
             "trials": rows}
 
 
-def tune(cfg: DictConfig, task: Task) -> dict:
-    """Run this worker's share of the family's study until tune.trials trials are finished or under way, or the
-    budget of tune.updates is spent; returns summary() (trials: 0 -> no study, empty params: train with the family's
-    own settings)."""
+def tune(cfg: DictConfig, task: Task, trial: Callable | None = None, need: dict | None = None) -> dict:
+    """Run the family's study until tune.trials trials are finished or under way, or the budget of tune.updates is
+    spent: here, or with `trial` (pool_trial in a pool worker) as tasks of the pool asking for `need`; returns
+    summary() (trials: 0 -> no study, empty params: train with the family's own settings)."""
     import mlflow
 
     if cfg.tune.trials <= 0:
@@ -233,20 +243,20 @@ def tune(cfg: DictConfig, task: Task) -> dict:
     if not space:
         return {"params": {}, "study": {"trials": 0}}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = open_study(cfg, space)
-    workdir = trials_dir(cfg)
+    store = storage(cfg)
+    study = open_study(cfg, space, store)
     if dead := requeue_dead_trials(study):
         print(f"tune@{cfg.family}: trials {dead} were left running by a killed worker; resumed first")
     parent = study_run(cfg, study)
     started = time.perf_counter()
-    while (counted := len(study.get_trials(deepcopy=False, states=COUNTED))) < cfg.tune.trials:
-        left = None if cfg.tune.updates is None else cfg.tune.updates - spent(study)
-        if left is not None and left < epoch_updates(study):
-            break
-        study.sampler = sampler(cfg, counted)
-        study.optimize(objective(cfg, task, space, parent, workdir, cap=left), n_trials=1, gc_after_trial=True)
-        keep_best(study, workdir)
-        print(trial_line(cfg, study, counted, time.perf_counter() - started), flush=True)
+    if trial is not None and pool.on_pool(need):
+        for number in trials_on_pool(cfg, study, store, (study.study_name, space, parent), trial, need):
+            keep_best(study, trials_dir(cfg))
+            print(trial_line(cfg, study, number, time.perf_counter() - started), flush=True)
+    else:
+        while (number := next_trial(cfg, task, study, space, parent)) is not None:
+            keep_best(study, trials_dir(cfg))
+            print(trial_line(cfg, study, number, time.perf_counter() - started), flush=True)
     result = summary(cfg, study)
     client = mlflow.MlflowClient(tracking.tracking_uri(cfg))
     with tracking.store_lock(tracking.tracking_uri(cfg)):  # every worker finishing the study writes the same figures
@@ -259,13 +269,90 @@ def tune(cfg: DictConfig, task: Task) -> dict:
     return result
 
 
-def trial_line(cfg: DictConfig, study: optuna.Study, counted: int, elapsed: float) -> str:
-    """`tune <family>: trial k <state> (<how>) <metric> v, u updates; spent of budget, elapsed` after each trial."""
-    last = max((t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("worker") == worker_id()),
-               key=lambda t: t.number)
+def next_trial(cfg: DictConfig, task: Task, study: optuna.Study, space: dict, parent: str) -> int | None:
+    """Train the study's next trial (its sampler seeded by the trials counted before it, its cap what is left of
+    tune.updates): its number; None when tune.trials trials are counted or the budget is spent."""
+    if (due := next_due(cfg, study)) is None:
+        return None
+    counted, left = due
+    study.sampler = sampler(cfg, counted)
+    ran: list[int] = []
+    study.optimize(objective(cfg, task, space, parent, trials_dir(cfg), cap=left), n_trials=1, gc_after_trial=True,
+                   callbacks=[lambda _, finished: ran.append(finished.number)])
+    return ran[0]
+
+
+def next_due(cfg: DictConfig, study: optuna.Study) -> tuple[int, int | None] | None:
+    """(trials counted, updates left of tune.updates) before the study's next trial; None when it is done."""
+    counted = len(study.get_trials(deepcopy=False, states=COUNTED))
+    left = None if cfg.tune.updates is None else cfg.tune.updates - spent(study)
+    if counted >= cfg.tune.trials or (left is not None and left < epoch_updates(study)):
+        return None
+    return counted, left
+
+
+def trials_on_pool(cfg: DictConfig, study: optuna.Study, store, about: tuple, trial: Callable,
+                   need: dict) -> Iterator[int]:
+    """Each trial a task of the pool, tune.in_flight of them at once: trial(host, port, *about) trains the study's
+    next trial in a worker, which reaches the study through Optuna's gRPC storage proxy, served here over `store`, so
+    this process alone writes the journal; the number of each trial as it ends. Each task starts only once the one
+    before it has begun its trial, so every trial's sampler is seeded by the trials counted before it, as here."""
+    from optuna.storages._grpc.server import make_server  # run_grpc_proxy_server's, which cannot be stopped
+
+    host = pool.host()
+    port = free_port(host)
+    server = make_server(store, host, port)
+    server.start()
+    try:
+        running: list = []
+        while True:
+            while len(running) < cfg.tune.in_flight and next_due(cfg, study) is not None:
+                begun = len(study.get_trials(deepcopy=False, states=BEGUN))
+                running.append(task := pool.start(trial, (host, port, *about), need))
+                while len(study.get_trials(deepcopy=False, states=BEGUN)) == begun and not pool.ready(task):
+                    time.sleep(0.2)
+            if not running:
+                return
+            number, running = pool.next_done(running)
+            if number is not None:  # None: the study was done when the task looked
+                yield number
+    finally:
+        server.stop(grace=None)
+
+
+def pool_trial(cfg: DictConfig, task: Task, host: str, port: int, name: str, space: dict, parent: str) -> int | None:
+    """next_trial in a pool worker, on the study `name` that the tune stage serves at host:port (trials_on_pool); a
+    retried task (its node was lost) first queues its own earlier attempt's trial again, which then resumes."""
+    import warnings
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        proxy = optuna.storages.GrpcStorageProxy(host=host, port=port)
+    proxy.wait_server_ready(timeout=60)
+    try:
+        study = optuna.load_study(study_name=name, storage=proxy, sampler=sampler(cfg, 0), pruner=pruner(cfg))
+        if own := requeue_dead_trials(study):
+            print(f"tune@{cfg.family}: trial {own} of this task's lost attempt resumed", flush=True)
+        return next_trial(cfg, task, study, space, parent)
+    finally:
+        proxy.close()
+
+
+def free_port(host: str) -> int:
+    """A TCP port free on `host` now."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def trial_line(cfg: DictConfig, study: optuna.Study, number: int, elapsed: float) -> str:
+    """`tune <family>: trial k <state> (<how>) <metric> v, u updates; spent of budget, elapsed` after trial k."""
+    last = study.get_trials(deepcopy=False)[number]
+    counted = len(study.get_trials(deepcopy=False, states=COUNTED))
     values = list(last.intermediate_values.values())
     shown = f"{cfg.tune.metric} {values[-1]:.4f}" if values else f"{cfg.tune.metric} —"
     budget = f" of {cfg.tune.updates:,}" if cfg.tune.updates is not None else ""
     return (f"tune {cfg.family}: trial {last.number} {last.state.name.lower()} "
             f"({last.user_attrs.get('stopped_by', 'rung')}) {shown}, {last.user_attrs.get('updates', 0):,} updates; "
-            f"{spent(study):,}{budget} spent, {counted + 1} of {cfg.tune.trials} trials, {elapsed:.0f} s")
+            f"{spent(study):,}{budget} spent, {counted} of {cfg.tune.trials} trials, {elapsed:.0f} s")
