@@ -91,9 +91,21 @@ def test_a_key_the_change_adds_is_left_out_of_the_config_comparison_and_said():
 
     base = {"t/f": "tune:\n  trials: 4\n"}
     tree = {"t/f": "pool:\n  gpu_share: 0.25\ntune:\n  in_flight: 1\n  trials: 4\n"}
-    left, right, said = added(base, tree, ["tune.in_flight", "pool", "tune.trials"])
+    left, right, said, new = added(base, tree, ["tune.in_flight", "pool", "tune.trials"])
     assert differences(left, right, "config") == []
-    assert said == ["tune.in_flight: new, set to 1 (not compared)",
+    assert new == ["tune.in_flight", "pool"] and said == ["tune.in_flight: new, set to 1 (not compared)",
                     'pool: new, set to {"gpu_share": 0.25} (not compared)', "tune.trials: the base has it too (compared)"]
     changed = {"t/f": "tune:\n  in_flight: 1\n  trials: 5\n"}
     assert differences(*added(base, changed, ["tune.in_flight"])[:2], "config") == ["config t/f: differs"]
+
+
+def test_a_key_the_change_adds_is_left_out_of_each_run_s_config_too(tmp_path):
+    from attention_lab.pipeline.neutral import fingerprints
+
+    run = tmp_path / "models" / "f" / "checkpoints" / "seed0"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("tune:\n  trials: 4\n")
+    before = fingerprints(tmp_path)
+    (run / "config.yaml").write_text("pool:\n  gpu_share: 0.25\ntune:\n  in_flight: 1\n  trials: 4\n")
+    assert fingerprints(tmp_path, ["tune.in_flight"]) != before
+    assert fingerprints(tmp_path, ["tune.in_flight", "pool"]) == before

@@ -153,9 +153,10 @@ def _stable(value, root: str, parent: str = ""):
     return value.replace(root, "<root>") if isinstance(value, str) else value
 
 
-def fingerprints(work: Path) -> dict[str, str]:
+def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
     """{output file: digest} of what the stages decided: checkpoints' state dicts, pretrained encoders, data, metrics,
-    predictions, tuned values and run records (their VOLATILE keys left out); studies' journals, which log times, not."""
+    predictions, tuned values and run records (their VOLATILE keys left out, and in a run's config the `new_keys` the
+    change adds: added()); studies' journals, which log times, not."""
     import torch
     from safetensors.torch import load_file
 
@@ -173,6 +174,9 @@ def fingerprints(work: Path) -> dict[str, str]:
         elif path.suffix in (".json", ".yaml"):
             text = path.read_text(encoding="utf-8")
             data = _stable(json.loads(text) if path.suffix == ".json" else yaml.safe_load(text), str(work))
+            for key in new_keys:
+                *parents, leaf = key.split(".")
+                _holder(data, parents).pop(leaf, None)
             found[rel] = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
         elif path.suffix not in (".journal", ".lock"):
             found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -184,21 +188,23 @@ def differences(a: dict[str, str], b: dict[str, str], what: str) -> list[str]:
             for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
 
 
-def added(base: dict[str, str], tree: dict[str, str], keys: list[str]) -> tuple[dict, dict, list[str]]:
+def added(base: dict[str, str], tree: dict[str, str], keys: list[str]) -> tuple[dict, dict, list[str], list[str]]:
     """The quick-profile configs of both sides without `keys` (dotted config keys the change adds: in every config of
-    the tree and none of the base), and what each key is set to; a key the base has too is compared as any other."""
+    the tree and none of the base), what each key is set to, and the keys that are new; a key the base has too is
+    compared as any other."""
     parse = {side: {k: yaml.safe_load(text) for k, text in configs.items()} for side, configs in
              (("base", base), ("tree", tree))}
-    said = []
+    said, new = [], []
     for key in keys:
         *parents, leaf = key.split(".")
         if any(leaf in _holder(c, parents) for c in parse["base"].values()):
             said.append(f"{key}: the base has it too (compared)")
             continue
+        new.append(key)
         values = {json.dumps(_holder(c, parents).pop(leaf, "<absent>")) for c in parse["tree"].values()}
         said.append(f"{key}: new, set to {', '.join(sorted(values))} (not compared)")
     dump = {side: {k: yaml.safe_dump(c, sort_keys=True) for k, c in configs.items()} for side, configs in parse.items()}
-    return dump["base"], dump["tree"], said
+    return dump["base"], dump["tree"], said, new
 
 
 def _holder(cfg: dict, parents: list[str]) -> dict:
@@ -293,10 +299,10 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two trees side by side, one core each
         runs = list(pool.map(lambda t: train(t, chosen), trees))
         quick = list(pool.map(lambda t: configs(t, scratch / f"{t.name}-config", stages), trees))
-    prints = [fingerprints(w) for w in runs]
     if new_keys:
-        *quick, said = added(*quick, new_keys)
+        *quick, said, new_keys = added(*quick, new_keys)
         print("new config keys:\n  " + "\n  ".join(said))
+    prints = [fingerprints(w, new_keys) for w in runs]
     found = differences(*prints, "output") + differences(*quick, "quick-profile config")
     kinds = {k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1])) for k, s in
              (("checkpoints", ("", ".ckpt")), ("encoders", ("", ".safetensors")), ("data files", ("data/", "")),
