@@ -18,8 +18,8 @@ from benchmarks.common import ROOT, machine, median, num, table, write_marked_se
 
 SECTION = "ray"
 ARGV = ["task=translate", "family=bahdanau"]  # the stage config a run's task rebuilds
-CONNECT = ("import sys, time, ray; t = time.perf_counter(); ray.init(address=sys.argv[1], logging_level='ERROR'); "
-           "print(time.perf_counter() - t)")
+CONNECT = ("import sys, time; t = time.perf_counter(); import ray; ray.init(address=sys.argv[1], "
+           "logging_level='ERROR'); print(time.perf_counter() - t)")
 
 
 def noop() -> None:
@@ -98,7 +98,7 @@ def report(figures: dict, repeats: int) -> tuple[list[str], dict]:
     about = machine()
     rows = [["start this machine's instance (`attention-lab repro`, once per pipeline)", "start"],
             ["stop it", "stop"],
-            ["a stage process connecting to it (once per stage)", "connect"],
+            ["a stage process importing Ray and connecting to it (once per stage)", "connect"],
             ["the first task of an instance (it starts a worker process)", "first"],
             ["a run's task doing nothing (the pool's own cost per run)", "noop"],
             ["a run's task rebuilding the stage's config (what every run's task does first)", "config"],
