@@ -29,6 +29,11 @@ def env(lab: Path, **extra: str) -> dict[str, str]:
     return environ(lab, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1", **extra)
 
 
+CLUSTER = {"RAY_worker_niceness": "0", "RAY_AUTH_MODE": "token",
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}  # Ray's own default on Linux; pool.local_instance sets 0 for good
+# in the process it runs in (an earlier test in this worker), and `ray start` of a second node refuses it
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Path:
     """A one-family project on the tiny profile (two seeds), its data prepared and tokenized."""
@@ -65,7 +70,7 @@ def test_runs_train_alike_in_the_stage_on_the_local_pool_and_on_two_nodes(lab):
         ss -ltnH > listening.txt
     """  # the namespace's first process is this shell: when it exits, every Ray process of the cluster goes with it
     args = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "sh", "-ec", cluster]
-    two, out = trained(lab, args, RAY_worker_niceness="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
+    two, out = trained(lab, args, **CLUSTER, RAY_AUTH_TOKEN=secrets.token_hex(32))
     assert two == here
     assert len(set(NODE.findall(out))) == 2, out  # one run on each node
     addresses = [line.split()[3] for line in (lab / "listening.txt").read_text().splitlines()]
@@ -107,8 +112,7 @@ def test_a_run_on_a_lost_node_is_retried_elsewhere_and_resumes_to_the_same_check
         wait $stage
     """
     args = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--mount-proc", "sh", "-ec", cluster]
-    retried, out = trained(lab, args, RAY_worker_niceness="0", RAY_AUTH_MODE="token",
-                           RAY_AUTH_TOKEN=secrets.token_hex(32))
+    retried, out = trained(lab, args, **CLUSTER, RAY_AUTH_TOKEN=secrets.token_hex(32))
     assert "killed node" in out and "resuming bahdanau seed" in out, out[-4000:]
     assert len(set(NODE.findall(out))) == 2, out[-4000:]  # the lost run again on the other node
     assert retried == here
