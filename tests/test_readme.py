@@ -82,3 +82,14 @@ def test_readme_cost_is_the_committed_cost_report(marker, report, render):
     assert bool(block) == cost.is_file(), f"README.md's {marker} markers and reports/{report} come together"
     if block:
         assert block.group(1) == getattr(project, render)(read_json(cost)) + "\n"
+
+
+def test_readme_verdicts_are_the_committed_ledger():
+    """README's front table of claims is the one `attention-lab readme` writes from metrics/claims.json (the
+    report_claims stage), so no verdict or effect there is typed by hand."""
+    from attention_lab.results import ledger
+
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- results:claims:begin.*?-->\n(.*?)<!-- results:claims:end -->", readme, re.DOTALL)
+    assert block, "README.md lost its claims markers"
+    assert block.group(1) == ledger.readme_table(read_json(ROOT / "metrics" / "claims.json")["claims"]) + "\n"

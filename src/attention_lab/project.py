@@ -49,6 +49,7 @@ def readme(args: argparse.Namespace) -> int:
     from attention_lab.core.paths import metrics_dir
     from attention_lab.core.task import get_task
     from attention_lab.pipeline import provenance
+    from attention_lab.results import ledger
     from attention_lab.results.report import splice_results
 
     root = Path.cwd()
@@ -61,6 +62,8 @@ def readme(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
         results = {f: read_json(path) for f, path in paths.items()}
         text = splice_results(text, get_task(task).table(results, cfg), task)
+    if (ledger_json := root / "metrics" / "claims.json").is_file():
+        text = splice_results(text, ledger.readme_table(read_json(ledger_json)["claims"]), "claims")
     if (cost := root / "reports" / "cost.json").is_file():
         text = splice_results(text, cost_table(read_json(cost)), "cost")
     if (cost := root / "reports" / "cost-fresh.json").is_file():

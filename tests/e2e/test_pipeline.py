@@ -163,7 +163,7 @@ def test_second_repro_does_nothing_and_one_search_space_change_reruns_only_that_
     log = sh(["dvc", "repro"], tiny).stdout
     ran = {line.split("'")[1] for line in log.splitlines() if line.startswith("Running stage")}
     assert ran == {"tune_translate@transformer", "train_translate@transformer", "evaluate_translate@transformer",
-                   "export_translate@transformer", "report_translate", "report_index"}
+                   "export_translate@transformer", "report_translate", "report_claims", "report_index"}
 
 
 def test_an_edit_of_serving_or_report_code_reruns_no_training_stage(tiny):

@@ -32,7 +32,7 @@ def test_the_project_s_plan_covers_every_stage_once():
     assert list(got.chains) == families
     assert all(stages[-1].startswith("export") for stages in got.chains.values())
     every = got.head + [s for stages in got.chains.values() for s in stages] + got.tail
-    assert len(every) == len(set(every)) and set(got.tail) == {"report_index", *(f"report_{t}" for t in params["tasks"])}
+    assert len(every) == len(set(every)) and set(got.tail) == {"report_index", "report_claims", *(f"report_{t}" for t in params["tasks"])}
     assert [s.partition("@")[0] for s in got.chains["bert"]] == ["pretrain", "tune_finetuned", "finetune_classify",
                                                                   "evaluate_finetuned", "export_finetuned"]
 
@@ -40,7 +40,7 @@ def test_the_project_s_plan_covers_every_stage_once():
 def test_a_task_s_plan_holds_its_chains_and_the_reports_that_read_them():
     got = pipeline_plan(ROOT, ["caption"])
     assert list(got.chains) == ["show_tell", "show_attend_tell"]
-    assert got.head == ["prepare_caption", "tokenize_caption"] and got.tail == ["report_caption", "report_index"]
+    assert got.head == ["prepare_caption", "tokenize_caption"] and got.tail == ["report_caption", "report_claims", "report_index"]
 
 
 def project(root: Path, pipeline: str) -> None:

@@ -113,6 +113,19 @@ def render(root: Path) -> str:
                 continue
             items = family_lists(params, task)[kind.families] if kind.families else None
             stages[kind.name.format(task=task)] = stage(kind, source, root, params, task, items)
+    tasks = params.get("tasks", [])
+    ledger = f"python -m {STAGES}.claims"  # like the index, it reads every task's registry by name
+    ledger_code = sorted({*code(source, root, [ledger]),
+                          *(source.module_file(m).relative_to(root).as_posix()
+                            for m in source.closure({f"{PACKAGE}.{task}.task" for task in tasks}))})
+    stages["report_claims"] = {
+        "cmd": ledger,
+        "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
+                 *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
+                 *ledger_code],
+        "params": ["tasks", *(f"{task}.families" for task in tasks), *(f"{task}.pretrained" for task in tasks
+                                                                       if family_lists(params, task)["pretrained"])],
+        "outs": [{out: {"cache": False}} for out in ("reports/claims.md", "reports/claims", "metrics/claims.json")]}
     index = f"python -m {STAGES}.report index"
     # the index names no task, yet looks up every task of `tasks` by name (core.task.get_task imports its registry)
     registries = source.closure({f"{PACKAGE}.{task}.task" for task in params.get("tasks", [])})
@@ -122,6 +135,7 @@ def render(root: Path) -> str:
                               "outs": [{"reports/index.md": {"cache": False}}]}
     text = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
     comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in params.get("tasks", [])}
+    comments["report_claims"] = "reports/claims.md, metrics/claims.json: the papers' claims (conf/claims.yaml), tested"
     comments["report_index"] = "reports/index.md: a line and a link per task of `tasks`"
     for group, comment in comments.items():
         text = text.replace(f"\n  {group}:\n", f"\n  {group}:  # {comment}\n", 1)

@@ -1,0 +1,31 @@
+"""The report_claims stage on fake evaluate outputs of caption: the ledger's page, JSON and forest plot, the
+claims the data cannot give marked so, and the rows logged to the task's MLflow comparison run."""
+
+import mlflow
+
+from attention_lab.core.files import read_json
+from attention_lab.results import claims
+from attention_lab.stages import claims as claims_stage
+from attention_lab.stages import report as report_stage
+from tests.stages.test_report import fake_evaluation
+
+
+def test_the_ledger_of_a_task_with_its_comparison_run(project):
+    fake_evaluation(project, [0, 1, 2])
+    report_stage.main(["task=caption"])
+    claims_stage.main([])
+    rows = {r["id"]: r for r in read_json(project / "metrics" / "claims.json")["claims"]}
+    assert {r["task"] for r in rows.values()} == {"caption"}  # params.yaml `tasks` is [caption] here
+    soft = rows["xu2015-soft"]  # show_attend_tell right on 8-9 of 10 canvases, show_tell on 1-2
+    assert soft["effect"]["mean"] == 70.0 and soft["seeds"] == ["0", "1", "2"]
+    assert soft["test"].startswith("exact McNemar") and soft["p_examples"] < 0.05
+    assert soft["verdict"] == claims.HOLDS and soft["effect"]["low"] == 70.0  # every seed's difference is 7 of 10
+    assert rows["xu2015-where"]["verdict"] == claims.NOT_MEASURABLE  # the fake metrics have no localisation
+    assert rows["vinyals2015-once"]["verdict"] == claims.NOT_RUN  # no show_tell_once family
+    page = (project / "reports" / "claims.md").read_text()
+    assert "## The rule (fixed before the results)" in page and "**xu2015-soft**" in page
+    assert (project / "reports" / "claims" / "forest.png").stat().st_size > 1000
+    comparison, = mlflow.search_runs(experiment_names=["caption"], filter_string="tags.kind = 'comparison'",
+                                     output_format="list")
+    assert comparison.data.tags["claims.xu2015-soft"] == soft["verdict"]
+    assert comparison.data.metrics["claims/xu2015-soft/effect"] == 70.0
