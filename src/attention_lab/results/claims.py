@@ -87,13 +87,15 @@ def term_values(term: dict, metrics: Callable[[str], dict | None]) -> tuple[str 
 
 
 def seed_effects(claim: dict, metrics: Callable[[str], dict | None]) -> tuple[str | None, dict[str, float]]:
-    """(why not, {seed: effect}): the plus terms minus the minus terms, seed by seed, over the seeds all terms share."""
+    """(why not, {seed: effect}): the plus terms minus the minus terms, seed by seed, over the seeds all terms share;
+    why not: `<NOT_RUN or NOT_MEASURABLE>: <the term lacking>`."""
     terms = []  # [(sign, {seed or "*": points})]
     for sign, side in ((1, "plus"), (-1, "minus")):
         for term in claim.get(side) or []:
             why, values = term_values(term, metrics)
             if why:
-                return why, {}
+                return f"{why}: `{term['family']}`" + (f" at {float(term['labels']):.0%} of labels" if "labels" in term
+                                                       else "") + f" {term['metric']}", {}
             terms.append((sign, values))
     seeds = set.intersection(*[set(v) for _, v in terms if "*" not in v])  # load() refuses a claim of constants alone
     return None, {s: math.fsum(sign * v.get(s, v.get("*")) for sign, v in terms) for s in seeds}
@@ -146,7 +148,8 @@ def measure(claim: dict, metrics: Callable[[str], dict | None],
     row.update(side=side, threshold=float(threshold), measures=describe(claim))
     why, effects = seed_effects(claim, metrics)
     if why:
-        return {**row, "verdict": why, "seeds": [], "effect": None, "p_seeds": None, "p_examples": None, "test": None}
+        verdict_, _, missing = why.partition(": ")
+        return {**row, "verdict": verdict_, "missing": missing, "seeds": [], "effect": None, "p_seeds": None, "p_examples": None, "test": None}
     values = [effects[s] for s in sorted(effects, key=str)]
     effect = seed_interval(values) if values else None
     pair = paired_pair(claim)

@@ -41,12 +41,12 @@ def forest(rows: list[dict], path: Path) -> None:
         ax.plot([e["mean"]], [y], "o", color=colour)
         ax.plot([r["threshold"]], [y], "|", color="black", markersize=12)
     ax.set_yticks(range(len(shown)), [r["id"] for r in reversed(shown)])
-    ax.set_xscale("symlog", linthresh=1.0)
-    ax.set_xlabel("effect, points (symmetric log scale); |: the claim's threshold")
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:g}".replace("\u2212", "-"))  # an ASCII minus: fonts may lack U+2212
+    ax.set_xlabel("effect, points; |: the claim's threshold")
     ax.set_title("The timeline's claims: effect and 95% interval over seeds")
     for verdict, colour in COLOURS.items():
         ax.plot([], [], "o-", color=colour, label=verdict)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.grid(alpha=0.3, axis="x")
     save(fig, path)
 
@@ -62,6 +62,14 @@ def page(rows: list[dict], tasks: list[str], picture: str) -> str:
              "Verdicts: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + ".", "",
              "## The rule (fixed before the results)", "", claims.RULE, "",
              "## The ledger", "", table(rows, full=True), "", f"![effects against thresholds]({picture})", ""]
+    lacking = [r for r in rows if r.get("missing")]
+    if lacking:
+        lines += ["## Not measured", "", "A claim whose family has no metrics file here is not run (the ablation "
+                  "families, each a family with one switch flipped, are not three-seed families of the pipeline yet; "
+                  "[ablations.md](ablations.md) has their one-run DVC experiments); one whose metric this data cannot "
+                  "give is not measurable.", ""]
+        lines += [f"- **{r['id']}** ({r['verdict']}): {r['missing']}" for r in lacking]
+        lines.append("")
     notes = [r for r in rows if r.get("if_not_held")]
     if notes:
         lines += ["## Where a claim does not hold here, and the run that would tell", ""]
