@@ -61,6 +61,12 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
         assert "test/rationale_acc" not in m  # no gold rationales in user data
         assert 0.0 <= acc <= 1.0
     assert "| `han` |" in (dest / "reports" / "classify.md").read_text()
+    # the ledger on the user's corpus: its claims of classify, those the data cannot give marked so
+    ledger = {r["id"]: r for r in json.loads((dest / "metrics" / "claims.json").read_text())["claims"]}
+    assert {r["task"] for r in ledger.values()} == {"classify"}
+    assert ledger["yang2016-sentences"]["verdict"] == "not measurable on this data"  # no gold rationales
+    assert ledger["yang2016-hierarchy"]["verdict"] == "not run"  # bigru_max is not one of this run's families
+    assert "**yang2016-sentences** (not measurable on this data)" in (dest / "reports" / "claims.md").read_text()
 
 
 def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
