@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import mlflow
+from omegaconf import DictConfig
 
 from attention_lab.core import tracking
 from attention_lab.core.config import families, load_config, read_params
@@ -28,9 +29,8 @@ def outputs(p: dict, labels) -> dict | None:
     return next((v for k, v in (p.get("label_fractions") or {}).items() if float(k) == float(labels)), None)
 
 
-def task_rows(root: Path, task: str, own: list[dict], names: list[str]) -> list[dict]:
+def task_rows(cfg: DictConfig, task: str, own: list[dict], names: list[str]) -> list[dict]:
     """The ledger's rows of one task: its claims measured on metrics/<task>/ and tested on predictions/<task>/."""
-    cfg = load_config(root=root, task=task)
 
     def metrics(family: str) -> dict | None:
         path = metrics_dir(cfg) / task / f"{family}.json"
@@ -52,9 +52,8 @@ def task_rows(root: Path, task: str, own: list[dict], names: list[str]) -> list[
     return [claims.measure(c, metrics, examples_p) for c in own]
 
 
-def log_to_comparison(root: Path, task: str, rows: list[dict], page: Path) -> None:
+def log_to_comparison(cfg: DictConfig, task: str, rows: list[dict], page: Path) -> None:
     """The task's rows as metrics, claims.json and the page, on its latest comparison run (none yet: a line says so)."""
-    cfg = load_config(root=root, task=task)
     mlflow.set_tracking_uri(tracking.tracking_uri(cfg))
     found = mlflow.search_runs([tracking.experiment_id(cfg)], filter_string="tags.kind = 'comparison'",
                                order_by=["attributes.start_time DESC"], max_results=1, output_format="list")
@@ -75,9 +74,10 @@ def main(argv: list[str]) -> None:
     params = read_params(root)
     tasks = list(params.get("tasks") or [])
     every = claims.load(root / CLAIMS)
-    by_task = {t: task_rows(root, t, [c for c in every if c["task"] == t], families(params, t)) for t in tasks}
+    cfgs = {t: load_config(root=root, task=t) for t in tasks}
+    by_task = {t: task_rows(cfgs[t], t, [c for c in every if c["task"] == t], families(params, t)) for t in tasks}
     rows = [r for t in tasks for r in by_task[t]]
-    cfg = load_config(root=root, task=tasks[0])
+    cfg = cfgs[tasks[0]]
     reports = reports_dir(cfg)
     with atomic_path(reports / "claims") as assets:
         assets.mkdir()
@@ -85,7 +85,7 @@ def main(argv: list[str]) -> None:
     write_text(reports / "claims.md", ledger.page(rows, tasks, "claims/forest.png"))
     write_json(metrics_dir(cfg) / "claims.json", {"rule": claims.RULE, "claims": rows})
     for t in tasks:
-        log_to_comparison(root, t, by_task[t], reports / "claims.md")
+        log_to_comparison(cfgs[t], t, by_task[t], reports / "claims.md")
     print(f"wrote {reports / 'claims.md'}: " + ", ".join(f"{r['id']} {r['verdict']}" for r in rows))
 
 
