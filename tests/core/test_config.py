@@ -1,4 +1,3 @@
-import re
 
 import pytest
 import yaml
@@ -7,11 +6,14 @@ from omegaconf import OmegaConf
 from attention_lab.cli import main
 from attention_lab.core.config import (
     ConfigError,
+    ablations,
     explain_config,
     families,
+    leaf_values,
     load_config,
     read_params,
     resolve_config,
+    run_ablations,
 )
 from tests.conftest import ROOT
 
@@ -137,44 +139,77 @@ def test_an_explicit_setting_beats_the_tuned_value(project):
     assert load_config(root=project, family="luong_local_m", tuned=False).model.dropout != 0.25
 
 
-TUNING_DOC = (ROOT / "docs" / "tuning.md").read_text()
-ABLATIONS = re.findall(r"dvc exp run .*-S (\+{0,2}(\w+)\.family_params\.(\w+)\.([\w.]+)=(\S+))", TUNING_DOC)
+DECOY = {"window": 7, "penalty": 0.5, "penalty_warmup": 100, "input_feeding": True, "reverse_source": True,
+         "schedule": "linear", "image_input": "every_step", "positions": "alibi", "init_range": 0.05,
+         "label_fractions": [0.1, 1.0]}
 
 
-@pytest.mark.parametrize("override, task, family, key, value", ABLATIONS,
-                         ids=[f"{f}.{k}={v}" for _, _, f, k, v in ABLATIONS])
-def test_each_documented_ablation_changes_what_trains(project, override, task, family, key, value):
-    """`dvc exp run -S ++<task>.family_params.<family>.<key>=<value>` (docs/tuning.md) edits params.yaml as DVC does
-    (its Hydra override, whether or not the family's entry has the key); the family's train stage then trains with
-    that value, even where its tuned/<family>.yaml holds another one."""
-    from dvc.utils.hydra import apply_overrides
+def every_ablation():
+    params = read_params(ROOT)
+    return [(task, name, entry) for task in params["tasks"] for name, entry in ablations(params, task, ROOT).items()]
 
-    want = yaml.safe_load(value)
+
+@pytest.mark.parametrize("task, name, entry", every_ablation(), ids=[n for _, n, _ in every_ablation()])
+def test_each_ablation_trains_its_family_with_its_switch(project, task, name, entry):
+    """An ablation (params.yaml `<task>.ablations`) is its family's config, tuned values included, with `set` on top:
+    `set` beats the family's tuned/<family>.yaml and family_params, and everything else is the family's."""
     (project / "tuned").mkdir(exist_ok=True)
-    decoy = {"window": 7, "penalty": 0.5, "penalty_warmup": 100, "input_feeding": True, "reverse_source": True,
-             "schedule": "linear", "image_input": "every_step", "positions": "alibi",
-             "init_range": 0.05}
-    tuned = {}
-    node = tuned.setdefault("params", {})
-    *parents, leaf = key.split(".")
-    for part in parents:
-        node = node.setdefault(part, {})
-    node[leaf] = decoy[leaf]
-    (project / "tuned" / f"{family}.yaml").write_text(yaml.safe_dump(tuned))
-    before = OmegaConf.select(load_config(root=project, task=task, family=family), key)
-    apply_overrides(project / "params.yaml", [override])
-    assert OmegaConf.select(OmegaConf.create(yaml.safe_load((project / "params.yaml").read_text())),
-                            f"{task}.family_params.{family}.{key}") == want
-    cfg = load_config(root=project, task=task, family=family)
-    assert OmegaConf.select(cfg, key) == want != before and key in cfg.explicit
+    changed = leaf_values(entry["set"])
+    tuned: dict = {"params": {"train": {"lr": 0.0123}}}
+    for key in changed:
+        *parents, leaf = key.split(".")
+        node = tuned["params"]
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = DECOY[leaf]
+    (project / "tuned" / f"{entry['of']}.yaml").write_text(yaml.safe_dump(tuned))
+    edit_params(project, lambda p: p[task].setdefault("ablations", {}).update({name: entry}))
+    family = load_config(root=project, task=task, family=entry["of"])
+    cfg = load_config(root=project, task=task, family=name)
+    assert cfg.family == name and cfg.train.lr == family.train.lr == 0.0123  # the family's tuned value
+    for key, value in changed.items():
+        assert OmegaConf.select(cfg, key) == value != OmegaConf.select(family, key) and key in cfg.explicit
+    rest = {k: v for k, v in leaf_values(OmegaConf.to_container(cfg)).items() if k not in changed}
+    assert rest == {**{k: v for k, v in leaf_values(OmegaConf.to_container(family)).items() if k not in changed},
+                    "family": name, "explicit": rest["explicit"]}
 
 
-def test_each_documented_ablation_runs_its_own_familys_train_and_evaluate_stages():
-    """Each command runs `-s train_<task>@<family> evaluate_<task>@<family>` of the family its `-S` changes."""
-    commands = re.findall(r"^dvc exp run .*$", TUNING_DOC, re.MULTILINE)
-    assert len(commands) == len(ABLATIONS) >= 6
-    for command, (_, task, family, _, _) in zip(commands, ABLATIONS):
-        assert command.endswith(f" -s train_{task}@{family} evaluate_{task}@{family}"), command
+def test_bad_ablations_are_named(project):
+    """An entry that is not {of, set}, of a pretrained family or of an unknown one, or named as a family: refused."""
+    bad = [({"of": "luong_general"}, "expected {of: <family>, set:"),
+           ({"of": "luong_general", "set": {}}, "expected {of: <family>, set:"),
+           ({"of": "bert", "set": {"train": {"lr": 1}}}, "expected a family trained from scratch"),
+           ({"of": "luong_nope", "set": {"model": {"window": 3}}}, "luong_nope.*ablations.x.of")]
+    for entry, message in bad:
+        edit_params(project, lambda p, e=entry: p["translate"].update(ablations={"x": e}))
+        if entry["of"] == "bert":
+            edit_params(project, lambda p: p["translate"].update(pretrained=["bert"]))
+        with pytest.raises(ConfigError, match=message):
+            load_config(root=project, family="x")
+        edit_params(project, lambda p: p["translate"].pop("pretrained", None))
+    edit_params(project, lambda p: p["translate"].update(ablations={"bahdanau": {"of": "luong_general",
+                                                                                  "set": {"model": {"window": 3}}}}))
+    with pytest.raises(ConfigError, match="a family has this name"):
+        load_config(root=project, family="luong_general")
+
+
+def test_only_the_ablations_of_families_that_run_have_stages(project):
+    from attention_lab.pipeline.dvc_yaml import render
+
+    edit_params(project, lambda p: p["translate"].update(
+        families=["luong_general"], ablations={"no_feeding": {"of": "luong_general", "set": {"model": {"input_feeding": False}}},
+                                               "forward": {"of": "seq2seq_lstm", "set": {"model": {"reverse_source": False}}}}))
+    assert list(run_ablations(read_params(project), "translate")) == ["no_feeding"]
+    stages = yaml.safe_load(render(project))["stages"]
+    train, evaluate = stages["train_ablation_translate"], stages["evaluate_ablation_translate"]
+    assert list(train["foreach"]) == list(evaluate["foreach"]) == ["no_feeding"]
+    assert train["foreach"]["no_feeding"]["of"] == "luong_general"
+    assert {"tuned/${item.of}.yaml", "conf/model/${item.of}.yaml", "${item.model}"} <= set(train["do"]["deps"])
+    assert {"translate.ablations.${key}", "${item.params}"} <= set(train["do"]["params"])
+    assert train["foreach"]["no_feeding"]["params"] == "translate.family_params.luong_general"
+    same = [d.replace("${item.of}", "${key}") for d in train["do"]["deps"]]  # the family's files, code included
+    assert same == stages["train_translate"]["do"]["deps"]
+    assert train["foreach"]["no_feeding"]["model"] == stages["train_translate"]["foreach"]["luong_general"]["model"]
 
 
 def every_family():

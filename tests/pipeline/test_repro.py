@@ -23,6 +23,17 @@ def test_plan_puts_each_family_s_stages_in_its_chain_in_order():
     assert got.head == ["prepare_t", "tokenize_t"] and got.tail == ["report_t", "report_index"]
 
 
+def test_an_ablation_s_stages_run_in_its_family_s_chain_after_its_study():
+    order = ["prepare_t", "tune_t@a", "train_t@a", "train_ablation_t@a_off", "evaluate_ablation_t@a_off", "report_t"]
+    upstream = {"prepare_t": set(), "tune_t@a": {"prepare_t"}, "train_t@a": {"prepare_t", "tune_t@a"},
+                "train_ablation_t@a_off": {"prepare_t", "tune_t@a"},
+                "evaluate_ablation_t@a_off": {"prepare_t", "tune_t@a", "train_ablation_t@a_off"},
+                "report_t": set(order[:5])}
+    got = plan(order, upstream, ["a"], of={"a_off": "a"})
+    assert got.chains == {"a": order[1:5]} and studies_first(got.chains["a"])[0] == ["tune_t@a"]
+    assert got.head == ["prepare_t"] and got.tail == ["report_t"]
+
+
 def test_the_project_s_plan_covers_every_stage_once():
     import yaml
 
@@ -30,7 +41,11 @@ def test_the_project_s_plan_covers_every_stage_once():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     families = [f for t in params["tasks"] for f in params[t]["families"] + params[t].get("pretrained", [])]
     assert list(got.chains) == families
-    assert all(stages[-1].startswith("export") for stages in got.chains.values())
+    ablations = {name: entry["of"] for t in params["tasks"] for name, entry in (params[t].get("ablations") or {}).items()}
+    for family, stages in got.chains.items():  # the family's stages to its export, and those of its ablations
+        own = [s for s in stages if s.rpartition("@")[2] == family]
+        assert own[-1].startswith("export") and all(ablations[s.rpartition("@")[2]] == family
+                                                    for s in stages if s not in own)
     every = got.head + [s for stages in got.chains.values() for s in stages] + got.tail
     assert len(every) == len(set(every)) and set(got.tail) == {"report_index", "report_claims", *(f"report_{t}" for t in params["tasks"])}
     assert [s.partition("@")[0] for s in got.chains["bert"]] == ["pretrain", "tune_finetuned", "finetune_classify",

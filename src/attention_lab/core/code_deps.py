@@ -111,9 +111,18 @@ class Source:
                     todo.extend(hooks[h] for h in self.calls(module) if h in hooks and not eager)
         return seen
 
+    def base_family(self, family: str) -> str:
+        """The family itself, or for an ablation (params.yaml `<task>.ablations.<name>`, beside conf/) the family it
+        is `of`: the one whose model file it runs."""
+        if (self.conf / "model" / f"{family}.yaml").is_file() or not (params := self.conf.parent / "params.yaml").is_file():
+            return family
+        tasks = (yaml.safe_load(params.read_text(encoding="utf-8")) or {}).values()
+        return next((t["ablations"][family]["of"] for t in tasks if isinstance(t, dict)
+                     and family in (t.get("ablations") or {})), family)
+
     def model_module(self, family: str) -> str:
-        """The module of conf/model/<family>.yaml's `_target_`."""
-        path = self.conf / "model" / f"{family}.yaml"
+        """The module of conf/model/<family>.yaml's `_target_` (an ablation: its family's, base_family)."""
+        path = self.conf / "model" / f"{self.base_family(family)}.yaml"
         target = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("_target_", "")
         module = next((m for m in (target, target.rpartition(".")[0]) if m and self.module_file(m) is not None), None)
         if module is None:

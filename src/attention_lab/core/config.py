@@ -25,7 +25,7 @@ AUTO = "auto"  # params.yaml `trainer: auto`: conf/trainer/gpu.yaml where torch 
 SET_ELSEWHERE = {"task": "the stage argument task=<task>", "family": "the stage argument family=<family>",
                  "profile": "params.yaml `profile:`", "seeds": "params.yaml `seeds:`", "root": "the working directory",
                  "pretrained": "params.yaml `<task>.pretrained:`",
-                 "explicit": "params.yaml `<task>.family_params` and the command line"}
+                 "explicit": "params.yaml `<task>.family_params` (an ablation: and its `set`) and the command line"}
 
 
 def read_params(root: Path) -> dict:
@@ -66,6 +66,34 @@ def families(params: dict, task: str) -> list[str]:
 def pretrained_families(params: dict, task: str) -> list[str]:
     """params.yaml `<task>.pretrained`: families whose encoder comes from their `pretrain@<family>` stage."""
     return list(params.get(task, {}).get("pretrained") or [])
+
+
+def ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
+    """params.yaml `<task>.ablations`: {name: {of: family, set: {key: value, ...}}}, each one family with one switch
+    changed (trained on every seed with that family's tuned values, evaluated as it), checked."""
+    where = f"{(root or Path()) / PARAMS_FILE} {task}.ablations"
+    entries = (params.get(task) or {}).get("ablations") or {}
+    if not isinstance(entries, dict):
+        raise ConfigError(f"{where}: expected a mapping {{<name>: {{of: <family>, set: {{...}}}}}}, got {entries!r}")
+    pretrained = pretrained_families(params, task)
+    for name, entry in entries.items():
+        if not isinstance(entry, dict) or set(entry) != {"of", "set"} or not isinstance(entry["set"], dict) \
+                or not entry["set"]:
+            raise ConfigError(f"{where}.{name}: expected {{of: <family>, set: {{<key>: <value>, ...}}}} (the family "
+                              f"and what the ablation changes), got {entry!r}")
+        if entry["of"] in pretrained or not isinstance(entry["of"], str):
+            raise ConfigError(f"{where}.{name}.of: expected a family trained from scratch (not one of "
+                              f"`{task}.pretrained`), got {entry['of']!r}")
+        if root is not None and (root / CONF_DIR / "model" / f"{name}.yaml").is_file():
+            raise ConfigError(f"{where}.{name}: a family has this name (conf/model/{name}.yaml); name the ablation "
+                              "otherwise")
+    return entries
+
+
+def run_ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
+    """The ablations (`ablations`) the pipeline runs: those of a family in `<task>.families`."""
+    own = families(params, task)
+    return {name: entry for name, entry in ablations(params, task, root).items() if entry["of"] in own}
 
 
 def family_params(params: dict, path: Path, task: str, family: str | None) -> dict:
@@ -234,26 +262,30 @@ def profile_overlay(root: Path, task: str, profile: str) -> dict:
 
 
 def params_layers(params: dict, root: Path, task: str, family: str | None, tuned: bool, data_keys) -> list[Layer]:
-    """The layers merged over conf/, in order (later wins): params.yaml `<task>:` (its knobs; `families`, `pretrained`
-    and `family_params` are not config keys) and the profile's overlay of them, tuned/<family>.yaml (unless
-    tuned=False), params.yaml `<task>.family_params.<family>` ({} when the family has no entry) and the profile's
-    overlay of it. A profile sizes the generated data: its `data` keys the data source lacks (`data_keys`, e.g.
-    n_train for a user's TSV file) are dropped."""
+    """The layers merged over conf/, in order (later wins): params.yaml `<task>:` (its knobs; `families`, `pretrained`,
+    `family_params` and `ablations` are not config keys) and the profile's overlay of them, tuned/<family>.yaml
+    (unless tuned=False), params.yaml `<task>.family_params.<family>` ({} when the family has no entry) and the
+    profile's overlay of it; for an ablation (`<task>.ablations.<name>`), the layers of the family it is `of`, then
+    its `set`. A profile sizes the generated data: its `data` keys the data source lacks (`data_keys`, e.g. n_train
+    for a user's TSV file) are dropped."""
     profile = params.get("profile", "quick")
     overlay = profile_overlay(root, task, profile)
-    knobs = {k: v for k, v in params[task].items() if k not in ("families", "pretrained", "family_params")}
-    scale = {k: v for k, v in overlay.items() if k != "family_params"}
+    knobs = {k: v for k, v in params[task].items() if k not in ("families", "pretrained", "family_params", "ablations")}
+    scale = {k: v for k, v in overlay.items() if k not in ("family_params", "ablations")}
     if "data" in scale:
         scale["data"] = {k: v for k, v in scale["data"].items() if k in data_keys}
     where = f"conf/profile/{profile}.yaml {task}"
     for name in overlay.get("family_params") or {}:
         _check_choice(root, "model", name, f"family {{name}} (in {where}.family_params)")
-    own = family_params({task: overlay}, root / CONF_DIR / "profile" / f"{profile}.yaml", task, family)
+    ablation = ablations(params, task, root).get(family) if family else None
+    base = ablation["of"] if ablation else family
+    own = family_params({task: overlay}, root / CONF_DIR / "profile" / f"{profile}.yaml", task, base)
     return [Layer(f"params.yaml {task}:", knobs, replace=REPLACED),
             Layer(f"{where}:", scale, replace=REPLACED),
-            Layer(f"{TUNED_DIR}/{family}.yaml", tuned_params(root, family) if tuned else {}),
-            Layer(f"params.yaml {task}.family_params.{family}", family_params(params, root / PARAMS_FILE, task, family)),
-            Layer(f"{where}.family_params.{family}", own)]
+            Layer(f"{TUNED_DIR}/{base}.yaml", tuned_params(root, base) if tuned else {}),
+            Layer(f"params.yaml {task}.family_params.{base}", family_params(params, root / PARAMS_FILE, task, base)),
+            Layer(f"{where}.family_params.{base}", own),
+            *([Layer(f"params.yaml {task}.ablations.{family}.set", ablation["set"])] if ablation else [])]
 
 
 def _compose(root: Path, choices: list[str]) -> tuple[DictConfig, dict[str, str], list[Layer]]:
@@ -323,13 +355,15 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     source = own_task.get("data", {}).get("source", "generated")
     _check_choice(root, f"data/{task}", source, f"data source {{name}} for task {task} (params.yaml "
                                                 f"`{task}.data.source`)")
+    base = ablations(params, task, root).get(family, {}).get("of", family)  # an ablation: its family's model file
     if family is not None:
-        _check_choice(root, "model", family, "family {name}")
+        _check_choice(root, "model", base, "family {name}" if base == family else
+                      f"family {{name}} (params.yaml `{task}.ablations.{family}.of`)")
     groups, cli = _split_overrides(root, task, list(overrides or []))
     if not any(g.startswith("trainer=") for g in groups):  # params.yaml `trainer:`, unless the command line picks one
         groups.append(f"trainer={params_trainer(params, root)}")
     # the layers in load_config's order: 1. conf/
-    choices = [f"task={task}", f"data={task}/{source}", *([f"model={family}"] if family is not None else []), *groups]
+    choices = [f"task={task}", f"data={task}/{source}", *([f"model={base}"] if family is not None else []), *groups]
     cfg, chosen_files, conf = _compose(root, choices)
     # 2.-4. params.yaml, tuned/, family_params (with the profile's overlay)
     layers = params_layers(params, root, task, family, tuned, set(cfg.data))
@@ -345,7 +379,7 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     cfg, command_line = _command_line(cfg, cli, task)
     layers.append(command_line)
     # then what load_config sets itself (SET_ELSEWHERE: no file or override sets these; conf/config.yaml declares ???)
-    own = {**leaf_values(layers[3].values), **leaf_values(layers[4].values)}  # family_params and the profile's
+    own = {k: v for layer in layers[3:] for k, v in leaf_values(layer.values).items()}  # family_params (+ ablation)
     set_here = {"family": family, "profile": params.get("profile", "quick"), "root": str(root),
                 "pretrained": family in pretrained_families(params, task), "seeds": params.get("seeds", [0]),
                 "explicit": sorted({*own, *(item.partition("=")[0].strip() for item in cli)})}
@@ -374,7 +408,8 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
        `<task>.data.source`) < conf/model/<family>.yaml < conf/trainer/<trainer>.yaml;
     2. params.yaml `<task>:` (its `data.length_mix` taken whole, not key by key);
     3. tuned/<family>.yaml (unless tuned=False: the tune stage searches from the untuned config);
-    4. params.yaml `<task>.family_params.<family>` (only what differs from the layers below; none: {});
+    4. params.yaml `<task>.family_params.<family>` (only what differs from the layers below; none: {}); for an
+       ablation (`<task>.ablations.<name>`, family=<name>), 1.-4. are those of the family it is `of`, then its `set`;
     5. command-line overrides `key=value` (and `data=`, `model=`, `trainer=`, which pick the group's file in 1).
 
     conf/profile/<profile>.yaml overlays params.yaml in its shape: its `<task>:` keys layer 2 (its `data` keys only

@@ -30,21 +30,24 @@ class Kind:
     name: str                       # dvc.yaml group (or, per task, stage) name; `{task}` is replaced
     module: str                     # attention_lab.stages.<module>
     comment: str
-    deps: tuple[str, ...] = ()      # data and conf deps: {task}, {item} (the family or task), {profile}
+    deps: tuple[str, ...] = ()      # data and conf deps: {task}, {item} (the family or task), {of} (the family whose
+    #                                 model and tuned values it runs: an ablation's family, else the item), {profile}
     params: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
     outs_no_cache: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     plots: tuple[str, ...] = ()
-    families: str = "families"      # "families", "pretrained" or "" (one item per task)
+    families: str = "families"      # "families", "pretrained", "ablations" or "" (one item per task)
 
 
 OWN = "{own}"  # ${item.params}: the family's params.yaml `<task>.family_params.<family>` (see own_params)
 # the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto` names none), so
 # switching it re-runs them; evaluate and export run their models on the CPU whatever it says
 TRAINER = ("conf/trainer",)
-CONF = ("conf/model/{item}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
+CONF = ("conf/model/{of}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
 TRAIN_PARAMS = ("seeds", "trainer", "{task}.train", OWN)
+TRAIN_DEPS = ("tuned/{of}.yaml", "data/prepared/{task}", "data/tokenized/{task}", *CONF, "conf/data/{task}",
+              "conf/profile/{profile}.yaml")
 KINDS = (
     Kind("prepare_{task}", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
          deps=("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
@@ -66,9 +69,7 @@ KINDS = (
          deps=("data/prepared/{task}", "models/pretrained/{item}", *CONF, "conf/profile/{profile}.yaml"),
          params=("{task}.tune", *TRAIN_PARAMS), outs_no_cache=("tuned/{item}.yaml",), families="pretrained"),
     Kind("train_{task}", "train", "every seed (and label fraction) -> models/<family>/checkpoints",
-         deps=("tuned/{item}.yaml", "data/prepared/{task}", "data/tokenized/{task}", *CONF, "conf/data/{task}",
-               "conf/profile/{profile}.yaml"),
-         params=TRAIN_PARAMS, outs=("models/{item}/checkpoints",)),
+         deps=TRAIN_DEPS, params=TRAIN_PARAMS, outs=("models/{item}/checkpoints",)),
     Kind("finetune_{task}", "train", "as train_<task>, on the pretrained encoder and its vocabulary",
          deps=("tuned/{item}.yaml", "data/prepared/{task}", "models/pretrained/{item}", *CONF,
                "conf/profile/{profile}.yaml"),
@@ -89,6 +90,14 @@ KINDS = (
     Kind("export_finetuned", "export", "as export_<task>, from the fine-tuned checkpoints",
          deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
          params=("{task}.evaluate",), outs=("models/{item}/onnx",), families="pretrained"),
+    Kind("train_ablation_{task}", "train", "each of params.yaml `<task>.ablations`: its family with one switch "
+         "changed, on that family's tuned values, every seed -> models/<ablation>/checkpoints",
+         deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.ablations.{item}"), outs=("models/{item}/checkpoints",),
+         families="ablations"),
+    Kind("evaluate_ablation_{task}", "evaluate", "as evaluate_<task>, for the ablations",
+         deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints"),
+         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
+         outs_no_cache=("predictions/{task}/{item}.json",), families="ablations"),
     Kind("report_{task}", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
          deps=("metrics/{task}", "plots/{task}", "predictions/{task}"), params=("{task}.families",),
          outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"), families=""),
@@ -96,8 +105,11 @@ KINDS = (
 
 
 def family_lists(params: dict, task: str) -> dict[str, list[str]]:
+    from attention_lab.core.config import run_ablations
+
     section = params.get(task) or {}
-    return {"families": list(section.get("families") or []), "pretrained": list(section.get("pretrained") or [])}
+    return {"families": list(section.get("families") or []), "pretrained": list(section.get("pretrained") or []),
+            "ablations": list(run_ablations(params, task))}
 
 
 def render(root: Path) -> str:
@@ -123,8 +135,9 @@ def render(root: Path) -> str:
         "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
                  *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
                  *ledger_code],
-        "params": ["tasks", *(f"{task}.families" for task in tasks), *(f"{task}.pretrained" for task in tasks
-                                                                       if family_lists(params, task)["pretrained"])],
+        "params": ["tasks", *(f"{task}.families" for task in tasks),
+                   *(f"{task}.{key}" for task in tasks for key in ("pretrained", "ablations")
+                     if family_lists(params, task)[key])],
         "outs": [{out: {"cache": False}} for out in ("reports/claims.md", "reports/claims", "metrics/claims.json")]}
     index = f"python -m {STAGES}.report index"
     # the index names no task, yet looks up every task of `tasks` by name (core.task.get_task imports its registry)
@@ -153,19 +166,22 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, task: str, items
     families, {foreach, do: {cmd, deps, ...}}, looping over {family: {model: its model module's file[, space: its
     search space file][, params: its own params key]}}: the key is the family."""
     if items is None:
-        values, foreach = {"task": task, "item": task}, None
+        values, foreach = {"task": task, "item": task, "of": task}, None
         shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"])
         own_deps = []
     else:
-        values = {"task": task, "item": "${key}", "own": "${item.params}"}
+        ablated = kind.families == "ablations"
+        values = {"task": task, "item": "${key}", "own": "${item.params}", "of": "${item.of}" if ablated else "${key}"}
         closures = {f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"]) for f in items}
         own = {f: source.module_file(source.model_module(f)).relative_to(root).as_posix() for f in items}
+        base = {f: source.base_family(f) for f in items}
         # a family's model file is its own dep, unless another family's code imports it too
         shared = sorted({p for f, files in closures.items() for p in files
                          if p not in own.values() or any(p in closures[g] and own[g] != p for g in items)})
         tune, named = kind.module == "tune", OWN in kind.params
-        foreach = {f: {"model": own[f], **({"space": space_file(root, f)} if tune else {}),
-                       **({"params": own_params(params, task, f)} if named else {})} for f in items}
+        foreach = {f: {"model": own[f], **({"of": base[f]} if ablated else {}),
+                       **({"space": space_file(root, f)} if tune else {}),
+                       **({"params": own_params(params, task, base[f])} if named else {})} for f in items}
         own_deps = ["${item.model}"] + (["${item.space}"] if tune else [])
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
     do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={values['task']}"

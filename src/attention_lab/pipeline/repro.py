@@ -32,11 +32,15 @@ class Plan:
     tail: list[str]
 
 
-def plan(order: list[str], upstream: dict[str, set[str]], families: list[str], every: bool = True) -> Plan:
+def plan(order: list[str], upstream: dict[str, set[str]], families: list[str], every: bool = True,
+         of: dict[str, str] | None = None) -> Plan:
     """Split stages (`order`: an execution order; `upstream`: each stage's ancestors) into the families' chains (a
-    stage named `<kind>@<family>`), the head (what any chain needs that is in none) and the tail: every other stage,
-    or with every=False only those downstream of a chain (a task's report, the index of the reports)."""
-    chains = {f: [s for s in order if s.rpartition("@")[2] == f and "@" in s] for f in families}
+    stage named `<kind>@<family>`, or `<kind>@<ablation>` where `of` maps the ablation to its family: it runs after
+    that family's stages, on its study), the head (what any chain needs that is in none) and the tail: every other
+    stage, or with every=False only those downstream of a chain (a task's report, the index of the reports)."""
+    of = of or {}
+    chains = {f: [s for s in order if "@" in s and of.get(s.rpartition("@")[2], s.rpartition("@")[2]) == f]
+              for f in families}
     chains = {f: stages for f, stages in chains.items() if stages}
     in_chain = {s for stages in chains.values() for s in stages}
     needed = set().union(*(upstream[s] for s in in_chain)) if in_chain else set()
@@ -58,7 +62,7 @@ def pipeline_plan(root: Path, tasks: list[str] | None = None) -> Plan:
     `tasks` only)."""
     import networkx as nx
 
-    from attention_lab.core.config import families, pretrained_families, read_params
+    from attention_lab.core.config import families, pretrained_families, read_params, run_ablations
     from attention_lab.pipeline.provenance import _name, _repo
 
     params = read_params(root)
@@ -70,7 +74,8 @@ def pipeline_plan(root: Path, tasks: list[str] | None = None) -> Plan:
         graph = repo.index.graph  # edges point from a stage to the stages it depends on
         order = [_name(s) for s in reversed(list(nx.topological_sort(graph)))]
         upstream = {_name(s): {_name(d) for d in nx.descendants(graph, s)} for s in graph.nodes}
-    return plan(order, upstream, names, every=not tasks)
+    of = {name: entry["of"] for task in chosen for name, entry in run_ablations(params, task, root).items()}
+    return plan(order, upstream, names, every=not tasks, of=of)
 
 
 def dvc(*args: str) -> list[str]:
