@@ -150,4 +150,5 @@ def test_a_subset_of_tasks_defines_only_their_stages(tmp_path):
     text = yaml.safe_dump(stages)
     assert "translate" not in text and "classify" not in text
     assert set(stages) == {"prepare_caption", "tokenize_caption", "tune_caption", "train_caption", "evaluate_caption",
-                           "export_caption", "report_caption", "report_claims", "report_index"}
+                           "export_caption", "train_ablation_caption", "evaluate_ablation_caption", "report_caption",
+                           "report_claims", "report_index"}

@@ -1,5 +1,5 @@
 """`attention-lab`: command-line entry point, and the commands that use an exported model (translate, classify, caption,
-serve, register); the project's own (readme, ablations, config, stages, repro) are in project.py. Subcommands import
+serve, register); the project's own (readme, config, stages, repro, neutral) are in project.py. Subcommands import
 what they need lazily, so `translate` never loads torch."""
 
 from __future__ import annotations
@@ -283,8 +283,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--check", action="store_true", help="write nothing; fail (exit 1) while dvc.lock is stale, the "
                    "committed results disagree with it, or README.md is not what `readme` writes (make check-results)")
     r.set_defaults(func=project.readme)
-    a = sub.add_parser("ablations", help="write reports/ablations.md from `dvc exp run -S <task>.family_params...` runs")
-    a.set_defaults(func=project.ablations)
     f = sub.add_parser("config", help="print the config a stage trains with, or with --explain which layer set a value "
                        "(load_config's layers, as it merged them)")
     f.add_argument("items", nargs="*", metavar="task=<task> family=<family> [key=value ...]",

@@ -1,12 +1,11 @@
 """The `attention-lab` commands that work on the project rather than on a model: `readme` (results tables and their
-provenance), `ablations`, `config` (--explain), `stages` (dvc.yaml), `repro` and `neutral` (the result-neutral proof).
+provenance), `config` (--explain), `stages` (dvc.yaml), `repro` and `neutral` (the result-neutral proof).
 cli.py parses their arguments; each imports what it needs lazily.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from pathlib import Path
 
@@ -77,48 +76,6 @@ def readme(args: argparse.Namespace) -> int:
         return 0 if passed else 1
     write_text(readme_md, text)
     print(f"updated {readme_md}; its provenance block:\n{block}")
-    return 0
-
-
-def ablations(args: argparse.Namespace) -> int:
-    """reports/ablations.md from the DVC experiments that changed a family's family_params."""
-    import dvc.api
-    from dvc.exceptions import DvcException
-    from omegaconf import OmegaConf
-
-    from attention_lab.core.config import families, load_config, read_params
-    from attention_lab.core.files import read_json, write_text
-    from attention_lab.core.paths import metrics_dir, reports_dir
-    from attention_lab.results.ablations import ablation_rows, params_keys, render
-
-    root = Path.cwd()
-    cfg = load_config(root=root)
-    try:
-        experiments = dvc.api.exp_show()
-    except DvcException as err:  # no git repository, no DVC project here, ...
-        raise ValueError(f"cannot list DVC experiments in {root}: {err} (run it in the project's git checkout)") from err
-    params = read_params(root)
-
-    @functools.cache
-    def set_keys(rev: str) -> set[str] | None:
-        """The keys an experiment's params.yaml sets (a switch set to null is one); None where they cannot be read,
-        and then exp show's None values count as keys it lacks."""
-        try:
-            return params_keys(dvc.api.params_show(rev=rev))
-        except DvcException:
-            return None
-
-    tables = {}
-    for task in params.get("tasks", []):
-        files = {f: metrics_dir(cfg) / task / f"{f}.json" for f in families(params, task)}
-        own = {f: set(read_json(path)) if path.is_file() else set() for f, path in files.items()}
-        def below(family: str, key: str, task: str = task):
-            return OmegaConf.select(load_config(root=root, task=task, family=family), key)
-
-        tables[task] = ablation_rows(experiments, task, families(params, task), own, below, set_keys)
-    out = reports_dir(cfg) / "ablations.md"
-    write_text(out, render(tables))
-    print(f"wrote {out} ({sum(map(len, tables.values()))} ablation rows)")
     return 0
 
 

@@ -564,7 +564,7 @@ def test_cli_bad_texts_exit_2_before_loading_a_model(capsys, monkeypatch, argv, 
     assert message in err and "Traceback" not in err, err
 
 
-def test_readme_and_ablations_outside_a_project(tmp_path, monkeypatch, capsys, project):
+def test_readme_outside_a_project(tmp_path, monkeypatch, capsys, project):
     from attention_lab.cli import main
 
     monkeypatch.chdir(tmp_path)
@@ -579,5 +579,3 @@ def test_readme_and_ablations_outside_a_project(tmp_path, monkeypatch, capsys, p
     assert main(["readme"]) == 2
     err = capsys.readouterr().err
     assert "attention-lab readme: no metrics yet: " in err and "(run `dvc repro` first)" in err
-    assert main(["ablations"]) == 2
-    assert "attention-lab ablations: cannot list DVC experiments in" in capsys.readouterr().err

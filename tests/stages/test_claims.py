@@ -29,3 +29,21 @@ def test_the_ledger_of_a_task_with_its_comparison_run(project):
                                      output_format="list")
     assert comparison.data.tags["claims.xu2015-soft"] == soft["verdict"]
     assert comparison.data.metrics["claims/xu2015-soft/effect"] == 70.0
+
+
+def test_an_ablation_is_measured_by_the_ledger_and_tabled_against_its_family(project):
+    """show_tell_once (params.yaml caption.ablations): its fake outputs are show_tell's, so Δ is 0 on every seed; the
+    claim that rests on it is measured (not shown), and reports/ablations.md has its row."""
+    import shutil
+
+    fake_evaluation(project, [0, 1, 2])
+    for kind in ("metrics", "predictions"):
+        shutil.copy(project / kind / "caption" / "show_tell.json", project / kind / "caption" / "show_tell_once.json")
+    report_stage.main(["task=caption"])
+    claims_stage.main([])
+    rows = {r["id"]: r for r in read_json(project / "metrics" / "claims.json")["claims"]}
+    once = rows["vinyals2015-once"]
+    assert once["effect"]["mean"] == 0.0 and once["verdict"] == claims.NOT_SHOWN and once["p_examples"] == 1.0
+    table = (project / "reports" / "ablations.md").read_text()
+    line = next(x for x in table.splitlines() if x.startswith("| `show_tell_once` | `show_tell` |"))
+    assert "model.image_input: every_step → first" in line and "(+0.0 [+0.0, +0.0])" in line

@@ -46,8 +46,8 @@ ORDER_NOTE = ("Each test document is scored again with its tokens shuffled withi
               "sentiment word belongs to which subject, \"not …\", \"at first …, but …\") drops towards chance; a bag "
               "of words scores the same either way. Positions are what let a Transformer encoder read order: "
               "`transformer_encoder` and `bert` bias attention by distance (ALiBi, `model.positions: alibi`); the "
-              "ablation \"absolute vs distance-aware positions\" (`model.positions=sinusoidal`, docs/tuning.md) is "
-              "in [ablations.md](ablations.md).")
+              "ablation \"absolute vs distance-aware positions\" (`transformer_encoder_absolute`: "
+              "`model.positions: sinusoidal`) is in [ablations.md](ablations.md).")
 
 
 def fraction_table(results: dict[str, dict]) -> str:

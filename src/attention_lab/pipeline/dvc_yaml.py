@@ -138,7 +138,8 @@ def render(root: Path) -> str:
         "params": ["tasks", *(f"{task}.families" for task in tasks),
                    *(f"{task}.{key}" for task in tasks for key in ("pretrained", "ablations")
                      if family_lists(params, task)[key])],
-        "outs": [{out: {"cache": False}} for out in ("reports/claims.md", "reports/claims", "metrics/claims.json")]}
+        "outs": [{out: {"cache": False}} for out in ("reports/claims.md", "reports/claims", "metrics/claims.json",
+                                                     "reports/ablations.md")]}
     index = f"python -m {STAGES}.report index"
     # the index names no task, yet looks up every task of `tasks` by name (core.task.get_task imports its registry)
     registries = source.closure({f"{PACKAGE}.{task}.task" for task in params.get("tasks", [])})
@@ -148,7 +149,8 @@ def render(root: Path) -> str:
                               "outs": [{"reports/index.md": {"cache": False}}]}
     text = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
     comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in params.get("tasks", [])}
-    comments["report_claims"] = "reports/claims.md, metrics/claims.json: the papers' claims (conf/claims.yaml), tested"
+    comments["report_claims"] = ("reports/claims.md, metrics/claims.json: the papers' claims (conf/claims.yaml), "
+                                 "tested; reports/ablations.md: each ablation against its family")
     comments["report_index"] = "reports/index.md: a line and a link per task of `tasks`"
     for group, comment in comments.items():
         text = text.replace(f"\n  {group}:\n", f"\n  {group}:  # {comment}\n", 1)

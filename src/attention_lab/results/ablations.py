@@ -1,94 +1,98 @@
-"""Ablation tables from DVC experiments: every `dvc exp run -S <task>.family_params.<family>.…` against its baseline."""
+"""reports/ablations.md: each ablation of params.yaml `<task>.ablations` (its family with one switch changed, every
+seed) against its family, with the ledger's interval over seeds and per-example paired test (results.claims)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from omegaconf import OmegaConf
+
+from attention_lab.core.config import leaf_values
 from attention_lab.core.task import get_task
+from attention_lab.results import claims
+from attention_lab.results.ledger import p_text
 from attention_lab.results.report import fmt
 
 
-def _metric(row: dict, task: str, family: str, name: str, own: set[str]) -> float | None:
-    """A family's metric in a flat `dvc exp show` row: keyed `<metrics file>:<name>` when files share the name, bare
-    when one file alone has it (then it is this family's only if the family's own metrics file has it: `own`)."""
-    value = row.get(f"metrics/{task}/{family}.json:{name}", row.get(name) if name in own else None)
-    return value if isinstance(value, (int, float)) else None
+def comparison(task: str, name: str, of: str, metric: str) -> dict:
+    """The ablation against its family on one metric, as a claim of results.claims: ablation − family, above 0."""
+    return {"id": f"{name}/{metric}", "claim": f"{name} against {of}", "source": "params.yaml", "task": task,
+            "plus": [{"family": name, "metric": metric}], "minus": [{"family": of, "metric": metric}],
+            "holds_if": {"above": 0}}
 
 
-def _changes(row: dict, baseline: dict, task: str, family: str, below=None, keys: set[str] | None = None) -> list[str]:
-    """`key: old → new` for every <task>.family_params.<family>.* value that differs from the baseline; a key the
-    baseline's family_params lacks (set with `-S ++…`) has its old value from `below(family, key)`, the value the
-    layers under family_params gave it (conf/model, params.yaml, tuned/); a key this experiment lacks is not a change
-    (exp show gives every row the `++` keys of every experiment, None where a row lacks one): `keys`, the dotted keys
-    the experiment's params.yaml sets, tells a lacking key from one set to null; without it, None counts as lacking."""
-    own = f"{task}.family_params.{family}."
-    changes = []
-    for key, value in sorted(row.items()):
-        if key.startswith(own) and (key in keys if keys is not None else value not in (None, "None")):
-            old = baseline.get(key)  # "None": not in the baseline's params.yaml (exp show gives every row every column,
-            if old in (None, "None") and below is not None:  # its values as strings)
-                old = below(family, key[len(own):])
-            if str(value) != str(old):
-                changes.append(f"{key[len(own):]}: {old} → {value}")
-    return changes
+def setting(trained: dict, key: str):
+    """A dotted key's value in a metrics file's `trained_config` (stages.evaluate.trained_settings: dotted keys, a
+    section it keeps one setting of, as train.teacher_forcing its schedule, by the section's key), or — ."""
+    parts = key.split(".")
+    for i in range(len(parts), 0, -1):
+        if (head := ".".join(parts[:i])) in trained:
+            value = trained[head]
+            return OmegaConf.select(OmegaConf.create(value), ".".join(parts[i:])) if isinstance(value, dict) else value
+    return "—"
 
 
-def params_keys(params: dict, prefix: str = "") -> set[str]:
-    """The dotted keys of a params tree's leaves, null ones included: {'translate.family_params.luong_dot.model.x', ...}."""
-    keys = set()
-    for k, v in params.items():
-        keys |= params_keys(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}"}
-    return keys
+def rows(task: str, entries: dict[str, dict], metrics: Callable[[str], dict | None],
+         examples_p: Callable[[dict, dict], tuple[float, str] | None]) -> list[dict]:
+    """One row per ablation: what it changes (`key: family's value → ablation's`), and per column of the task's
+    Task.ablation_columns both means and the ledger's row of ablation − family (claims.measure; the per-example test
+    on the first column only)."""
+    out = []
+    for name, entry in entries.items():
+        of, mine = metrics(entry["of"]), metrics(name)
+        before = (of or {}).get("trained_config") or {}
+        changes = [f"{key}: {setting(before, key)} → {value}" for key, value in leaf_values(entry["set"]).items()]
+        cells = {}
+        for i, (column, metric, _) in enumerate(get_task(task).ablation_columns):
+            row = claims.measure(comparison(task, name, entry["of"], metric), metrics,
+                                 examples_p if i == 0 else lambda a, b: None)
+            cells[column] = {"family": (of or {}).get(metric), "ablation": (mine or {}).get(metric), "row": row}
+        out.append({"ablation": name, "of": entry["of"], "changes": changes, "cells": cells,
+                    "epochs": ((of or {}).get("train/epochs"), (mine or {}).get("train/epochs"))})
+    return out
 
 
-def ablation_rows(exp_rows: list[dict], task: str, families: list[str],
-                  own_metrics: dict[str, set[str]] | None = None, below=None, keys_of=None) -> list[dict]:
-    """One row per (experiment, family whose family_params it changed), with metrics of baseline and experiment;
-    own_metrics: the metric names in each family's metrics file (to read metrics only one family has); below:
-    (family, dotted key) -> the baseline's value of a key its family_params lacks; keys_of: an experiment's rev ->
-    the keys its params.yaml sets (params_keys; None where unknown), so that a switch set to null counts."""
-    own_metrics = own_metrics or {}
-    baselines = [r for r in exp_rows if r.get("typ") == "baseline" and r.get("rev") != "workspace"]
-    if not baselines:
-        return []
-    baseline, rows = baselines[0], []
-    for row in exp_rows:
-        if row.get("typ") == "baseline" or row.get("State") not in (None, "Success"):
-            continue  # queued, running or failed experiments have no metrics yet
-        keys = keys_of(row.get("rev")) if keys_of else None
-        for family in families:
-            changes = _changes(row, baseline, task, family, below, keys)
-            own = own_metrics.get(family, set())
-            if changes and _metric(row, task, family, get_task(task).ablation_columns[0][1], own) is not None:
-                rows.append({"experiment": row.get("Experiment") or row.get("rev"), "family": family,
-                             "changes": changes,
-                             **{name: (_metric(baseline, task, family, key, own), _metric(row, task, family, key, own))
-                                for name, key, _ in get_task(task).ablation_columns}})
-    return rows
+def cell(c: dict, digits: int) -> str:
+    """`family → ablation (Δ [95% CI])`, `not run`, or — where neither side has the metric."""
+    if c["row"]["verdict"] in (claims.NOT_RUN, claims.NOT_MEASURABLE):  # no metrics file / not this metric
+        return claims.NOT_RUN if c["row"]["verdict"] == claims.NOT_RUN else "—"
+    e = c["row"]["effect"]
+    delta = f"{e['mean']:+.1f}" + (f" [{e['low']:+.1f}, {e['high']:+.1f}]" if e["low"] is not None else "")
+    return f"{fmt(c['family'], digits)} → {fmt(c['ablation'], digits)} ({delta})"
 
 
-def named(change: str, task: str) -> str:
-    """`key: old → new`, preceded by what the ablation asks where the task names the key (Task.ablation_names)."""
-    name = get_task(task).ablation_names.get(change.split(":")[0])
-    return f"{name} ({change})" if name else change
-
-
-def ablation_table(rows: list[dict], task: str) -> str:
-    """Markdown: family, what changed, and each metric as baseline → experiment."""
-    head = ["family", "change", *[f"{name} (baseline → ablation)" for name, _, _ in get_task(task).ablation_columns], "experiment"]
+def table(task: str, found: list[dict]) -> str:
+    """Markdown: an ablation per line, each metric as family → ablation (Δ [95% CI]), the first metric's tests."""
+    columns = get_task(task).ablation_columns
+    first = columns[0][0]
+    head = ["ablation", "of", "change", *[f"{c}: family → ablation (Δ [95% CI])" for c, _, _ in columns],
+            f"{first}: p (seeds)", f"{first}: p (test set)", "epochs"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        cells = [f"{fmt(r[name][0], digits)} → {fmt(r[name][1], digits)}" for name, _, digits in get_task(task).ablation_columns]
-        changes = "; ".join(named(c, task) for c in r["changes"])
-        lines.append("| " + " | ".join([f"`{r['family']}`", changes, *cells, f"`{r['experiment']}`"]) + " |")
+    for r in found:
+        main = r["cells"][first]["row"]
+        tested = f"{p_text(main['p_examples'])} ({main['test'].split(',')[0]})" if main.get("test") else "—"
+        epochs = " → ".join(fmt(float(e), 1) if e is not None else "—" for e in r["epochs"])
+        named = get_task(task).ablation_names
+        changes = "; ".join(f"{named[c.split(':')[0]]} ({c})" if c.split(":")[0] in named else c for c in r["changes"])
+        lines.append("| " + " | ".join([f"`{r['ablation']}`", f"`{r['of']}`", changes,
+                                         *[cell(r["cells"][c], d) for c, _, d in columns],
+                                         p_text(main["p_seeds"]), tested, epochs]) + " |")
     return "\n".join(lines)
 
 
-def render(tables: dict[str, list[dict]]) -> str:
+def page(tables: dict[str, list[dict]]) -> str:
     """reports/ablations.md: one section per task."""
     lines = ["# Ablations", "",
-             ("Generated by `attention-lab ablations` from `dvc exp show` (each row: one `dvc exp run -S "
-              "<task>.family_params.<family>.…` against the baseline commit); do not edit by hand."), ""]
-    for task, rows in tables.items():
+             ("Generated by the `report_claims` stage from params.yaml `<task>.ablations`; do not edit by hand. Each "
+              "ablation is its family with one switch changed, trained on every seed with the family's tuned values "
+              "(stage `train_ablation_<task>@<ablation>`) and evaluated on the same test set. Each metric: the means "
+              "over seeds, family → ablation, and Δ = ablation − family in points (BLEU as it is, a fraction × 100) "
+              "with its 95% Student-t interval over the seeds' differences; for the first metric, the seeds' t-test "
+              "and the per-example paired test (paired bootstrap for BLEU, exact McNemar for accuracy) over every "
+              "seed's test outputs, as in the ledger ([claims.md](claims.md)). Epochs: each side's mean epochs to "
+              "early stopping."), ""]
+    for task, found in tables.items():
         lines += [f"## {task}", ""]
-        lines += [ablation_table(rows, task) if rows else
-                  f"No finished experiments change `{task}.family_params` yet; see the README, \"Ablations\".", ""]
+        lines += [table(task, found) if found else
+                  f"No ablations of this run's families in params.yaml `{task}.ablations`.", ""]
     return "\n".join(lines)

@@ -64,10 +64,8 @@ def page(rows: list[dict], tasks: list[str], picture: str) -> str:
              "## The ledger", "", table(rows, full=True), "", f"![effects against thresholds]({picture})", ""]
     lacking = [r for r in rows if r.get("missing")]
     if lacking:
-        lines += ["## Not measured", "", ("A claim whose family has no metrics file here is not run (the ablation "
-                  "families, each a family with one switch flipped, are not three-seed families of the pipeline yet; "
-                  "[ablations.md](ablations.md) has their one-run DVC experiments); one whose metric this data cannot "
-                  "give is not measurable."), ""]
+        lines += ["## Not measured", "", ("A claim whose family (or ablation, params.yaml `<task>.ablations`) has "
+                  "no metrics file here is not run; one whose metric this data cannot give is not measurable."), ""]
         lines += [f"- **{r['id']}** ({r['verdict']}): {r['missing']}" for r in lacking]
         lines.append("")
     notes = [r for r in rows if r.get("if_not_held")]

@@ -1,7 +1,7 @@
 """DVC stage `report_claims` (`python -m attention_lab.stages.claims`): the ledger of the timeline's claims
 (conf/claims.yaml) on the committed metrics of every task of params.yaml `tasks` -> reports/claims.md,
 reports/claims/forest.png and metrics/claims.json; each task's rows are also logged to its latest MLflow comparison
-run (written by its report stage)."""
+run (written by its report stage). The same measures compare each ablation with its family -> reports/ablations.md."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import mlflow
 from omegaconf import DictConfig
 
 from attention_lab.core import tracking
-from attention_lab.core.config import families, load_config, read_params
+from attention_lab.core.config import families, load_config, read_params, run_ablations
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
 from attention_lab.core.paths import metrics_dir, predictions_path, reports_dir
-from attention_lab.results import claims, ledger
+from attention_lab.results import ablations, claims, ledger
 from attention_lab.results.significance import paired_pvalues
 from attention_lab.stages.common import run_stage
 
@@ -29,8 +29,9 @@ def outputs(p: dict, labels) -> dict | None:
     return next((v for k, v in (p.get("label_fractions") or {}).items() if float(k) == float(labels)), None)
 
 
-def task_rows(cfg: DictConfig, task: str, own: list[dict], names: list[str]) -> list[dict]:
-    """The ledger's rows of one task: its claims measured on metrics/<task>/ and tested on predictions/<task>/."""
+def sources(cfg: DictConfig, task: str, names: list[str]):
+    """(metrics, examples_p) of results.claims.measure for one task: family -> metrics/<task>/<family>.json (None
+    unless the family is one of `names` and has the file), and the per-example test on predictions/<task>/."""
 
     def metrics(family: str) -> dict | None:
         path = metrics_dir(cfg) / task / f"{family}.json"
@@ -49,7 +50,7 @@ def task_rows(cfg: DictConfig, task: str, own: list[dict], names: list[str]) -> 
         p, methods = paired_pvalues(outs, pa["references"], b["family"], [a["metric"]])
         return p[a["family"]][a["metric"]], methods[a["metric"]]
 
-    return [claims.measure(c, metrics, examples_p) for c in own]
+    return metrics, examples_p
 
 
 def log_to_comparison(cfg: DictConfig, task: str, rows: list[dict], page: Path) -> None:
@@ -75,7 +76,9 @@ def main(argv: list[str]) -> None:
     tasks = list(params.get("tasks") or [])
     every = claims.load(root / CLAIMS)
     cfgs = {t: load_config(root=root, task=t) for t in tasks}
-    by_task = {t: task_rows(cfgs[t], t, [c for c in every if c["task"] == t], families(params, t)) for t in tasks}
+    tried = {t: run_ablations(params, t, root) for t in tasks}
+    measures = {t: sources(cfgs[t], t, families(params, t) + list(tried[t])) for t in tasks}
+    by_task = {t: [claims.measure(c, *measures[t]) for c in every if c["task"] == t] for t in tasks}
     rows = [r for t in tasks for r in by_task[t]]
     cfg = cfgs[tasks[0]]
     reports = reports_dir(cfg)
@@ -84,6 +87,7 @@ def main(argv: list[str]) -> None:
         ledger.forest(rows, assets / "forest.png")
     write_text(reports / "claims.md", ledger.page(rows, tasks, "claims/forest.png"))
     write_json(metrics_dir(cfg) / "claims.json", {"rule": claims.RULE, "claims": rows})
+    write_text(reports / "ablations.md", ablations.page({t: ablations.rows(t, tried[t], *measures[t]) for t in tasks}))
     for t in tasks:
         log_to_comparison(cfgs[t], t, by_task[t], reports / "claims.md")
     print(f"wrote {reports / 'claims.md'}: " + ", ".join(f"{r['id']} {r['verdict']}" for r in rows))

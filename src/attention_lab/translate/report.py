@@ -55,8 +55,8 @@ def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[
     heatmaps = copy_pictures(cfg, list(results), assets, ("attention_*.png",))
     lines = [f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}, "
              f"length penalty {cfg.evaluate.len_penalty}. " + PROTOCOL +
-             " Ablations of one family's switches: `attention-lab ablations` writes [ablations.md](ablations.md) "
-             "from `dvc exp run` experiments."]
+             " Ablations of one family's switches (params.yaml `translate.ablations`, every seed): "
+             "[ablations.md](ablations.md)."]
     return render_translate(cfg.task.name, results, cfg.task.buckets, heatmaps, lines, section)
 
 
