@@ -26,7 +26,7 @@ FAMILIES = ["seq2seq_lstm", "bahdanau", "luong_general", "transformer"]
 NO_ATTENTION = {"seq2seq_lstm"}
 CLASSIFIERS = ["bow", "han", "self_attentive", "transformer_encoder", "bert", "bert_minilm"]
 NO_ATTENTION_CLASSIFIERS = {"bow"}
-ABLATIONS = {"translate": "luong_general_no_feeding", "classify": "self_attentive_no_penalty", "caption": "show_tell_once"}
+ABLATIONS = {"translate": "luong_general_no_feeding", "classify": "self_attentive_no_penalty"}
 GIT_ID = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "test",
           "GIT_COMMITTER_EMAIL": "test@example.com"}
 

@@ -32,11 +32,16 @@ def test_the_ledger_of_a_task_with_its_comparison_run(project):
 
 
 def test_an_ablation_is_measured_by_the_ledger_and_tabled_against_its_family(project):
-    """show_tell_once (params.yaml caption.ablations): its fake outputs are show_tell's, so Δ is 0 on every seed; the
-    claim that rests on it is measured (not shown), and reports/ablations.md has its row."""
+    """show_tell_once (an entry of params.yaml caption.ablations): its fake outputs are show_tell's, so Δ is 0 on every
+    seed; the claim that rests on it is measured (not shown), and reports/ablations.md has its row."""
     import shutil
 
+    import yaml
+
     fake_evaluation(project, [0, 1, 2])
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["caption"]["ablations"] = {"show_tell_once": {"of": "show_tell", "set": {"model": {"image_input": "first"}}}}
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for kind in ("metrics", "predictions"):
         shutil.copy(project / kind / "caption" / "show_tell.json", project / kind / "caption" / "show_tell_once.json")
     report_stage.main(["task=caption"])
