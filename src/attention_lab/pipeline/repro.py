@@ -38,9 +38,8 @@ def plan(order: list[str], upstream: dict[str, set[str]], families: list[str], e
     stage named `<kind>@<family>`, or `<kind>@<ablation>` where `of` maps the ablation to its family: it runs after
     that family's stages, on its study), the head (what any chain needs that is in none) and the tail: every other
     stage, or with every=False only those downstream of a chain (a task's report, the index of the reports)."""
-    of = of or {}
-    chains = {f: [s for s in order if "@" in s and of.get(s.rpartition("@")[2], s.rpartition("@")[2]) == f]
-              for f in families}
+    family = {s: (of or {}).get(item, item) for s in order if "@" in s for item in [s.rpartition("@")[2]]}
+    chains = {f: [s for s in order if family.get(s) == f] for f in families}
     chains = {f: stages for f, stages in chains.items() if stages}
     in_chain = {s for stages in chains.values() for s in stages}
     needed = set().union(*(upstream[s] for s in in_chain)) if in_chain else set()

@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from attention_lab.core.config import leaf_values
 from attention_lab.core.task import get_task
 from attention_lab.results import claims
-from attention_lab.results.ledger import p_text
+from attention_lab.results.ledger import effect_text, p_text, test_text
 from attention_lab.results.report import fmt
 
 
@@ -56,9 +56,7 @@ def cell(c: dict, digits: int) -> str:
     """`family → ablation (Δ [95% CI])`, `not run`, or — where neither side has the metric."""
     if c["row"]["verdict"] in (claims.NOT_RUN, claims.NOT_MEASURABLE):  # no metrics file / not this metric
         return claims.NOT_RUN if c["row"]["verdict"] == claims.NOT_RUN else "—"
-    e = c["row"]["effect"]
-    delta = f"{e['mean']:+.1f}" + (f" [{e['low']:+.1f}, {e['high']:+.1f}]" if e["low"] is not None else "")
-    return f"{fmt(c['family'], digits)} → {fmt(c['ablation'], digits)} ({delta})"
+    return f"{fmt(c['family'], digits)} → {fmt(c['ablation'], digits)} ({effect_text(c['row'])})"
 
 
 def table(task: str, found: list[dict]) -> str:
@@ -70,13 +68,12 @@ def table(task: str, found: list[dict]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in found:
         main = r["cells"][first]["row"]
-        tested = f"{p_text(main['p_examples'])} ({main['test'].split(',')[0]})" if main.get("test") else "—"
         epochs = " → ".join(fmt(float(e), 1) if e is not None else "—" for e in r["epochs"])
         named = get_task(task).ablation_names
         changes = "; ".join(f"{named[c.split(':')[0]]} ({c})" if c.split(":")[0] in named else c for c in r["changes"])
         lines.append("| " + " | ".join([f"`{r['ablation']}`", f"`{r['of']}`", changes,
                                          *[cell(r["cells"][c], d) for c, _, d in columns],
-                                         p_text(main["p_seeds"]), tested, epochs]) + " |")
+                                         p_text(main["p_seeds"]), test_text(main), epochs]) + " |")
     return "\n".join(lines)
 
 

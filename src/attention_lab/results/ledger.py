@@ -25,6 +25,11 @@ def effect_text(row: dict) -> str:
     return f"{e['mean']:+.1f}" + (f" [{e['low']:+.1f}, {e['high']:+.1f}]" if e["low"] is not None else "")
 
 
+def test_text(row: dict) -> str:
+    """The per-example paired test: `p (its name)`, or — where the claim has none."""
+    return f"{p_text(row['p_examples'])} ({row['test'].split(',')[0]})" if row.get("test") else "—"
+
+
 def expected(row: dict) -> str:
     return f"{'>' if row['side'] == 'above' else '<'} {row['threshold']:g}"
 
@@ -85,9 +90,8 @@ def table(rows: list[dict], full: bool = False) -> str:
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if full:
-            tested = f"{p_text(r['p_examples'])} ({r['test'].split(',')[0]})" if r["test"] else "—"
             cells = [f"**{r['id']}**: {r['claim']}", r["source"], r["measures"], expected(r), effect_text(r),
-                     p_text(r["p_seeds"]), tested, str(len(r["seeds"])), f"**{r['verdict']}**"]
+                     p_text(r["p_seeds"]), test_text(r), str(len(r["seeds"])), f"**{r['verdict']}**"]
         else:
             cells = [r["claim"], r["source"].split(",")[0], effect_text(r), f"**{r['verdict']}**"]
         out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

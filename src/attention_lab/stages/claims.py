@@ -5,6 +5,7 @@ run (written by its report stage). The same measures compare each ablation with 
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -33,6 +34,7 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
     """(metrics, examples_p) of results.claims.measure for one task: family -> metrics/<task>/<family>.json (None
     unless the family is one of `names` and has the file), and the per-example test on predictions/<task>/."""
 
+    @functools.cache  # one read per file: every claim and every ablation column asks again
     def metrics(family: str) -> dict | None:
         path = metrics_dir(cfg) / task / f"{family}.json"
         return read_json(path) if family in names and path.is_file() else None
