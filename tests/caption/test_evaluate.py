@@ -14,3 +14,41 @@ def test_a_bucket_gets_bleu_n_only_where_its_captions_have_n_words():
     assert round(scores["test/bleu_2_len_2_2"]) == 100 and "test/bleu_3_len_2_2" not in scores
     assert round(scores["test/bleu_3_len_3_3"]) == 100 and "test/bleu_len_3_3" not in scores
     assert round(scores["test/bleu_len_4_4"]) == round(scores["test/bleu_4_len_5_6"]) == 100
+
+
+def test_the_decoding_cap_follows_the_training_captions_and_cuts_none_of_that_length(tmp_path):
+    """decode_limit: 1.5 × the longest training caption (every reference of a photo counted) + 1 for eos; the built-in
+    digits' 6 words give the old fixed cap of 10, and a captioner that would say a 16-word photo caption of the
+    training set is not cut where the old cap stopped it at 9 words."""
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+
+    from attention_lab.caption.evaluate import evaluate
+    from attention_lab.caption.prepare import tokenizer
+    from attention_lab.caption.search import decode_limit
+    from attention_lab.core.files import write_json
+    from attention_lab.infer.tokenization import EOS
+    from tests.tiny_models import DIGIT_WORDS, tiny_model
+
+    long = "a red circle drawn in the middle of a white page with nothing at all around"  # 16 words
+    cfg = OmegaConf.create({"root": str(tmp_path), "paths": {"tokenized": "."}, "tokenize": {"vocab_size": 100,
+                                                                                             "min_frequency": 1},
+                            "evaluate": {"max_len_ratio": 1.5, "batch_size": 4, "beam": 1, "len_penalty": 1.0},
+                            "task": {"buckets": []}})
+    tok, stats = tokenizer(cfg, [{"caption": "a red circle", "captions": ["a red circle", long]},
+                                 {"caption": " ".join(DIGIT_WORDS)}])
+    write_json(tmp_path / "stats.json", stats)  # as the tokenize stage writes it
+    assert stats["caption_tokens_max"] == 16 and decode_limit(cfg) == 25  # ceil(1.5 × 16) + 1
+    _, digits = tokenizer(cfg, [{"caption": " ".join(DIGIT_WORDS[:n])} for n in (2, 6, 4)])
+    write_json(tmp_path / "stats.json", digits)
+    assert decode_limit(cfg) == 10
+    model = tiny_model("show_attend_tell", tok.get_vocab_size())
+    with torch.no_grad():  # a captioner that never says eos: it runs to the cap
+        model.L_o.bias[EOS] = -30.0
+    images = np.zeros((2, 16, 64), np.uint8)
+    test = [{"caption": long, "captions": [long]}] * 2
+    for cap in (25, 10):
+        _, hyps, _ = evaluate(model, tok, test, images, cfg, cap)
+        assert {len(h.tokens) for h in hyps} == {cap}
+    assert 10 < len(long.split()) + 1 <= 25  # the derived cap holds the 16 words and eos; the old one 9 words

@@ -5,10 +5,13 @@ new photo with `attention-lab caption` on onnxruntime alone."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
+from attention_lab.core.files import read_jsonl
+from attention_lab.infer.tokenization import encode, load_tokenizer
 from tests.caption.photo_set import write_photo_set
 from tests.e2e.test_pipeline import repro_project, sh
 from tests.e2e.test_user_corpora import edit_tiny_profile
@@ -45,7 +48,12 @@ def test_photo_captions_through_dvc_repro(tmp_path):
     folder = dest / "models" / "show_attend_tell" / "onnx"
     parity = json.loads((folder / "parity.json").read_text())
     assert parity["ok"] and parity["greedy_identical"], parity
-    assert json.loads((folder / "meta.json").read_text())["input"] == "photo"
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta["input"] == "photo"
+    tok = load_tokenizer(dest / "data" / "tokenized" / "caption" / "tokenizer.json")  # the cap follows the captions
+    longest = max(len(ids) for r in read_jsonl(dest / "data" / "prepared" / "caption" / "train.jsonl")
+                  for ids in encode(tok, r["captions"]))  # every reference caption of every training photo
+    assert meta["max_len"] == math.ceil(1.5 * longest) + 1
     assert "| `show_attend_tell` |" in (dest / "reports" / "caption.md").read_text()
     photo = tmp_path / "new.jpg"
     photo.write_bytes(photo_png(500, 333, "JPEG"))

@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from sacrebleu.metrics import BLEU
 
 from attention_lab.caption.data.batches import as_float, collate_canvases
-from attention_lab.caption.search import caption_batch
+from attention_lab.caption.search import caption_batch, decode_limit
 from attention_lab.core.paths import prepared_dir, tokenizer_path, user_path
 from attention_lab.core.task import Run
 from attention_lab.infer.decoding import Hypothesis
@@ -38,17 +38,17 @@ def localisation_hits(attn: np.ndarray, boxes: list[list[int]], centres: np.ndar
     return hits
 
 
-def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, cfg: DictConfig
+def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, cfg: DictConfig, max_len: int
              ) -> tuple[dict, list[Hypothesis], list[str]]:
     """test/* scores, the hypotheses (for the overlays) and their caption strings, in row order, of one trained
-    captioner on the test canvases."""
+    captioner on the test canvases, decoding at most max_len steps (decode_limit)."""
     e, buckets = cfg.evaluate, [tuple(b) for b in cfg.task.buckets]
     hyps, hits, seconds = [], [], 0.0
     centres = cell_centres(model.grid, model.cnn.stride)
     for i in range(0, len(rows), e.batch_size):
         part, ims = rows[i:i + e.batch_size], images[i:i + e.batch_size]
         t0 = time.perf_counter()
-        hyps += caption_batch(model, as_float(ims), e.max_len, e.beam, e.len_penalty, banned=never_emitted(tok))
+        hyps += caption_batch(model, as_float(ims), max_len, e.beam, e.len_penalty, banned=never_emitted(tok))
         seconds += time.perf_counter() - t0
         if model.has_attention and "boxes" in rows[0]:
             batch = collate_canvases(list(zip(part, ims)))
@@ -115,11 +115,15 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     rows, images = load_canvases(prepared_dir(cfg), "test", tok)
     per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["caption"] for r in rows], "seeds": {}}
     coverage = vocab_coverage(tok, [r.get("captions", [r["caption"]]) for r in rows])  # the same for every seed
+    limit = decode_limit(cfg)
     for run in runs:
         seed = run.seed
         model, _ = load_model(run.out / "best.ckpt")
-        scores, hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg)
+        scores, hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg, limit)
         per_seed[str(seed)] = {**scores, **coverage}
+        if cut := sum(len(h.tokens) >= limit for h in hyps):  # stopped by the cap, not by eos
+            print(f"{cfg.family} seed {seed}: {cut} of {len(hyps)} test captions reached the decoding cap of {limit} "
+                  "steps (conf/task/caption.yaml evaluate.max_len_ratio)")
         if seed != cfg.seeds[0] or not model.has_attention:
             continue
         shown = (spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets, cfg.evaluate.overlays)

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from torch.export import Dim
 
 from attention_lab.caption.data.features import ENCODERS, AnnotationEncoder
-from attention_lab.caption.search import caption_batch
+from attention_lab.caption.search import caption_batch, decode_limit
 from attention_lab.caption.serve import OnnxCaptioner
 from attention_lab.infer.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE
 from attention_lab.nn.export import (
@@ -202,10 +202,11 @@ def export_and_check_captioner(model: nn.Module, out_dir: str | Path, family: st
 
 
 def export(cfg: DictConfig, model: nn.Module, trained: DictConfig, out: Path, tokenizer: Path) -> dict:
-    """The export stage's hook: image-encoder and decoder-step graphs with the evaluation's decoding settings; a photo
-    model gets its frozen CNN (data.encoder) in front."""
+    """The export stage's hook: image-encoder and decoder-step graphs with the evaluation's decoding settings (its
+    decode_limit, from the training captions, as meta.json `max_len`); a photo model gets its frozen CNN (data.encoder)
+    in front."""
     e = cfg.evaluate
     if model.features:
         model = PhotoCaptioner(model, cfg.data.encoder, cfg.data.max_pixels)
-    return export_and_check_captioner(model, out, cfg.family, tokenizer, e.max_len, cfg.export.opset, beam=e.beam,
-                                      len_penalty=e.len_penalty)
+    return export_and_check_captioner(model, out, cfg.family, tokenizer, decode_limit(cfg),
+                                      cfg.export.opset, beam=e.beam, len_penalty=e.len_penalty)

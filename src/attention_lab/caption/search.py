@@ -1,10 +1,16 @@
-"""Greedy or beam captioning of a batch of images by a torch Captioner (evaluation, val/accuracy, export parity)."""
+"""Greedy or beam captioning of a batch of images by a torch Captioner (evaluation, val/accuracy, export parity), and
+its step cap from the training captions."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
+from omegaconf import DictConfig
 
+from attention_lab.core.files import read_json
+from attention_lab.core.paths import tokenized_dir
 from attention_lab.infer.decoding import Hypothesis, search
 from attention_lab.infer.tokenization import NEVER_EMITTED
 from attention_lab.nn.decoder_step import device_of, evaluating, to_numpy, torch_step
@@ -22,3 +28,11 @@ def caption_batch(model: torch.nn.Module, images: torch.Tensor, max_len: int, be
         hyps = search(torch_step(model), tuple(to_numpy(s) for s in state), (to_numpy(memory), to_numpy(mask)),
                       np.full(len(images), max_len), beam, len_penalty, bos, eos, banned)
     return hyps
+
+
+def decode_limit(cfg: DictConfig) -> int:
+    """Decoding steps at most, eos included: ceil(evaluate.max_len_ratio × the longest training caption, in tokens,
+    every reference of a photo counted: the tokenize stage's stats.json `caption_tokens_max`) + 1, so a caption as
+    long as the training ones is never cut (the built-in digits: 1.5 × 6 words + 1 = 10)."""
+    longest = read_json(tokenized_dir(cfg) / "stats.json")["caption_tokens_max"]
+    return math.ceil(cfg.evaluate.max_len_ratio * longest) + 1
