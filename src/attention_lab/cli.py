@@ -306,17 +306,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--trainer", default=None, metavar="NAME", help="set params.yaml `trainer:` first (cpu, gpu, auto: "
                    "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)")
     d.set_defaults(func=project.repro)
-    n = sub.add_parser("neutral", help="prove the working tree's change result-neutral against a base commit (every "
-                       "family's tiny-profile training bit for bit, the quick-profile configs equal), then record its "
-                       "code deps in dvc.lock so that nothing re-runs")
+    n = sub.add_parser("neutral", help="prove the working tree's change result-neutral against a base commit (the "
+                       "tiny-profile training of every family whose stages it stales bit for bit, their quick-profile "
+                       "configs equal), then record its code deps in dvc.lock so that nothing re-runs")
     n.add_argument("--base", default="HEAD", help="the commit to prove against (default: %(default)s)")
     n.add_argument("--families", nargs="+", default=None, metavar="FAMILY",
                    help="prove these families only (a quick look: records nothing)")
     n.add_argument("--keep", default=None, metavar="DIR", help="run in DIR and keep it (default: a temporary folder)")
     n.add_argument("--no-record", dest="record", action="store_false", help="prove only; leave dvc.lock as it is")
     n.add_argument("--new-key", dest="new_keys", action="append", default=[], metavar="KEY",
-                   help="a config key the change adds (e.g. pool.gpu_share): the quick-profile configs are compared "
-                   "without it, and the proof prints its value (repeat for several)")
+                   help="a config key the change adds (e.g. pool.gpu_share) or drops (a rename: both keys): the "
+                   "quick-profile configs and runs' configs are compared without it, and the proof prints its value "
+                   "(repeat for several)")
     n.set_defaults(func=project.neutral)
     return parser
 

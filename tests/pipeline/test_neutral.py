@@ -94,9 +94,36 @@ def test_a_key_the_change_adds_is_left_out_of_the_config_comparison_and_said():
     left, right, said, new = added(base, tree, ["tune.in_flight", "pool", "tune.trials"])
     assert differences(left, right, "config") == []
     assert new == ["tune.in_flight", "pool"] and said == ["tune.in_flight: new, set to 1 (not compared)",
-                    'pool: new, set to {"gpu_share": 0.25} (not compared)', "tune.trials: the base has it too (compared)"]
+                    'pool: new, set to {"gpu_share": 0.25} (not compared)', "tune.trials: both sides have it (compared)"]
     changed = {"t/f": "tune:\n  in_flight: 1\n  trials: 5\n"}
     assert differences(*added(base, changed, ["tune.in_flight"])[:2], "config") == ["config t/f: differs"]
+
+
+def test_a_renamed_key_is_named_twice_the_key_dropped_and_the_key_added():
+    from attention_lab.pipeline.neutral import added, differences
+
+    base = {"caption/f": "evaluate:\n  beam: 3\n  max_len: 10\n"}
+    tree = {"caption/f": "evaluate:\n  beam: 3\n  max_len_ratio: 1.5\n"}
+    assert differences(base, tree, "config") == ["config caption/f: differs"]
+    left, right, said, keys = added(base, tree, ["evaluate.max_len", "evaluate.max_len_ratio", "evaluate.top_k"])
+    assert differences(left, right, "config") == [] and keys == ["evaluate.max_len", "evaluate.max_len_ratio"]
+    assert said == ["evaluate.max_len: dropped, was 10 (not compared)",
+                    "evaluate.max_len_ratio: new, set to 1.5 (not compared)", "evaluate.top_k: neither side has it"]
+
+
+def test_the_proof_trains_the_families_whose_stages_the_change_stales():
+    """affected(): a family's stages give that family (an ablation's, its family), a task-wide stage every family of
+    its task, a stage of no one task (none today) every family."""
+    from attention_lab.pipeline.neutral import affected
+
+    params = {"tasks": ["translate", "caption"],
+              "translate": {"families": ["bahdanau", "luong_dot"], "ablations": {"dot_torch_init": {"of": "luong_dot"}}},
+              "caption": {"families": ["show_tell", "show_attend_tell"]}}
+    assert affected(params, []) == []
+    assert affected(params, ["train_caption@show_tell", "export_caption@show_tell"]) == ["show_tell"]
+    assert affected(params, ["train_ablation_translate@dot_torch_init"]) == ["luong_dot"]
+    assert affected(params, ["tokenize_caption"]) == ["show_attend_tell", "show_tell"]
+    assert affected(params, ["tune_translate@bahdanau", "cluster_check"]) is None
 
 
 def test_a_key_the_change_adds_is_left_out_of_each_run_s_config_too(tmp_path):

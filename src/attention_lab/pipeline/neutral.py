@@ -1,8 +1,8 @@
 """`attention-lab neutral`: prove a change result-neutral, then record its code deps in dvc.lock without a re-run.
-The proof trains every family of every task on the tiny profile (two seeds; label fractions, pretraining and a tuning
-trial as the pipeline runs them) at a base commit and at the working tree, and compares every checkpoint's state dict,
-every metric and prediction bit for bit, and every family's resolved quick-profile config (docs/pipeline.md,
-"A refactor that re-runs nothing")."""
+The proof trains the families whose stages the change stales (all of them for a change to shared code) on the tiny
+profile (two seeds; label fractions, pretraining and a tuning trial as the pipeline runs them) at a base commit and at
+the working tree, and compares every checkpoint's state dict, every metric and prediction bit for bit, and each such
+family's resolved quick-profile config (docs/pipeline.md, "A refactor that re-runs nothing")."""
 
 from __future__ import annotations
 
@@ -189,20 +189,22 @@ def differences(a: dict[str, str], b: dict[str, str], what: str) -> list[str]:
 
 
 def added(base: dict[str, str], tree: dict[str, str], keys: list[str]) -> tuple[dict, dict, list[str], list[str]]:
-    """The quick-profile configs of both sides without `keys` (dotted config keys the change adds: in every config of
-    the tree and none of the base), what each key is set to, and the keys that are new; a key the base has too is
-    compared as any other."""
+    """The quick-profile configs of both sides without `keys` (dotted config keys the change adds, in the tree's
+    configs and none of the base's, or drops, the other way round: a rename is both), what each key is set to, and
+    the keys left out; a key both sides have is compared as any other."""
     parse = {side: {k: yaml.safe_load(text) for k, text in configs.items()} for side, configs in
              (("base", base), ("tree", tree))}
     said, new = [], []
     for key in keys:
         *parents, leaf = key.split(".")
-        if any(leaf in _holder(c, parents) for c in parse["base"].values()):
-            said.append(f"{key}: the base has it too (compared)")
+        has = {side: any(leaf in _holder(c, parents) for c in configs.values()) for side, configs in parse.items()}
+        if has["base"] == has["tree"]:
+            said.append(f"{key}: {'both sides have it (compared)' if has['base'] else 'neither side has it'}")
             continue
         new.append(key)
-        values = {json.dumps(_holder(c, parents).pop(leaf, "<absent>")) for c in parse["tree"].values()}
-        said.append(f"{key}: new, set to {', '.join(sorted(values))} (not compared)")
+        side, word = ("tree", "new, set to") if has["tree"] else ("base", "dropped, was")
+        values = {json.dumps(_holder(c, parents).pop(leaf, "<absent>")) for c in parse[side].values()}
+        said.append(f"{key}: {word} {', '.join(sorted(values))} (not compared)")
     dump = {side: {k: yaml.safe_dump(c, sort_keys=True) for k, c in configs.items()} for side, configs in parse.items()}
     return dump["base"], dump["tree"], said, new
 
@@ -242,6 +244,37 @@ def rename_locked(root: Path, defined: dict[str, frozenset[str]]) -> dict[str, s
         lock["stages"] = {renamed.get(k, k): v for k, v in lock["stages"].items()}
         path.write_text(yaml.safe_dump(lock, sort_keys=False, width=10**6), encoding="utf-8")
     return renamed
+
+
+def stale(root: Path) -> list[str]:
+    """The stages but the reports whose code, conf or params deps differ from dvc.lock's, or that dvc.lock lacks:
+    those DVC would re-run for the change (data deps and outputs not looked at: a clone has none)."""
+    from dvc.repo import Repo
+
+    tracked = set(files(root))
+    with Repo(str(root)) as repo:
+        return [stage.addressing for stage in repo.index.stages if not stage.addressing.startswith(REPORTS) and (
+            stage.changed_stage() or any(d.changed() for d in stage.deps if d.def_path in tracked or
+                                         any(t.startswith(f"{d.def_path}/") for t in tracked)))]
+
+
+def affected(params: dict, stages: list[str]) -> list[str] | None:
+    """The families whose tiny pipelines cover the stale stages: a family's stage (`<kind>@<family>`; an ablation's,
+    its family), every family of the task for a task-wide stage (`prepare_<task>`); None (every family) for a stage
+    of no one task."""
+    runs = {f for t in params["tasks"] for f in families(params, t)}
+    of = {name: e["of"] for t in params["tasks"] for name, e in ((params[t] or {}).get("ablations") or {}).items()}
+    chosen: set[str] = set()
+    for name in stages:
+        kind, _, item = name.partition("@")
+        task = next((t for t in params["tasks"] if kind.endswith(f"_{t}")), None)
+        if item and of.get(item, item) in runs:
+            chosen.add(of.get(item, item))
+        elif not item and task is not None:
+            chosen.update(families(params, task))
+        else:
+            return None
+    return sorted(chosen)
 
 
 def record(root: Path, equivalent: dict[str, str]) -> list[str]:
@@ -291,7 +324,17 @@ def prove(root: Path, base: str, chosen: list[str] | None, keep: Path | None, do
 def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_record: bool,
            new_keys: list[str]) -> int:
     params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
-    stages = [s for s in families_of(params) if not chosen or s[1] in chosen]
+    partial = chosen is not None  # --families: a quick look
+    if not partial:
+        from attention_lab.pipeline.dvc_yaml import write
+
+        write(root)  # the stages as the tree's code defines them
+        chosen = affected(params, changed := stale(root))
+        print(f"stages DVC would re-run: {', '.join(changed) or 'none'}; proving "
+              f"{'every family' if chosen is None else ', '.join(chosen) or 'no family'}")
+    stages = [s for s in families_of(params) if chosen is None or s[1] in chosen]
+    if not stages:  # no family to train: the record (of nothing but dvc.yaml) and the reports
+        return finish(root, {}, do_record and not partial)
     trees = [Tree("base", extract(root, base, scratch / "base-src"), scratch / "base"),
              Tree("tree", root, scratch / "tree")]
     print(f"proving {len(stages)} families, seeds {SEEDS}, base {base} against the working tree (logs in {scratch})")
@@ -301,7 +344,7 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
         quick = list(pool.map(lambda t: configs(t, scratch / f"{t.name}-config", stages), trees))
     if new_keys:
         *quick, said, new_keys = added(*quick, new_keys)
-        print("new config keys:\n  " + "\n  ".join(said))
+        print("config keys the change adds or drops:\n  " + "\n  ".join(said))
     prints = [fingerprints(w, new_keys) for w in runs]
     found = differences(*prints, "output") + differences(*quick, "quick-profile config")
     kinds = {k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1])) for k, s in
@@ -313,14 +356,21 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
         print("NOT result-neutral:\n  " + "\n  ".join(found))
         return 1
     print("result-neutral: every state dict, metric, prediction and quick-profile config is the same bit for bit")
-    if not do_record or chosen:
-        print("nothing recorded" + (" (--families proves a part; recording needs every family)" if chosen else ""))
+    if not do_record or partial:
+        print("nothing recorded" + (" (--families proves a part: a quick look)" if partial else ""))
         return 0
     if snapshot(root) != proved:
         print("the working tree changed while the proof ran: nothing recorded; run it again")
         return 1
     old, new = code_hashes(trees[0], stages), code_hashes(trees[1], stages, "raw_code_hash")
-    equivalent = {new[k]: old[k] for k in new if new[k] != old[k]}
+    return finish(root, {new[k]: old[k] for k in new if new[k] != old[k]}, True)
+
+
+def finish(root: Path, equivalent: dict[str, str], do_record: bool) -> int:
+    """The record (with the code hashes `equivalent` maps), then the report stages' re-run where their code changed."""
+    if not do_record:
+        print("nothing recorded")
+        return 0
     saved = record(root, equivalent)
     print(f"recorded in dvc.lock: {len(saved)} stages' code deps ({', '.join(saved) or 'none changed'}); "
           f"{len(equivalent)} code hashes mapped to the ones they replace ({EQUIVALENT_CODE})")
