@@ -64,8 +64,9 @@ def representative_families(params: Path) -> None:
     params_dict["translate"]["families"] = FAMILIES
     params_dict["classify"]["families"] = [f for f in CLASSIFIERS if f not in params_dict["classify"]["pretrained"]]
     params_dict["classify"]["family_params"]["bert_minilm"]["train"]["max_tokens"] = 128  # 22M weights: short inputs
-    for task, name in ABLATIONS.items():  # one ablation per task: the machinery, not every switch
-        params_dict[task]["ablations"] = {name: params_dict[task]["ablations"][name]}
+    for task in params_dict["tasks"]:  # one ablation in two tasks: the machinery, not every switch
+        name = ABLATIONS.get(task)
+        params_dict[task]["ablations"] = {name: params_dict[task]["ablations"][name]} if name else {}
     params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
 
 
