@@ -2,6 +2,7 @@
 validation loss and timed greedy search; the figures go to a JSON file.
 
     .venv-peers/bin/python benchmarks/joey_driver.py CONFIG.yaml OUT.json --warmup-steps 200 --skip 10
+    ... --stop-rule '{"start": 5, "min_delta": 0.01, "decay": 0.5, "patience": 2}'   # to early stopping
 
 Imports nothing of attention_lab (Joey's venv does not have it).
 """
@@ -57,6 +58,41 @@ class WarmupConstant(BaseScheduler):
         return self.peak * min(1.0, (self._step + 1) / self.warmup)
 
 
+class StopRule:
+    """Our train stage's rule on Joey's validations (train.module's PlateauStep and EarlyStoppingAfter): from validation
+    `start` on, one whose loss does not beat the best counted one by min_delta multiplies the rate by `decay`, and
+    `patience` of them in a row end the run; every validation's (update, loss) is kept."""
+
+    def __init__(self, trainer: TrainManager, scheduler: WarmupConstant, rule: dict):
+        self.trainer, self.scheduler, self.rule = trainer, scheduler, rule
+        self.best, self.wait, self.curve = math.inf, 0, []
+
+    def __call__(self, valid_scores: dict) -> None:
+        loss, r = float(valid_scores["loss"]), self.rule
+        self.curve.append([self.trainer.stats.steps, round(loss, 6)])
+        if len(self.curve) < r["start"]:
+            return
+        if loss < self.best - r["min_delta"]:
+            self.best, self.wait = loss, 0
+            return
+        self.wait += 1
+        self.scheduler.peak *= r["decay"]
+        if self.wait >= r["patience"]:
+            self.trainer.stats.is_max_update = True  # Joey's loop ends after this validation, as at max_updates
+
+
+def validate(trainer: TrainManager, valid_data, scoring, rule: StopRule) -> None:
+    """Joey's validation as our train stage's: the loss per target token over the dev set (no search), the best
+    checkpoint kept (Joey's own saving), then the stop rule."""
+    scores = predict(model=trainer.model, data=valid_data, device=trainer.device, n_gpu=0, compute_loss=True,
+                     normalization="tokens", args=scoring, autocast=trainer.autocast)[0]
+    if trainer.stats.is_best(scores["loss"]):
+        trainer.stats.best_ckpt_score, trainer.stats.best_ckpt_iter = scores["loss"], trainer.stats.steps
+        trainer._save_checkpoint(True, scores["loss"])
+    rule(scores)
+    trainer.model.train()
+
+
 def timed_training(trainer: TrainManager, train_data, dev_data) -> dict:
     """train_and_validate with clocks (wall: perf_counter, CPU: process_time) at every batch's start and every
     optimizer step's end, and its tokens."""
@@ -106,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-steps", type=int, required=True, help="linear learning-rate warm-up (updates)")
     ap.add_argument("--decode-batch", type=int, default=64)
     ap.add_argument("--max-len-ratio", type=float, default=2.0)
+    ap.add_argument("--stop-rule", type=json.loads, default=None, help='our early stopping on Joey\'s validations, '
+                    'JSON {"start", "min_delta", "decay", "patience"}; then the best checkpoint is scored')
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     fix_one_way_encoder()
@@ -121,16 +159,25 @@ def main(argv: list[str] | None = None) -> int:
     trainer.scheduler = WarmupConstant(trainer.optimizer, run.train.learning_rate, args.warmup_steps)
     trainer.scheduler_step_at = "step"
     trainer.scheduler.step(-1)  # the first update's rate, as Joey sets it after each update
-    clock = timed_training(trainer, train_data, dev_data)
     # "ref": scores the references, no search; without return_attention Joey's Transformer fails (attention None)
     scoring = set_validation_args(run.test)._replace(return_prob="ref", return_attention=True,
                                                      batch_size=args.decode_batch, batch_type="sentence")
+    rule = None
+    if args.stop_rule is not None:
+        rule = StopRule(trainer, trainer.scheduler, args.stop_rule)
+        trainer._validate = lambda valid_data: validate(trainer, valid_data, scoring, rule)
+    clock = timed_training(trainer, train_data, dev_data)
+    if rule is not None:  # the best validation's weights, as our best.ckpt
+        best = torch.load(Path(cfg["model_dir"]) / "best.ckpt", map_location="cpu", weights_only=False)
+        model.load_state_dict(best["model_state"])
     scores = predict(model=model, data=dev_data, device=run.device, n_gpu=0, compute_loss=True,
                      normalization="tokens", args=scoring, autocast=run.autocast)[0]
     decoded = greedy(model, dev_data, args.decode_batch, args.max_len_ratio)
     figures = {"updates": trainer.stats.steps, **clock, "val_loss": scores["loss"],
                "params": sum(p.numel() for p in model.parameters()), "vocab": len(model.trg_vocab),
                "greedy": decoded, "torch": torch.__version__, "threads": torch.get_num_threads()}
+    if rule is not None:
+        figures["val_curve"] = rule.curve
     args.out.write_text(json.dumps(figures), encoding="utf-8")
     return 0
 

@@ -198,8 +198,10 @@ def joey_config(model: dict, data: Path, work: Path, train: dict, sizes: dict, s
             "model": {"initializer": "xavier_uniform", "bias_initializer": "zeros", **model}}
 
 
-def run_joey(python: Path, cfg: dict, work: Path, warmup: int, max_len_ratio: float, sizes: dict) -> dict:
-    """benchmarks/joey_driver.py on cfg in Joey's venv, one thread (OMP_NUM_THREADS=1); its JSON figures."""
+def run_joey(python: Path, cfg: dict, work: Path, warmup: int, max_len_ratio: float, sizes: dict,
+             extra: list[str] = ()) -> dict:
+    """benchmarks/joey_driver.py on cfg (and `extra` arguments) in Joey's venv, one thread (OMP_NUM_THREADS=1); its
+    JSON figures."""
     import yaml
 
     work.mkdir(parents=True, exist_ok=True)
@@ -208,7 +210,7 @@ def run_joey(python: Path, cfg: dict, work: Path, warmup: int, max_len_ratio: fl
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     cmd = [str(python), str(ROOT / "benchmarks" / "joey_driver.py"), str(path), str(out),
            "--warmup-steps", str(warmup), "--max-len-ratio", str(max_len_ratio), "--decode-batch",
-           str(sizes["decode_batch"])]
+           str(sizes["decode_batch"]), *extra]
     done = subprocess.run(cmd, check=False, env={**env, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
                           capture_output=True, text=True, timeout=sizes["timeout"])
     if done.returncode:

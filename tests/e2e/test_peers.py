@@ -131,3 +131,33 @@ def test_the_committed_section_is_what_its_figures_render():
     text = (ROOT / "reports" / "benchmarks.md").read_text(encoding="utf-8")
     committed = re.search(rf"<!-- {SECTION}:start -->\n(.*?)\n<!-- {SECTION}:end -->", text, re.DOTALL).group(1)
     assert committed == "\n".join(render(figures))
+
+
+def test_ours_to_early_stopping_is_the_committed_study_s_best_trial():
+    """peers_converged.ours: the train stage's seed-0 run as tuned/<family>.yaml records it (a complete trial ended by
+    early stopping), its best validation loss and updates."""
+    import yaml
+
+    from benchmarks.peers_converged import FAMILIES, ours
+    from tests.conftest import ROOT
+
+    for family in FAMILIES:
+        study = yaml.safe_load((ROOT / "tuned" / f"{family}.yaml").read_text(encoding="utf-8"))
+        mine = ours(family)
+        assert mine["val_loss"] == study["study"]["best_value"] and mine["stopped_by"] == "early stopping"
+        assert mine["updates"] > 0 and mine["study"] == study["study"]["name"]
+
+
+def test_the_committed_converged_section_is_what_its_figures_render():
+    """The section `peers_converged` of reports/benchmarks.md is render() of its figures beside it."""
+    import re
+
+    from benchmarks.peers_converged import SECTION, render
+    from tests.conftest import ROOT
+
+    figures = json.loads((ROOT / "reports" / "benchmarks.json").read_text(encoding="utf-8"))[SECTION]
+    text = (ROOT / "reports" / "benchmarks.md").read_text(encoding="utf-8")
+    committed = re.search(rf"<!-- {SECTION}:start -->\n(.*?)\n<!-- {SECTION}:end -->", text, re.DOTALL).group(1)
+    assert committed == "\n".join(render(figures))
+    assert {r["family"] for r in figures["rows"]} == {"bahdanau", "transformer"}
+    assert all(r["joey"]["stopped_by"] == "early stopping" for r in figures["rows"])  # both ran to the rule's end
