@@ -15,6 +15,7 @@ from attention_lab.infer.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, m
 from attention_lab.nn.decoder_step import torch_encode, torch_step
 from attention_lab.nn.export import max_diff
 from attention_lab.translate.export import check_parity, export_model
+from attention_lab.translate.models.bahdanau import RNNSearch
 from attention_lab.translate.models.luong import LuongNMT
 from attention_lab.translate.models.seq2seq import LSTMEncoder, LSTMEncoderDecoder
 from attention_lab.translate.seq2seq import Seq2Seq
@@ -275,3 +276,31 @@ def test_sutskever_initialisation_and_clipping():
         assert not table[0].any() and 0.8 < table[1:].std() < 1.2
     cfg = load_config(root=ROOT, family="seq2seq_lstm")
     assert cfg.train.clip == 5.0 and "train.clip" in cfg.explicit
+
+
+def test_bahdanau_initialisation():
+    """`init: xavier` starts RNNsearch as Joey NMT does: every weight matrix within Glorot's bound (a GRU's per gate:
+    fan_out is a third of its rows), every bias zero, the embeddings N(0, 1) as before; `init: torch`, the default,
+    draws exactly what PyTorch's defaults draw."""
+    spec = OmegaConf.load(ROOT / "conf" / "model" / "bahdanau.yaml")
+    assert spec.init == "torch"
+    torch.manual_seed(0)
+    model = instantiate(spec, vocab_size=50, pad_id=0, init="xavier")
+    for name, p in model.named_parameters():
+        if "embed" in name:
+            assert not p[0].any() and 0.8 < p[1:].std() < 1.2, name
+        elif "bias" in name:
+            assert not p.any(), name
+        else:
+            gates = 3 if "rnn" in name or name.startswith("cell.") else 1
+            bound = (6 / (p.shape[1] + p.shape[0] // gates)) ** 0.5
+            assert 0.95 * bound < p.abs().max() <= bound, name
+    gru = model.encoder.forward_rnn.weight_ih_l0  # (3 × 128, 128): Xavier per gate, √(6 / 256)
+    assert gru.abs().max() > 0.9 * (6 / 256) ** 0.5 > 128 ** -0.5  # wider than PyTorch's U(±1/√H)
+    torch.manual_seed(0)
+    default = instantiate(spec, vocab_size=50, pad_id=0)
+    torch.manual_seed(0)
+    plain = instantiate({k: v for k, v in OmegaConf.to_container(spec).items() if k != "init"}, vocab_size=50, pad_id=0)
+    assert all(torch.equal(a, b) for a, b in zip(default.state_dict().values(), plain.state_dict().values()))
+    with pytest.raises(ValueError, match="model.init: expected one of torch, xavier, got 'orthogonal'"):
+        RNNSearch(50, init="orthogonal")

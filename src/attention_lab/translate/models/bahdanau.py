@@ -1,9 +1,11 @@
 """RNNsearch (Bahdanau et al. 2015, `bahdanau`): a bidirectional GRU encoder (nn.layers.RNNEncoder) and a decoder that
 soft-searches the annotations at every step (nn.attention.AdditiveAttention). Encoder states at padded positions are
-zeroed and masked out of the attention.
+zeroed and masked out of the attention. `init`: PyTorch's default initialisation, or Joey NMT's (`xavier`).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor, nn
@@ -14,12 +16,32 @@ from attention_lab.translate.models.seq2seq import MaxoutOutput
 from attention_lab.translate.seq2seq import Seq2Seq, State
 
 
+INITS = ("torch", "xavier")
+GATES = {nn.GRU: 3, nn.GRUCell: 3, nn.LSTM: 4, nn.LSTMCell: 4}  # gate matrices stacked in one recurrent weight
+
+
+def xavier_init(model: nn.Module) -> None:
+    """Joey NMT's initialisation (joeynmt/initialization.py): every weight matrix U(±√(6 / (fan_in + fan_out)))
+    (Glorot & Bengio 2010, eq. 16; a recurrent weight per gate), every bias zero; embeddings keep N(0, 1)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Embedding):
+                continue
+            gates = GATES.get(type(module), 1)
+            for name, param in module.named_parameters(recurse=False):
+                if name.startswith("bias"):
+                    nn.init.zeros_(param)
+                elif param.dim() == 2:
+                    bound = math.sqrt(6.0 / (param.shape[1] + param.shape[0] // gates))
+                    nn.init.uniform_(param, -bound, bound)
+
+
 class RNNSearch(Seq2Seq):
     """Bahdanau et al. 2015: bidirectional GRU encoder and a decoder that soft-searches the source at every step."""
 
     def __init__(
         self, vocab_size: int, pad_id: int = 0, emb_dim: int = 128, enc_hidden_dim: int = 128, dec_hidden_dim: int = 256,
-        attn_dim: int = 256, maxout_dim: int = 256, dropout: float = 0.2,
+        attn_dim: int = 256, maxout_dim: int = 256, dropout: float = 0.2, init: str = "torch",
     ):
         super().__init__(vocab_size, pad_id)
         self.encoder = RNNEncoder(vocab_size, emb_dim, enc_hidden_dim, bidirectional=True, dropout=dropout, pad_id=pad_id)
@@ -30,6 +52,10 @@ class RNNSearch(Seq2Seq):
         self.attention = AdditiveAttention(dec_hidden_dim, self.annotation_dim, attn_dim)
         self.cell = nn.GRUCell(emb_dim + self.annotation_dim, dec_hidden_dim)
         self.output = MaxoutOutput(dec_hidden_dim + emb_dim + self.annotation_dim, maxout_dim, vocab_size, dropout)
+        if init not in INITS:
+            raise ValueError(f"model.init: expected one of {', '.join(INITS)}, got {init!r}")
+        if init == "xavier":
+            xavier_init(self)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, State]:
         """memory = [h_j; U h_j] (B, S, 2H + A), the annotations and their attention projection computed once;
