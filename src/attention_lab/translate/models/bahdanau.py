@@ -15,7 +15,6 @@ from attention_lab.nn.layers import RNNEncoder
 from attention_lab.translate.models.seq2seq import MaxoutOutput
 from attention_lab.translate.seq2seq import Seq2Seq, State
 
-
 INITS = ("torch", "xavier")
 GATES = {nn.GRU: 3, nn.GRUCell: 3, nn.LSTM: 4, nn.LSTMCell: 4}  # gate matrices stacked in one recurrent weight
 
