@@ -5,6 +5,10 @@ the section `peers_converged` of reports/benchmarks.md and .json.
     python benchmarks/peers_converged.py --families bahdanau --max-epochs 8 --work /tmp/pc   # a shorter look
     python benchmarks/peers_converged.py --rerender            # the section again from reports/benchmarks.json
 
+Where Joey ends better, the differences are tried one at a time as ablations of our family (params.yaml
+`translate.ablations` of it: `bahdanau_xavier` is Joey's initialisation), trained and evaluated by the pipeline on
+every seed; the section reads their best validation losses from the committed metrics (metrics/translate/).
+
 Ours is the train stage's seed-0 run as the committed study records it (tuned/<family>.yaml: its best trial, trained
 on seed 0 with the family's tuned values, is the train stage's seed 0): the validation loss of its best checkpoint and
 the update it stopped at. Joey's model of the same size (benchmarks/peers.py picks it) trains on our batches in the
@@ -29,6 +33,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from attention_lab.core.config import ablations, leaf_values, read_params
 from benchmarks.common import ROOT, cpu_model, num, prepared, table, write_marked_section
 from benchmarks.peers import (
     JOEY,
@@ -57,6 +62,24 @@ def ours(family: str) -> dict:
                            "run to early stopping")
     return {"val_loss": best["value"], "updates": best["updates"], "stopped_by": best["stopped_by"],
             "study": study["study"]["name"]}
+
+
+def best_losses(name: str) -> list[float] | None:
+    """Each seed's best validation loss (seed order) from metrics/translate/<name>.json, None without the file."""
+    path = ROOT / "metrics" / "translate" / f"{name}.json"
+    if not path.is_file():
+        return None
+    curves = json.loads(path.read_text(encoding="utf-8"))["val_curves"]
+    return [min(loss for _, loss in curves[seed]["curve"]) for seed in sorted(curves, key=int)]
+
+
+def probes(family: str) -> list[dict]:
+    """The family and its ablations (params.yaml `translate.ablations`, one of Joey's choices each) with their seeds'
+    best validation losses as the committed metrics hold them; [] when the family's metrics are missing."""
+    names = {family: {}} | {name: entry["set"] for name, entry in ablations(read_params(ROOT), "translate").items()
+                            if entry["of"] == family}
+    rows = [{"name": name, "set": changed, "losses": best_losses(name)} for name, changed in names.items()]
+    return [r for r in rows if r["losses"]] if rows[0]["losses"] else []
 
 
 def joey(family: str, data: Path, work: Path, python: Path, max_epochs: int) -> dict:
@@ -90,6 +113,23 @@ def joey(family: str, data: Path, work: Path, python: Path, max_epochs: int) -> 
             "same_batches": exported["same_batches"], **chosen}
 
 
+def explained(family: str, joey_loss: float, tolerance: float) -> list[str]:
+    """Our family beside its ablations toward Joey (probes()): seed 0 against Joey's seed-0 run, and every seed."""
+    rows = probes(family)
+    if len(rows) < 2:
+        return [f"  No ablation of `{family}` toward Joey's model has metrics yet (params.yaml `translate.ablations`)."]
+    closes = [r["name"] for r in rows[1:] if r["losses"][0] <= (1 + tolerance) * joey_loss]
+    found = (f"seed 0 of {', '.join(f'`{n}`' for n in closes)} ends within {100 * tolerance:.0f}% of Joey's: that "
+             "difference explains the gap" if closes else
+             f"none ends within {100 * tolerance:.0f}% of Joey's on seed 0: the gap is not explained by these")
+    cells = [[f"`{r['name']}`", ", ".join(f"`{k}: {v}`" for k, v in leaf_values(r["set"]).items()) or "as trained",
+              num(r["losses"][0], 3), num(sum(r["losses"]) / len(r["losses"]), 3), str(len(r["losses"]))]
+             for r in rows]
+    return ["", f"  Joey's choices tried one at a time on ours (the ablations of `{family}`, every seed trained and "
+            f"evaluated by the pipeline; best validation loss per token, from metrics/translate/): {found}.", "",
+            *("  " + line for line in table(["ours", "set", "seed 0", "mean over seeds", "seeds"], cells))]
+
+
 def render(f: dict) -> list[str]:
     rows, lines = [], []
     for r in f["rows"]:
@@ -102,6 +142,8 @@ def render(f: dict) -> list[str]:
                    "**Joey ends better**")
         lines.append(f"- {NAMES[r['family']]}: validation loss ours / Joey's **{ratio:.2f}** ({verdict}); Joey's "
                      f"validations (update, loss): {', '.join(f'{u}: {v:.3f}' for u, v in j['curve'])}.")
+        if ratio > 1 + f["quality_tolerance"]:
+            lines += explained(r["family"], j["val_loss"], f["quality_tolerance"])
     r0 = f["rows"][0]["joey"]
     head = ["## Side by side with a peer, to early stopping", "",
             (f"Produced by `{f['command']}` (`benchmarks/peers_converged.py`) on {f['date']}; every figure below comes "
