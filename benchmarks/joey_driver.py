@@ -3,6 +3,7 @@ validation loss and timed greedy search; the figures go to a JSON file.
 
     .venv-peers/bin/python benchmarks/joey_driver.py CONFIG.yaml OUT.json --warmup-steps 200 --skip 10
     ... --stop-rule '{"start": 5, "min_delta": 0.01, "decay": 0.5, "patience": 2}'   # to early stopping
+    ... --no-source-eos                     # sources without Joey's </s>, as ours read them
 
 Imports nothing of attention_lab (Joey's venv does not have it).
 """
@@ -41,6 +42,23 @@ def fix_one_way_encoder() -> None:
     scope: dict = {}
     exec(compile(source.replace(old, new), encoders.__file__, "exec"), vars(encoders), scope)  # noqa: S102
     encoders.RecurrentEncoder.forward = scope["forward"]
+
+
+def drop_source_eos() -> None:
+    """Joey's batches end every source with </s> (BaseDataset.collate_fn encodes it with eos=True); ours do not. That
+    one argument becomes eos=False, the rest of Joey's collate_fn as it is."""
+    import inspect
+    import textwrap
+
+    from joeynmt import datasets
+
+    old, new = "](src_list, bos=False, eos=True)", "](src_list, bos=False, eos=False)"
+    source = textwrap.dedent(inspect.getsource(datasets.BaseDataset.collate_fn))
+    if source.count(old) != 1:
+        raise RuntimeError(f"joeynmt's BaseDataset.collate_fn has changed: {old!r} not found once")
+    scope: dict = {}
+    exec(compile(source.replace(old, new), datasets.__file__, "exec"), vars(datasets), scope)  # noqa: S102
+    datasets.BaseDataset.collate_fn = scope["collate_fn"]
 
 
 class WarmupConstant(BaseScheduler):
@@ -115,16 +133,16 @@ def timed_training(trainer: TrainManager, train_data, dev_data) -> dict:
     return clock
 
 
-def greedy(model, data, batch_size: int, max_len_ratio: float) -> dict:
+def greedy(model, data, batch_size: int, max_len_ratio: float, source_eos: bool = True) -> dict:
     """Joey's search() with beam 1 over data in order, batch_size sentences a batch, at most ceil(ratio × source
-    tokens) + 10 steps (the longest source of the batch; Joey's source ends in </s>, not counted); timed calls only."""
+    tokens) + 10 steps (the longest source of the batch; its </s>, where Joey adds one, not counted); timed calls only."""
     model.eval()
     batches = data.make_iter(batch_size=batch_size, batch_type="sentence", shuffle=False, eos_index=model.eos_index,
                              pad_index=model.pad_index)
     seconds, hyps = 0.0, {}
     for batch in batches:
         batch.sort_by_src_length()  # Joey's packed RNN encoder needs it (predict() does the same)
-        steps = math.ceil(max_len_ratio * (int(batch.src_length.max()) - 1)) + 10
+        steps = math.ceil(max_len_ratio * (int(batch.src_length.max()) - int(source_eos))) + 10
         t0 = time.perf_counter()
         output, _, _ = search(model=model, batch=batch, max_output_length=steps, beam_size=1, beam_alpha=-1,
                               n_best=1, return_prob="none", generate_unk=False)  # ours never emits <unk> either
@@ -144,9 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-len-ratio", type=float, default=2.0)
     ap.add_argument("--stop-rule", type=json.loads, default=None, help='our early stopping on Joey\'s validations, '
                     'JSON {"start", "min_delta", "decay", "patience"}; then the best checkpoint is scored')
+    ap.add_argument("--no-source-eos", action="store_true", help="sources without Joey's </s> (ours have none)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     fix_one_way_encoder()
+    if args.no_source_eos:
+        drop_source_eos()
     cfg = load_config(args.config)
     make_model_dir(Path(cfg["model_dir"]), overwrite=True)  # and its log, as `python -m joeynmt train` does
     get_logger("", log_file=str(Path(cfg["model_dir"]) / "train.log"))
@@ -172,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         model.load_state_dict(best["model_state"])
     scores = predict(model=model, data=dev_data, device=run.device, n_gpu=0, compute_loss=True,
                      normalization="tokens", args=scoring, autocast=run.autocast)[0]
-    decoded = greedy(model, dev_data, args.decode_batch, args.max_len_ratio)
+    decoded = greedy(model, dev_data, args.decode_batch, args.max_len_ratio, not args.no_source_eos)
     figures = {"updates": trainer.stats.steps, **clock, "val_loss": scores["loss"],
                "params": sum(p.numel() for p in model.parameters()), "vocab": len(model.trg_vocab),
                "greedy": decoded, "torch": torch.__version__, "threads": torch.get_num_threads()}

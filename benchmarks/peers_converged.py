@@ -4,10 +4,13 @@ the section `peers_converged` of reports/benchmarks.md and .json.
     python benchmarks/peers_converged.py                       # bahdanau and transformer, seed 0 (about 2 h on 2 cores)
     python benchmarks/peers_converged.py --families bahdanau --max-epochs 8 --work /tmp/pc   # a shorter look
     python benchmarks/peers_converged.py --rerender            # the section again from reports/benchmarks.json
+    python benchmarks/peers_converged.py --families bahdanau --joey-switch no_source_eos   # Joey once more, switched
 
 Where Joey ends better, the differences are tried one at a time as ablations of our family (params.yaml
 `translate.ablations` of it: `bahdanau_xavier` is Joey's initialisation), trained and evaluated by the pipeline on
-every seed; the section reads their best validation losses from the committed metrics (metrics/translate/).
+every seed; the section reads their best validation losses from the committed metrics (metrics/translate/). A
+difference that lives in Joey's pipeline rather than in our model is tried on Joey's side instead (`--joey-switch`,
+JOEY_SWITCHES): Joey's model trains again with it under the same rule, beside its figures of the last full run.
 
 Ours is the train stage's seed-0 run as the committed study records it (tuned/<family>.yaml: its best trial, trained
 on seed 0 with the family's tuned values, is the train stage's seed 0): the validation loss of its best checkpoint and
@@ -51,6 +54,8 @@ from benchmarks.peers import (
 
 SECTION = "peers_converged"
 FAMILIES = ("bahdanau", "transformer")  # the two that Joey trains better per update (the peers section)
+# a switch of Joey's side -> (what it changes, joey_driver.py's arguments)
+JOEY_SWITCHES = {"no_source_eos": ("sources without </s>, as ours read them", ["--no-source-eos"])}
 
 
 def ours(family: str) -> dict:
@@ -82,7 +87,7 @@ def probes(family: str) -> list[dict]:
     return [r for r in rows if r["losses"]] if rows[0]["losses"] else []
 
 
-def joey(family: str, data: Path, work: Path, python: Path, max_epochs: int) -> dict:
+def joey(family: str, data: Path, work: Path, python: Path, max_epochs: int, extra: list[str] = ()) -> dict:
     """Joey's model at our family's size, trained on our seed-0 batches to our stopping rule: its figures."""
     import lightning.pytorch as pl
     from omegaconf import OmegaConf
@@ -103,7 +108,7 @@ def joey(family: str, data: Path, work: Path, python: Path, max_epochs: int) -> 
     config["training"].update(validation_freq=per_epoch, logging_freq=per_epoch)
     rule = {"start": t.min_epochs, "min_delta": t.min_delta, "decay": t.decay, "patience": t.patience}
     figures = run_joey(python, config, work / family, t.warmup_steps, cfg.evaluate.max_len_ratio, sizes,
-                       ["--stop-rule", json.dumps(rule)])
+                       ["--stop-rule", json.dumps(rule), *extra])
     curve = figures["val_curve"]
     best = min(curve, key=lambda point: point[1])
     return {"val_loss": figures["val_loss"], "best_update": best[0], "updates": figures["updates"],
@@ -113,21 +118,32 @@ def joey(family: str, data: Path, work: Path, python: Path, max_epochs: int) -> 
             "same_batches": exported["same_batches"], **chosen}
 
 
-def explained(family: str, joey_loss: float, tolerance: float) -> list[str]:
-    """Our family beside its ablations toward Joey (probes()): seed 0 against Joey's seed-0 run, and every seed."""
-    rows = probes(family)
-    if len(rows) < 2:
-        return [f"  No ablation of `{family}` toward Joey's model has metrics yet (params.yaml `translate.ablations`)."]
-    closes = [r["name"] for r in rows[1:] if r["losses"][0] <= (1 + tolerance) * joey_loss]
-    found = (f"seed 0 of {', '.join(f'`{n}`' for n in closes)} ends within {100 * tolerance:.0f}% of Joey's: that "
-             "difference explains the gap" if closes else
-             f"none ends within {100 * tolerance:.0f}% of Joey's on seed 0: the gap is not explained by these")
-    cells = [[f"`{r['name']}`", ", ".join(f"`{k}: {v}`" for k, v in leaf_values(r["set"]).items()) or "as trained",
-              num(r["losses"][0], 3), num(sum(r["losses"]) / len(r["losses"]), 3), str(len(r["losses"]))]
-             for r in rows]
-    return ["", f"  Joey's choices tried one at a time on ours (the ablations of `{family}`, every seed trained and "
-            f"evaluated by the pipeline; best validation loss per token, from metrics/translate/): {found}.", "",
-            *("  " + line for line in table(["ours", "set", "seed 0", "mean over seeds", "seeds"], cells))]
+def explained(row: dict, tolerance: float) -> list[str]:
+    """Where Joey ends better: our family beside its ablations toward Joey (probes(): seed 0 against Joey's seed-0
+    run, and every seed), and Joey's model with each switch of JOEY_SWITCHES run (`--joey-switch`)."""
+    family, joey_loss, ours_loss = row["family"], row["joey"]["val_loss"], row["ours"]["val_loss"]
+    rows, lines = probes(family), []
+    if len(rows) > 1:
+        closes = [r["name"] for r in rows[1:] if r["losses"][0] <= (1 + tolerance) * joey_loss]
+        found = (f"seed 0 of {', '.join(f'`{n}`' for n in closes)} ends within {100 * tolerance:.0f}% of Joey's: that "
+                 "difference explains the gap" if closes else
+                 f"none ends within {100 * tolerance:.0f}% of Joey's on seed 0: these do not explain the gap")
+        cells = [[f"`{r['name']}`", ", ".join(f"`{k}: {v}`" for k, v in leaf_values(r["set"]).items()) or "as trained",
+                  num(r["losses"][0], 3), num(sum(r["losses"]) / len(r["losses"]), 3), str(len(r["losses"]))]
+                 for r in rows]
+        header = ["ours", "set", "seed 0", "mean over seeds", "seeds"]
+        lines += ["", (f"  Joey's choices tried one at a time on ours (the ablations of `{family}`, every seed "
+                       "trained and evaluated by the pipeline; best validation loss per token, from "
+                       f"metrics/translate/): {found}."), "", *("  " + line for line in table(header, cells))]
+    for name, j in row.get("joey_switches", {}).items():
+        gap = j["val_loss"] >= ours_loss / (1 + tolerance)
+        lines += ["", (f"  Joey's model with {JOEY_SWITCHES[name][0]} (`{j['command']}`, {j['date']}): best "
+                       f"validation loss {j['val_loss']:.3f} after {j['updates']:,} updates ({j['stopped_by']}), "
+                       f"against {joey_loss:.3f} as Joey runs it and ours {ours_loss:.3f}: ")
+                  + (f"within {100 * tolerance:.0f}% of ours, so this difference explains the gap." if gap else
+                     "still better than ours, so this difference does not explain the gap on its own.")]
+    return lines or [(f"  No ablation of `{family}` toward Joey's model has metrics yet (params.yaml "
+                      "`translate.ablations`), and no switch of Joey's was run (`--joey-switch`).")]
 
 
 def render(f: dict) -> list[str]:
@@ -143,7 +159,7 @@ def render(f: dict) -> list[str]:
         lines.append(f"- {NAMES[r['family']]}: validation loss ours / Joey's **{ratio:.2f}** ({verdict}); Joey's "
                      f"validations (update, loss): {', '.join(f'{u}: {v:.3f}' for u, v in j['curve'])}.")
         if ratio > 1 + f["quality_tolerance"]:
-            lines += explained(r["family"], j["val_loss"], f["quality_tolerance"])
+            lines += explained(r, f["quality_tolerance"])
     r0 = f["rows"][0]["joey"]
     head = ["## Side by side with a peer, to early stopping", "",
             (f"Produced by `{f['command']}` (`benchmarks/peers_converged.py`) on {f['date']}; every figure below comes "
@@ -172,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="keep Joey's data, configs and logs here")
     ap.add_argument("--out", type=Path, default=REPORT)
     ap.add_argument("--rerender", action="store_true", help="write the section again from --out's .json figures")
+    ap.add_argument("--joey-switch", choices=sorted(JOEY_SWITCHES), default=None,
+                    help="train Joey's model of --families once more with this switch, beside the last full run's figures")
     args = ap.parse_args(argv)
     if args.rerender:
         figures = json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))[SECTION]
@@ -181,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     prepared("translate", args.data)
     t0 = time.perf_counter()
     families = [f.strip() for f in args.families.split(",") if f.strip()]
+    if args.joey_switch:
+        return switched(args, python, families, t0)
     with tempfile.TemporaryDirectory(prefix="peers-converged-") as tmp:
         work = args.work or Path(tmp)
         rows = [{"family": f, "ours": ours(f), "joey": joey(f, args.data, work / f, python, args.max_epochs)}
@@ -191,6 +211,28 @@ def main(argv: list[str] | None = None) -> int:
                "rows": rows}
     write_marked_section(args.out, SECTION, render(figures), figures)
     print(f"wrote the section {SECTION} of {args.out} in {figures['seconds']:.0f} s", file=sys.stderr)
+    return 0
+
+
+def switched(args, python: Path, families: list[str], t0: float) -> int:
+    """Joey's model of each family trained again with args.joey_switch, its figures kept in the family's row of the
+    last full run (--out's .json) under joey_switches; the section written again."""
+    figures = json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))[SECTION]
+    rows = {r["family"]: r for r in figures["rows"]}
+    if missing := [f for f in families if f not in rows]:
+        raise SystemExit(f"{args.out.with_suffix('.json')}: no full run of {', '.join(missing)} to set a switch beside")
+    with tempfile.TemporaryDirectory(prefix="peers-switch-") as tmp:
+        work = args.work or Path(tmp)
+        for family in families:
+            run = joey(family, args.data, work / f"{family}-{args.joey_switch}", python, args.max_epochs,
+                       JOEY_SWITCHES[args.joey_switch][1])
+            command = " ".join(["python benchmarks/peers_converged.py", *sys.argv[1:]])
+            keep = ("val_loss", "best_update", "updates", "stopped_by", "curve", "params")
+            rows[family].setdefault("joey_switches", {})[args.joey_switch] = {
+                **{k: run[k] for k in keep}, "command": command, "date": datetime.date.today().isoformat(),
+                "seconds": time.perf_counter() - t0}
+    write_marked_section(args.out, SECTION, render(figures), figures)
+    print(f"wrote the section {SECTION} of {args.out} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0
 
 
