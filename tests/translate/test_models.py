@@ -25,9 +25,10 @@ from tests.tiny_models import TINY, TRANSLATE, tiny_model
 
 V = 23
 # name -> (family, kwargs over TINY): every translate family, local windows of 2 words (narrower than the test
-# sentences, so padding meets the window's edges), and Luong without input feeding.
+# sentences, so padding meets the window's edges), Luong without input feeding and Bahdanau queried with the new state.
 MODELS = {family: (family, {"window": 2} if family.startswith("luong_") else {}) for family in TRANSLATE}
 MODELS["luong_general_no_feeding"] = ("luong_general", {"input_feeding": False})
+MODELS["bahdanau_new_query"] = ("bahdanau", {"query": "new"})
 NO_ATTENTION = {"seq2seq_gru", "seq2seq_lstm"}
 FAMILIES = [f for f in MODELS if (ROOT / "conf" / "model" / f"{f}.yaml").is_file()]
 
@@ -304,3 +305,23 @@ def test_bahdanau_initialisation():
     assert all(torch.equal(a, b) for a, b in zip(default.state_dict().values(), plain.state_dict().values()))
     with pytest.raises(ValueError, match="model.init: expected one of torch, xavier, got 'orthogonal'"):
         RNNSearch(50, init="orthogonal")
+
+
+def test_bahdanau_query_order():
+    """`query: new` asks the attention with the new state s_i (Luong's order), fed the last context: the first step's
+    weights then differ from Bahdanau's order, which asks with s_{i-1}; both keep the decoder-step contract (above)."""
+    torch.manual_seed(0)
+    previous = tiny_model("bahdanau", V).eval()
+    new = tiny_model("bahdanau", V, query="new").eval()
+    new.load_state_dict(previous.state_dict())  # the same parameters: only the order differs
+    src, mask = batch([5, 3])
+    memory, state = new.encode(src, mask)
+    assert len(state) == 2 and not state[1].any()  # (s_0, c_0 = 0)
+    prev = torch.full((2,), 1)
+    _, (s_new, c_new), alpha_new = new.decode_step(prev, state, memory, mask)
+    _, _, alpha_prev = previous.decode_step(prev, state[:1], memory, mask)
+    attended, projected = new.attention.unpack_memory(memory)
+    expected, _ = new.attention(s_new, attended, attended, mask, projected_keys=projected)
+    assert torch.allclose(c_new, expected) and not torch.allclose(alpha_new, alpha_prev)
+    with pytest.raises(ValueError, match="model.query: expected one of previous, new, got 'both'"):
+        RNNSearch(50, query="both")
