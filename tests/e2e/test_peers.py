@@ -161,3 +161,29 @@ def test_the_committed_converged_section_is_what_its_figures_render():
     assert committed == "\n".join(render(figures))
     assert {r["family"] for r in figures["rows"]} == {"bahdanau", "transformer"}
     assert all(r["joey"]["stopped_by"] == "early stopping" for r in figures["rows"])  # both ran to the rule's end
+
+
+def test_explained_names_the_difference_that_closes_the_gap(monkeypatch):
+    """Where Joey ends better, the section puts the family's ablations toward Joey beside it (seed 0 against Joey's
+    seed-0 run) and Joey's switched runs beside ours, and says which difference closes the gap."""
+    import benchmarks.peers_converged as pc
+
+    monkeypatch.setattr(pc, "probes", lambda family: [
+        {"name": family, "set": {}, "losses": [0.200, 0.190, 0.210]},
+        {"name": f"{family}_xavier", "set": {"model": {"init": "xavier"}}, "losses": [0.246, 0.250, 0.242]},
+        {"name": f"{family}_new_query", "set": {"model": {"query": "new"}}, "losses": [0.180, 0.170, 0.190]}])
+    switched = {"val_loss": 0.199, "updates": 3500, "stopped_by": "early stopping", "command": "c", "date": "d"}
+    row = {"family": "bahdanau", "ours": {"val_loss": 0.200}, "joey": {"val_loss": 0.178},
+           "joey_switches": {"no_source_eos": switched}}
+    text = "\n".join(pc.explained(row, 0.02))
+    assert "seed 0 of `bahdanau_new_query` ends within 2% of Joey's: that difference explains the gap" in text
+    assert "| `bahdanau_xavier` | `model.init: xavier` | 0.246 | 0.246 | 3 |" in text
+    assert "| `bahdanau` | as trained | 0.200 | 0.200 | 3 |" in text
+    assert "loss 0.199 after 3,500 updates (early stopping), against 0.178 as Joey runs it and ours 0.200: within 2% " \
+           "of ours, so this difference explains the gap." in text
+    row["joey_switches"]["no_source_eos"]["val_loss"] = 0.180
+    rows = [{"name": "bahdanau", "set": {}, "losses": [0.2]}, {"name": "b_x", "set": {"m": 1}, "losses": [0.25]}]
+    monkeypatch.setattr(pc, "probes", lambda family: rows)
+    text = "\n".join(pc.explained(row, 0.02))
+    assert "none ends within 2% of Joey's on seed 0: these do not explain the gap" in text
+    assert "still better than ours, so this difference does not explain the gap on its own." in text
