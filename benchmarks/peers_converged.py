@@ -55,7 +55,7 @@ from benchmarks.peers import (
 SECTION = "peers_converged"
 FAMILIES = ("bahdanau", "transformer")  # the two that Joey trains better per update (the peers section)
 # a switch of Joey's side -> (what it changes, joey_driver.py's arguments)
-JOEY_SWITCHES = {"no_source_eos": ("sources without </s>, as ours read them", ["--no-source-eos"])}
+JOEY_SWITCHES = {"no_source_eos": ("sources without `</s>`, as ours read them", ["--no-source-eos"])}
 
 
 def ours(family: str) -> dict:
