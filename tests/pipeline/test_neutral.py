@@ -3,6 +3,7 @@ figure it proves and records in dvc.lock, so that `dvc repro` re-runs nothing an
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -136,3 +137,10 @@ def test_a_key_the_change_adds_is_left_out_of_each_run_s_config_too(tmp_path):
     (run / "config.yaml").write_text("pool:\n  gpu_share: 0.25\ntune:\n  in_flight: 1\n  trials: 4\n")
     assert fingerprints(tmp_path, ["tune.in_flight"]) != before
     assert fingerprints(tmp_path, ["tune.in_flight", "pool"]) == before
+    metrics = tmp_path / "metrics" / "t" / "f.json"  # the evaluate stage's record of the run's settings: dotted keys
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text(json.dumps({"trained_config": {"model.dropout": 0.1}}))
+    before = fingerprints(tmp_path, ["tune.in_flight", "pool"])
+    metrics.write_text(json.dumps({"trained_config": {"model.dropout": 0.1, "model.init": "torch"}}))
+    assert fingerprints(tmp_path, ["tune.in_flight", "pool"]) != before
+    assert fingerprints(tmp_path, ["tune.in_flight", "pool", "model.init"]) == before

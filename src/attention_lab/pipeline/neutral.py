@@ -155,8 +155,8 @@ def _stable(value, root: str, parent: str = ""):
 
 def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
     """{output file: digest} of what the stages decided: checkpoints' state dicts, pretrained encoders, data, metrics,
-    predictions, tuned values and run records (their VOLATILE keys left out, and in a run's config the `new_keys` the
-    change adds: added()); studies' journals, which log times, not."""
+    predictions, tuned values and run records (their VOLATILE keys left out, and in a run's config and a metrics
+    file's `trained_config` the `new_keys` the change adds: added()); studies' journals, which log times, not."""
     import torch
     from safetensors.torch import load_file
 
@@ -176,7 +176,8 @@ def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
             data = _stable(json.loads(text) if path.suffix == ".json" else yaml.safe_load(text), str(work))
             for key in new_keys:
                 *parents, leaf = key.split(".")
-                _holder(data, parents).pop(leaf, None)
+                _holder(data, parents).pop(leaf, None)  # a run's config.yaml
+                _holder(data, ["trained_config"]).pop(key, None)  # a metrics file's settings, dotted keys
             found[rel] = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
         elif path.suffix not in (".journal", ".lock"):
             found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
