@@ -125,8 +125,8 @@ def explained(row: dict, tolerance: float) -> list[str]:
     rows, lines = probes(family), []
     if len(rows) > 1:
         closes = [r["name"] for r in rows[1:] if r["losses"][0] <= (1 + tolerance) * joey_loss]
-        found = (f"seed 0 of {', '.join(f'`{n}`' for n in closes)} ends within {100 * tolerance:.0f}% of Joey's: that "
-                 "difference explains the gap" if closes else
+        found = (f"seed 0 of {', '.join(f'`{n}`' for n in closes)} ends at most {100 * tolerance:.0f}% above Joey's: "
+                 "that difference explains the gap" if closes else
                  f"none ends within {100 * tolerance:.0f}% of Joey's on seed 0: these do not explain the gap")
         cells = [[f"`{r['name']}`", ", ".join(f"`{k}: {v}`" for k, v in leaf_values(r["set"]).items()) or "as trained",
                   num(r["losses"][0], 3), num(sum(r["losses"]) / len(r["losses"]), 3), str(len(r["losses"]))]
@@ -134,7 +134,9 @@ def explained(row: dict, tolerance: float) -> list[str]:
         header = ["ours", "set", "seed 0", "mean over seeds", "seeds"]
         lines += ["", (f"  Joey's choices tried one at a time on ours (the ablations of `{family}`, every seed "
                        "trained and evaluated by the pipeline; best validation loss per token, from "
-                       f"metrics/translate/): {found}."), "", *("  " + line for line in table(header, cells))]
+                       f"metrics/translate/): {found}."), "", *("  " + line for line in table(header, cells)), "",
+                  (f"  `{family}` keeps its paper's version; each ablation's effect on the test set is a row of the "
+                   "claims ledger ([claims.md](claims.md)).")]
     for name, j in row.get("joey_switches", {}).items():
         gap = j["val_loss"] >= ours_loss / (1 + tolerance)
         lines += ["", (f"  Joey's model with {JOEY_SWITCHES[name][0]} (`{j['command']}`, {j['date']}): best "
