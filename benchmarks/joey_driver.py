@@ -26,39 +26,37 @@ from joeynmt.search import search
 from joeynmt.training import TrainManager
 
 
+def patch(module, cls, method: str, old: str, new: str) -> None:
+    """cls.method of Joey's `module` with the one occurrence of `old` in its source replaced by `new`, the rest of the
+    method as Joey wrote it; an error if Joey's source no longer has `old` exactly once."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(getattr(cls, method)))
+    if source.count(old) != 1:
+        raise RuntimeError(f"joeynmt's {cls.__name__}.{method} has changed: {old!r} not found once")
+    scope: dict = {}
+    exec(compile(source.replace(old, new), module.__file__, "exec"), vars(module), scope)  # noqa: S102
+    setattr(cls, method, scope[method])
+
+
 def fix_one_way_encoder() -> None:
     """Joey 2.3's RecurrentEncoder.forward takes the backward direction's final state of every RNN, one-way too (an
     IndexError at `hidden_layerwise[-1:, 1]`); that one line becomes "the backward directions' final states, if any"
-    (the same tensor for a two-way RNN, an empty one for a one-way RNN), the rest of Joey's forward as it is."""
-    import inspect
-    import textwrap
-
+    (the same tensor for a two-way RNN, an empty one for a one-way RNN)."""
     from joeynmt import encoders
 
-    old, new = "hidden_layerwise[-1:, 1]", "hidden_layerwise[-1:, 1:].transpose(1, 2).flatten(2)"
-    source = textwrap.dedent(inspect.getsource(encoders.RecurrentEncoder.forward))
-    if source.count(old) != 1:
-        raise RuntimeError(f"joeynmt's RecurrentEncoder.forward has changed: {old!r} not found once")
-    scope: dict = {}
-    exec(compile(source.replace(old, new), encoders.__file__, "exec"), vars(encoders), scope)  # noqa: S102
-    encoders.RecurrentEncoder.forward = scope["forward"]
+    patch(encoders, encoders.RecurrentEncoder, "forward", "hidden_layerwise[-1:, 1]",
+          "hidden_layerwise[-1:, 1:].transpose(1, 2).flatten(2)")
 
 
 def drop_source_eos() -> None:
-    """Joey's batches end every source with </s> (BaseDataset.collate_fn encodes it with eos=True); ours do not. That
-    one argument becomes eos=False, the rest of Joey's collate_fn as it is."""
-    import inspect
-    import textwrap
-
+    """Joey's batches end every source with </s> (BaseDataset.collate_fn encodes it with eos=True); ours do not: that
+    one argument becomes eos=False."""
     from joeynmt import datasets
 
-    old, new = "](src_list, bos=False, eos=True)", "](src_list, bos=False, eos=False)"
-    source = textwrap.dedent(inspect.getsource(datasets.BaseDataset.collate_fn))
-    if source.count(old) != 1:
-        raise RuntimeError(f"joeynmt's BaseDataset.collate_fn has changed: {old!r} not found once")
-    scope: dict = {}
-    exec(compile(source.replace(old, new), datasets.__file__, "exec"), vars(datasets), scope)  # noqa: S102
-    datasets.BaseDataset.collate_fn = scope["collate_fn"]
+    patch(datasets, datasets.BaseDataset, "collate_fn", "](src_list, bos=False, eos=True)",
+          "](src_list, bos=False, eos=False)")
 
 
 class WarmupConstant(BaseScheduler):
