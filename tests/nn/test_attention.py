@@ -75,6 +75,10 @@ def test_luong_scores_match_the_paper(source):
     pairs = torch.cat([h_t.unsqueeze(1).expand(-1, S, -1), keys], -1)  # (B, S, 2D)
     expected = (torch.tanh(pairs @ W_a.t()) @ concat.v.weight.t()).squeeze(-1)  # v_aᵀ tanh(W_a [h_t; h̄_s])
     torch.testing.assert_close(concat.score(h_t, concat.project_keys(keys)), expected)
+    paper = build_attention("concat_identity", D, D)  # fn. 15: W_a's h̄_s block is the identity
+    expected = (torch.tanh(h_t.unsqueeze(1) @ paper.W.weight.t() + keys) @ paper.v.weight.t()).squeeze(-1)
+    torch.testing.assert_close(paper.score(h_t, paper.project_keys(keys)), expected)  # v_aᵀ tanh(W h_t + h̄_s)
+    assert sum(p.numel() for p in paper.parameters()) == D * D + D  # W and v_a alone
 
 
 def test_local_m_gives_zero_weight_outside_the_window():

@@ -49,8 +49,9 @@ def test_unknown_profile_lists_the_valid_ones(project):
 
 @pytest.mark.parametrize(("family", "override", "message"), [
     ("luong_general", "model.attention=multiplicative",
-     "model.attention = 'multiplicative': expected one of additive, dot, general, concat, local_m, local_p"),
-    ("luong_local_p", "model.local_score=additive", "model.local_score = 'additive': expected one of dot, general, concat"),
+     ("model.attention = 'multiplicative': expected one of additive, dot, general, concat, concat_identity, "
+      "local_m, local_p")),
+    ("luong_local_p", "model.local_score=additive", "model.local_score = 'additive': expected one of dot, general, concat, concat_identity"),
 ])
 def test_unknown_attention_type_lists_the_valid_ones(project, family, override, message):
     with pytest.raises(ConfigError, match=message):
@@ -60,8 +61,8 @@ def test_unknown_attention_type_lists_the_valid_ones(project, family, override, 
 def test_unknown_attention_in_the_library_lists_the_valid_ones():
     from attention_lab.nn.attention import build_attention
 
-    with pytest.raises(ValueError, match=r"unknown attention 'nope'; choose one of \['additive', 'concat', 'dot', "
-                                         r"'general', 'local_m', 'local_p'\]"):
+    with pytest.raises(ValueError, match=r"unknown attention 'nope'; choose one of \['additive', 'concat', "
+                                         r"'concat_identity', 'dot', 'general', 'local_m', 'local_p'\]"):
         build_attention("nope", 4, 4)
 
 

@@ -18,12 +18,12 @@ def test_the_ledger_of_a_task_with_its_comparison_run(project):
     assert {r["task"] for r in rows.values()} == {"caption"}  # params.yaml `tasks` is [caption] here
     soft = rows["xu2015-soft"]  # show_attend_tell right on 8-9 of 10 canvases, show_tell on 1-2
     assert soft["effect"]["mean"] == 70.0 and soft["seeds"] == ["0", "1", "2"]
-    assert soft["test"].startswith("exact McNemar") and soft["p_examples"] < 0.05
-    assert soft["verdict"] == claims.HOLDS and soft["effect"]["low"] == 70.0  # every seed's difference is 7 of 10
+    assert soft["variance"] == "seeds and test items" and soft["effect"]["item_sd"] > 0
+    assert soft["verdict"] == claims.HOLDS and soft["effect"]["sd"] == 0.0  # every seed's difference is 7 of 10
     assert rows["xu2015-where"]["verdict"] == claims.NOT_MEASURABLE  # the fake metrics have no localisation
     assert rows["vinyals2015-once"]["verdict"] == claims.NOT_RUN  # no show_tell_once family
     page = (project / "reports" / "claims.md").read_text()
-    assert "## The rule (fixed before the results)" in page and "**xu2015-soft**" in page
+    assert "## The rule" in page and "**xu2015-soft**" in page and "## The seeds that would decide" in page
     assert (project / "reports" / "claims" / "forest.png").stat().st_size > 1000
     comparison, = mlflow.search_runs(experiment_names=["caption"], filter_string="tags.kind = 'comparison'",
                                      output_format="list")
@@ -33,7 +33,7 @@ def test_the_ledger_of_a_task_with_its_comparison_run(project):
 
 def test_an_ablation_is_measured_by_the_ledger_and_tabled_against_its_family(project):
     """show_tell_once (an entry of params.yaml caption.ablations): its fake outputs are show_tell's, so Δ is 0 on every
-    seed; the claim that rests on it is measured (not shown), and reports/ablations.md has its row."""
+    seed; the claim that rests on it is measured (contradicted: no effect), and reports/ablations.md has its row."""
     import shutil
 
     import yaml
@@ -48,7 +48,8 @@ def test_an_ablation_is_measured_by_the_ledger_and_tabled_against_its_family(pro
     claims_stage.main([])
     rows = {r["id"]: r for r in read_json(project / "metrics" / "claims.json")["claims"]}
     once = rows["vinyals2015-once"]
-    assert once["effect"]["mean"] == 0.0 and once["verdict"] == claims.NOT_SHOWN and once["p_examples"] == 1.0
+    assert once["effect"]["mean"] == 0.0 and once["p"] == 1.0
+    assert once["verdict"] == claims.CONTRADICTED and once["p_equivalent_holm"] < 0.05  # within its smallest effect
     table = (project / "reports" / "ablations.md").read_text()
     line = next(x for x in table.splitlines() if x.startswith("| `show_tell_once` | `show_tell` |"))
     assert "model.image_input: every_step → first" in line and "(+0.0 [+0.0, +0.0])" in line

@@ -45,8 +45,8 @@ class Range:
 
 # The names of registries in higher layers (nn.attention, infer.tokenization import torch or tokenizers), which this
 # layer does not import; tests/nn/test_attention.py and tests/infer/test_tokenization.py check that they agree.
-ATTENTIONS = ("additive", "dot", "general", "concat", "local_m", "local_p")  # nn.attention.ATTENTIONS
-GLOBAL_SCORES = ("dot", "general", "concat")  # nn.attention.GLOBAL_SCORES: local attention's content scores
+ATTENTIONS = ("additive", "dot", "general", "concat", "concat_identity", "local_m", "local_p")  # nn.attention.ATTENTIONS
+GLOBAL_SCORES = ("dot", "general", "concat", "concat_identity")  # nn.attention.GLOBAL_SCORES: local attention's content scores
 NORMALIZATIONS = ("nfkc", "nfc", "none")  # infer.tokenization.NORMALIZATIONS
 
 

@@ -9,6 +9,7 @@ from omegaconf import DictConfig
 
 TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
 CONF_DIR = "conf"    # the Hydra groups (core.config composes them)
+LOCK = "dvc.lock"    # what DVC recorded of the last runs: their deps' and outputs' hashes
 
 
 def root_dir(cfg: DictConfig) -> Path:

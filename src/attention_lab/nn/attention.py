@@ -138,6 +138,18 @@ class ConcatAttention(AdditiveAttention):
         super().__init__(query_dim, key_dim, attn_dim, bias=False)
 
 
+class ConcatIdentityAttention(AdditiveAttention):
+    """Luong et al. 2015, eq. 8 as built (fn. 15): concat with W_a's h̄_s block fixed to the identity,
+    v_aᵀ tanh(W h_t + h̄_s); the attention size is the key size."""
+
+    name = "concat_identity"
+    global_score = True
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int | None = None):
+        super().__init__(query_dim, key_dim, key_dim, bias=False)
+        self.U = nn.Identity()  # the h̄_s block of W_a: I (B, S, Dk) -> (B, S, Dk)
+
+
 class LocalAttention(Attention, ABC):
     """Luong et al. 2015, §3.2: a content score (dot | general | concat) restricted to [p_t − D, p_t + D]."""
 

@@ -133,6 +133,7 @@ def render(root: Path) -> str:
     stages["report_claims"] = {
         "cmd": ledger,
         "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
+                 *(f"data/prepared/{task}/test.jsonl" for task in tasks),  # the test items' lengths (buckets)
                  *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
                  *ledger_code],
         "params": ["tasks", *(f"{task}.families" for task in tasks),

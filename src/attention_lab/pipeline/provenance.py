@@ -12,21 +12,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-LOCK = "dvc.lock"
+from attention_lab.core.git import git
+from attention_lab.core.paths import LOCK
+
 BEGIN = "<!-- provenance:begin"
 END = "<!-- provenance:end -->"
 HEADER = (f"{BEGIN} (written by `attention-lab readme` from git, dvc.lock and `dvc status`; "
           "tests/test_results.py checks it) -->")
 MD5_CHARS = 12  # the dvc.lock digest the block shows: enough to tell two locks apart
-
-
-def git(root: Path, *args: str) -> str:
-    """stdout of `git <args>` in root; ValueError (with git's message) when it fails, e.g. outside a git checkout."""
-    done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise ValueError(f"`git {' '.join(args)}` failed in {root}: {done.stderr.strip()} "
-                         "(results provenance needs the project's git checkout)")
-    return done.stdout
 
 
 def tracked(root: Path, commit: str | None = None) -> set[str]:

@@ -1,5 +1,5 @@
 """reports/ablations.md: each ablation of params.yaml `<task>.ablations` (its family with one switch changed, every
-seed) against its family, with the ledger's interval over seeds and per-example paired test (results.claims)."""
+seed) against its family, with the ledger's interval and test (results.claims: seeds and test items)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from omegaconf import OmegaConf
 from attention_lab.core.config import leaf_values
 from attention_lab.core.task import get_task
 from attention_lab.results import claims
-from attention_lab.results.ledger import effect_text, p_text, test_text
+from attention_lab.results.evidence import Items
+from attention_lab.results.ledger import effect_text, p_text
 from attention_lab.results.report import fmt
 
 
@@ -33,19 +34,18 @@ def setting(trained: dict, key: str):
 
 
 def rows(task: str, entries: dict[str, dict], metrics: Callable[[str], dict | None],
-         examples_p: Callable[[dict, dict], tuple[float, str] | None]) -> list[dict]:
+         items: Callable[[dict], Items | None]) -> list[dict]:
     """One row per ablation: what it changes (`key: family's value → ablation's`), and per column of the task's
-    Task.ablation_columns both means and the ledger's row of ablation − family (claims.measure; the per-example test
-    on the first column only)."""
+    Task.ablation_columns both means and the ledger's measure of ablation − family (claims.measure: its interval
+    counts the test set's variance where the predictions give the metric item by item)."""
     out = []
     for name, entry in entries.items():
         of, mine = metrics(entry["of"]), metrics(name)
         before = (of or {}).get("trained_config") or {}
         changes = [f"{key}: {setting(before, key)} → {value}" for key, value in leaf_values(entry["set"]).items()]
         cells = {}
-        for i, (column, metric, _) in enumerate(get_task(task).ablation_columns):
-            row = claims.measure(comparison(task, name, entry["of"], metric), metrics,
-                                 examples_p if i == 0 else lambda a, b: None)
+        for column, metric, _ in get_task(task).ablation_columns:
+            row = claims.measure(comparison(task, name, entry["of"], metric), metrics, items)
             cells[column] = {"family": (of or {}).get(metric), "ablation": (mine or {}).get(metric), "row": row}
         out.append({"ablation": name, "of": entry["of"], "changes": changes, "cells": cells,
                     "epochs": ((of or {}).get("train/epochs"), (mine or {}).get("train/epochs"))})
@@ -64,7 +64,7 @@ def table(task: str, found: list[dict]) -> str:
     columns = get_task(task).ablation_columns
     first = columns[0][0]
     head = ["ablation", "of", "change", *[f"{c}: family → ablation (Δ [95% CI])" for c, _, _ in columns],
-            f"{first}: p (seeds)", f"{first}: p (test set)", "epochs"]
+            f"{first}: p", f"{first}: variance counted", "epochs"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in found:
         main = r["cells"][first]["row"]
@@ -73,7 +73,7 @@ def table(task: str, found: list[dict]) -> str:
         changes = "; ".join(f"{named[c.split(':')[0]]} ({c})" if c.split(":")[0] in named else c for c in r["changes"])
         lines.append("| " + " | ".join([f"`{r['ablation']}`", f"`{r['of']}`", changes,
                                          *[cell(r["cells"][c], d) for c, _, d in columns],
-                                         p_text(main["p_seeds"]), test_text(main), epochs]) + " |")
+                                         p_text(main["p"]), main["variance"] or "—", epochs]) + " |")
     return "\n".join(lines)
 
 
@@ -84,10 +84,10 @@ def page(tables: dict[str, list[dict]]) -> str:
               "ablation is its family with one switch changed, trained on every seed with the family's tuned values "
               "(stage `train_ablation_<task>@<ablation>`) and evaluated on the same test set. Each metric: the means "
               "over seeds, family → ablation, and Δ = ablation − family in points (BLEU as it is, a fraction × 100) "
-              "with its 95% Student-t interval over the seeds' differences; for the first metric, the seeds' t-test "
-              "and the per-example paired test (paired bootstrap for BLEU, exact McNemar for accuracy) over every "
-              "seed's test outputs, as in the ledger ([claims.md](claims.md)). Epochs: each side's mean epochs to "
-              "early stopping."), ""]
+              "with its 95% interval, which counts the seeds' spread and, where the predictions give the metric "
+              "item by item, the test set's; for the first metric, the two-sided p of Δ against 0 and the variance "
+              "it counts, by the ledger's rule ([claims.md](claims.md); no correction for the number of rows here). "
+              "Epochs: each side's mean epochs to early stopping."), ""]
     for task, found in tables.items():
         lines += [f"## {task}", ""]
         lines += [table(task, found) if found else

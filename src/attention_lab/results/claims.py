@@ -1,34 +1,48 @@
-"""The claims ledger: each finding of the timeline's papers (conf/claims.yaml) measured on the committed metrics, an
-effect with a 95% interval over seeds, a paired test, and a verdict by a rule fixed before the results (RULE)."""
+"""The claims ledger: each finding of the timeline's papers (conf/claims.yaml, the paper's words, place and figure
+beside ours) measured on the committed metrics and predictions: an effect whose interval counts seed and test-item
+variance together (results.evidence), a test against the claim's frozen threshold, Holm's correction across the
+ledger, and a verdict by RULE."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from pathlib import Path
 
+import numpy as np
 import yaml
 
-from attention_lab.results.significance import ALPHA, PAIRED_TEST, seed_interval
+from attention_lab.results import evidence
+from attention_lab.results.evidence import ALPHA
 
-HOLDS, CONTRADICTED, NOT_SHOWN = "holds", "contradicted", "not shown at this size"
+HOLDS, CONTRADICTED, INCONCLUSIVE = "holds", "contradicted", "inconclusive"
 NOT_RUN, NOT_MEASURABLE = "not run", "not measurable on this data"
+SECTIONS = {"paper": "Findings of the papers", "summary": "Claims of summaries of the papers",
+            "toolkit": "Differences between toolkits"}
+SIDES = ("above", "below", "within")
+FIELDS = ("id", "claim", "paper", "quote", "where", "paper_effect", "task", "plus", "holds_if", "smallest_effect")
 RULE = f"""\
 Each claim's effect is measured seed by seed (seed k of one side against seed k of the other, on the same test set),
-in points: BLEU and chrF as they are, fractions (accuracy, AER, overlap) times 100. Its interval is the Student-t
-95% interval of the seeds' effects, so seed variance counts. The claim fixes in advance, in conf/claims.yaml, on which
-side of which threshold the effect must lie: 0 for "helps", a stated margin for "no drop" or "at little cost".
+in points: BLEU as it is, fractions (accuracy, AER, overlap) times 100; a `relative` claim's effect is the percentage
+change, 100 · (plus − minus) / minus. Its standard error counts both sources of variance: the seeds' spread (s² / n)
+and the test set's (the variance of the seeds' mean effect when the test items alone are resampled, 1,000 times,
+the same resamples for both sides of a comparison); its 95% interval and tests are Student-t with Welch-Satterthwaite
+degrees of freedom. Where the predictions do not keep what a metric needs item by item (alignments, rationales,
+hops, boxes), the test set's share is not counted and the row says "seeds only". Each claim fixes in advance, in
+conf/claims.yaml, on which side of which threshold the effect must lie (`above`, `below`) or in which margin
+(`within`), and the smallest effect that matters.
 
-- **{HOLDS}**: the whole interval lies on the claimed side of the threshold, and, where the claim compares two
-  families on a metric with a per-example paired test (paired bootstrap for BLEU and chrF, exact McNemar for
-  accuracy) against a threshold of 0, that test finds the difference too (p < {ALPHA}), so test-set variance counts;
-- **{CONTRADICTED}**: the whole interval lies on the other side, with the same per-example test;
-- **{NOT_SHOWN}**: anything else (the interval straddles the threshold, the per-example test does not find the
-  difference, or there is one seed and so no interval).
+- the claim's p: two-sided t-test of the effect against its threshold; for `within`, two one-sided tests (TOST)
+  against its margin. Holm's correction runs over the p of every measured claim of one section of one ledger
+  (exploratory or confirmatory); both p are shown;
+- **{HOLDS}**: the Holm-adjusted p < {ALPHA} and the effect lies on the claimed side (for `within`: inside);
+- **{CONTRADICTED}**: the Holm-adjusted p < {ALPHA} and the effect lies on the other side; or the effect is shown to
+  lie within the smallest effect that matters of the threshold (TOST at ± that size, Holm-adjusted over the section
+  as a family of its own): whatever the difference, it is too small to matter; for `within`, the 95% interval lies
+  wholly outside the margin;
+- **{INCONCLUSIVE}**: anything else, one seed included; the power table says how many seeds would decide it.
 
 A claim whose family has no metrics file is **{NOT_RUN}**; one whose metric the data cannot give (gold alignments,
-rationales and boxes exist in the built-in data alone) is **{NOT_MEASURABLE}**. The p beside the interval is the
-t-test of the seeds' effects against the threshold; no correction is made for the number of claims."""
+rationales and boxes exist in the built-in data alone) is **{NOT_MEASURABLE}**."""
 
 
 def points(metric: str, value: float) -> float:
@@ -36,9 +50,9 @@ def points(metric: str, value: float) -> float:
     return value if metric.split("/")[-1].startswith(("bleu", "chrf")) else 100 * value
 
 
-def load(path: Path) -> list[dict]:
-    """The claims of conf/claims.yaml, checked: each names its id, claim, source, task, plus/minus terms and
-    holds_if."""
+def load(path) -> list[dict]:
+    """The claims of conf/claims.yaml, checked: each names FIELDS, its section (paper or toolkit) and plus/minus
+    terms, with a threshold `{above|below: x}` or a margin `{within: [low, high]}`."""
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     claims = data.get("claims")
     if not isinstance(claims, list) or not claims:
@@ -47,16 +61,15 @@ def load(path: Path) -> list[dict]:
     for i, c in enumerate(claims):
         where = f"{path}: claims[{i}]" + (f" ({c['id']})" if isinstance(c, dict) and "id" in c else "")
         if not isinstance(c, dict):
-            raise ValueError(f"{where}: expected a mapping")  # noqa: TRY004 (a bad file: ValueError, as every check here)
-        if missing := [k for k in ("id", "claim", "source", "task", "plus", "holds_if") if not c.get(k)]:
+            raise ValueError(f"{where}: expected a mapping")  # noqa: TRY004 (a bad file: ValueError, as every check)
+        if missing := [k for k in FIELDS if c.get(k) in (None, "", [])]:
             raise ValueError(f"{where}: missing {', '.join(missing)}")
         if c["id"] in seen:
             raise ValueError(f"{where}: id {c['id']!r} appears twice")
         seen.add(c["id"])
-        rule = c["holds_if"]
-        if not (isinstance(rule, dict) and len(rule) == 1 and next(iter(rule)) in ("above", "below")
-                and isinstance(next(iter(rule.values())), (int, float))):
-            raise ValueError(f"{where}: holds_if: expected {{above: <number>}} or {{below: <number>}}, got {rule!r}")
+        if c.get("section", "paper") not in SECTIONS:
+            raise ValueError(f"{where}: section: expected one of {', '.join(SECTIONS)}, got {c['section']!r}")
+        check_rule(where, c["holds_if"], c["smallest_effect"])
         for side in ("plus", "minus"):
             for j, term in enumerate(c.get(side) or []):
                 ok = isinstance(term, dict) and (set(term) == {"value"} and isinstance(term["value"], (int, float))
@@ -66,7 +79,24 @@ def load(path: Path) -> list[dict]:
                                      f"got {term!r}")
         if not any("family" in t for t in (c.get("plus") or []) + (c.get("minus") or [])):
             raise ValueError(f"{where}: plus/minus: at least one term must name a family and a metric")
+        if c.get("relative") and not c.get("minus"):
+            raise ValueError(f"{where}: relative: a percentage change needs minus terms (its base)")
     return claims
+
+
+def check_rule(where: str, rule, smallest) -> None:
+    """holds_if is {above: x}, {below: x} or {within: [low, high]} with low < high; smallest_effect > 0."""
+    number = (int, float)
+    ok = isinstance(rule, dict) and len(rule) == 1 and next(iter(rule)) in SIDES
+    if ok:
+        (side, value), = rule.items()
+        ok = (isinstance(value, list) and len(value) == 2 and all(isinstance(v, number) for v in value)
+              and value[0] < value[1]) if side == "within" else isinstance(value, number)
+    if not ok:
+        raise ValueError(f"{where}: holds_if: expected {{above: <number>}}, {{below: <number>}} or "
+                         f"{{within: [<low>, <high>]}}, got {rule!r}")
+    if not isinstance(smallest, number) or smallest <= 0:
+        raise ValueError(f"{where}: smallest_effect: expected a positive number of points, got {smallest!r}")
 
 
 def term_values(term: dict, metrics: Callable[[str], dict | None]) -> tuple[str | None, dict[str, float] | None]:
@@ -86,89 +116,143 @@ def term_values(term: dict, metrics: Callable[[str], dict | None]) -> tuple[str 
     return (None, {s: points(term["metric"], v) for s, v in per_seed.items()}) if per_seed else (NOT_MEASURABLE, None)
 
 
-def seed_effects(claim: dict, metrics: Callable[[str], dict | None]) -> tuple[str | None, dict[str, float]]:
-    """(why not, {seed: effect}): the plus terms minus the minus terms, seed by seed, over the seeds all terms share;
-    why not: `<NOT_RUN or NOT_MEASURABLE>: <the term lacking>`."""
-    terms = []  # [(sign, {seed or "*": points})]
-    for sign, side in ((1, "plus"), (-1, "minus")):
-        for term in claim.get(side) or []:
-            why, values = term_values(term, metrics)
-            if why:
-                return f"{why}: `{term['family']}`" + (f" at {float(term['labels']):.0%} of labels" if "labels" in term
-                                                       else "") + f" {term['metric']}", {}
-            terms.append((sign, values))
-    seeds = set.intersection(*[set(v) for _, v in terms if "*" not in v])  # load() refuses a claim of constants alone
-    return None, {s: math.fsum(sign * v.get(s, v.get("*")) for sign, v in terms) for s in seeds}
+def effect_of(claim: dict, plus, minus):
+    """The effect from the summed plus and minus terms (floats or arrays): their difference, or for a `relative`
+    claim the percentage change 100 · (plus − minus) / minus."""
+    return 100 * (plus - minus) / minus if claim.get("relative") else plus - minus
 
 
-def t_test(effects: list[float], threshold: float) -> float | None:
-    """Two-sided p of the one-sample t-test of the seeds' effects against the threshold (None for one seed)."""
-    from scipy.stats import ttest_1samp
-
-    if len(effects) < 2:
-        return None
-    if len(set(effects)) == 1:  # no spread: the t statistic is infinite (or undefined at the threshold)
-        return 1.0 if effects[0] == threshold else 0.0
-    return float(ttest_1samp(effects, threshold).pvalue)
-
-
-def paired_pair(claim: dict) -> tuple[dict, dict] | None:
-    """The (plus, minus) terms of a claim that compares two families on one metric with a per-example paired test
-    against a threshold of 0; None for any other claim."""
-    plus, minus = claim.get("plus") or [], claim.get("minus") or []
-    if len(plus) != 1 or len(minus) != 1 or next(iter(claim["holds_if"].values())) != 0:
-        return None
-    a, b = plus[0], minus[0]
-    same = "family" in a and "family" in b and a["family"] != b["family"] and a["metric"] == b["metric"]
-    return (a, b) if same and a.get("labels", 1.0) == b.get("labels", 1.0) and a["metric"] in PAIRED_TEST else None
-
-
-def verdict(low: float | None, high: float | None, side: str, threshold: float, p_examples: float | None = None,
-            alpha: float = ALPHA) -> str:
-    """RULE: holds when the interval [low, high] lies wholly on the claimed side of the threshold, contradicted when
-    it lies wholly on the other, in both cases only if the per-example test (where there is one) has p < alpha."""
-    if low is None or high is None:
-        return NOT_SHOWN
-    found = p_examples is None or p_examples < alpha
-    above, below = low > threshold, high < threshold
-    if found and (above if side == "above" else below):
-        return HOLDS
-    if found and (below if side == "above" else above):
-        return CONTRADICTED
-    return NOT_SHOWN
+def term_name(term: dict) -> str:
+    labels = f" at {float(term['labels']):.0%} of labels" if "labels" in term else ""
+    return f"`{term['family']}`{labels} {term['metric']}"
 
 
 def measure(claim: dict, metrics: Callable[[str], dict | None],
-            examples_p: Callable[[dict, dict], tuple[float, str] | None] = lambda a, b: None) -> dict:
-    """One row of the ledger: the claim, its effect over seeds (mean, sd, 95% interval), the tests and the verdict.
-    metrics: family -> its metrics file (None when absent); examples_p: (plus term, minus term) -> (p, test) of the
-    per-example paired test, or None where the predictions are absent."""
+            items: Callable[[dict], evidence.Items | None] = lambda term: None) -> dict:
+    """One row of the ledger before Holm (decide): the claim, its effect over seeds (with the test set's variance
+    where every family term has its items), the p of its test and of the equivalence test at its smallest effect.
+    metrics: family -> its metrics file (None when absent); items: a family term -> its per-item statistics (None
+    where the predictions cannot give them)."""
     (side, threshold), = claim["holds_if"].items()
-    row = {k: claim[k] for k in ("id", "claim", "source", "task")}
-    row.update(side=side, threshold=float(threshold), measures=describe(claim))
-    why, effects = seed_effects(claim, metrics)
-    if why:
-        verdict_, _, missing = why.partition(": ")
-        return {**row, "verdict": verdict_, "missing": missing, "seeds": [], "effect": None, "p_seeds": None, "p_examples": None, "test": None}
-    values = [effects[s] for s in sorted(effects, key=str)]
-    effect = seed_interval(values) if values else None
-    pair = paired_pair(claim)
-    tested = examples_p(*pair) if pair else None
-    p_examples, test = tested if tested else (None, None)
-    result = verdict(effect["low"] if effect else None, effect["high"] if effect else None, side, threshold, p_examples)
-    return {**row, "verdict": result, "seeds": sorted(effects, key=str), "effect": effect,
-            "p_seeds": t_test(values, threshold), "p_examples": p_examples, "test": test,
-            **({"if_not_held": claim["if_not_held"]} if result != HOLDS and claim.get("if_not_held") else {})}
+    row = {k: claim.get(k) for k in ("id", "claim", "paper", "quote", "where", "paper_effect", "task", "regime",
+                                     "smallest_effect", "if_not_held")}
+    row.update(section=claim.get("section", "paper"), side=side, threshold=threshold, measures=describe(claim),
+               families=sorted({t["family"] for t in (claim.get("plus") or []) + (claim.get("minus") or [])
+                                if "family" in t}))
+    empty = {"seeds": [], "effect": None, "variance": None, "p": None, "p_equivalent": None}
+    terms = []  # [(sign, term, {seed or "*": points})]
+    for sign, part in ((1, "plus"), (-1, "minus")):
+        for term in claim.get(part) or []:
+            why, values = term_values(term, metrics)
+            if why:
+                return {**row, **empty, "verdict": why, "missing": term_name(term)}
+            terms.append((sign, term, values))
+    seeds = sorted(set.intersection(*[set(v) for *_, v in terms if "*" not in v]), key=str)
+
+    def at(seed_values: Callable[[dict, dict], object]):
+        """The effect with each term's value given by seed_values(term, values)."""
+        parts = {1: 0.0, -1: 0.0}
+        for sign, term, values in terms:
+            parts[sign] = parts[sign] + seed_values(term, values)
+        return effect_of(claim, parts[1], parts[-1])
+
+    per_seed = [float(at(lambda t, v, s=s: v.get(s, v.get("*")))) for s in seeds]
+    means, variance = item_means(terms, seeds, items, at)
+    est = evidence.combine(per_seed, means)
+    low_high = est.interval()
+    effect = {"n": est.n, "mean": est.mean, "sd": est.seed_sd, "item_sd": math.sqrt(est.item_var),
+              "se": est.se, "df": est.df, "low": low_high[0] if low_high else None,
+              "high": low_high[1] if low_high else None}
+    if side == "within":
+        p, p_eq = evidence.p_tost(est, *threshold), None
+    else:
+        delta = claim.get("smallest_effect")
+        p = evidence.p_two_sided(est, threshold)
+        p_eq = evidence.p_tost(est, threshold - delta, threshold + delta) if delta else None
+    return {**row, "seeds": seeds, "per_seed": per_seed, "effect": effect, "variance": variance, "p": p,
+            "p_equivalent": p_eq, "verdict": None}
+
+
+def item_means(terms: list, seeds: list[str], items: Callable[[dict], evidence.Items | None],
+               at: Callable) -> tuple[np.ndarray | None, str]:
+    """(the seeds' mean effect in each item resample, evidence.resample_weights, or None; which variance the row
+    counts). Each term's full-data score from its items must equal its metrics file's: they are one run's."""
+    found = {}
+    if not seeds:
+        return None, "seeds only"
+    for _, term, values in terms:
+        if "family" not in term:
+            continue
+        got = items(term)
+        if got is None:
+            return None, "seeds only: the predictions do not keep this metric item by item"
+        for s in seeds:
+            full = got.score(got.stats[s].sum(axis=0))
+            if not math.isclose(full, values[s], abs_tol=1e-6):
+                raise ValueError(f"{term_name(term)} seed {s}: {full} from the predictions, {values[s]} in the "
+                                 "metrics file (re-run the evaluate stage: they must come from one run)")
+        weights = evidence.resample_weights(len(got.stats[seeds[0]]))
+        found[id(term)] = {s: np.array([got.score(k) for k in weights @ got.stats[s]]) for s in seeds}
+    per_seed = [at(lambda t, v, s=s: found[id(t)][s] if id(t) in found else v["*"]) for s in seeds]
+    return np.mean(per_seed, axis=0), "seeds and test items"
+
+
+def decide(rows: list[dict]) -> list[dict]:
+    """The verdicts of one ledger (RULE): Holm's correction over each section's measured claims, for the claims' p
+    and, as a family of its own, the equivalence p; rows come back with p_holm, p_equivalent_holm and verdict."""
+    for section in SECTIONS:
+        mine = [r for r in rows if r["section"] == section and r["verdict"] is None]
+        for key in ("p", "p_equivalent"):
+            for r, adjusted in zip(mine, evidence.holm([r[key] for r in mine])):
+                r[f"{key}_holm"] = adjusted
+        for r in mine:
+            r["verdict"] = verdict(r)
+    for r in rows:
+        r.setdefault("p_holm", None)
+        r.setdefault("p_equivalent_holm", None)
+    return rows
+
+
+def verdict(row: dict) -> str:
+    """RULE, on a row with its Holm-adjusted p."""
+    e, side, threshold = row["effect"], row["side"], row["threshold"]
+    if e is None or e["low"] is None:
+        return INCONCLUSIVE
+    found = row["p_holm"] is not None and row["p_holm"] < ALPHA
+    if side == "within":
+        outside = e["low"] > threshold[1] or e["high"] < threshold[0]
+        return HOLDS if found else CONTRADICTED if outside else INCONCLUSIVE
+    claimed = e["mean"] > threshold if side == "above" else e["mean"] < threshold
+    if found:
+        return HOLDS if claimed else CONTRADICTED
+    negligible = row["p_equivalent_holm"] is not None and row["p_equivalent_holm"] < ALPHA
+    return CONTRADICTED if negligible else INCONCLUSIVE
+
+
+def seeds_needed(row: dict, most: int = 1000) -> int | None:
+    """The seeds that would decide a measured claim at 80% power, were its effect, seed sd and test-set variance as
+    observed (evidence.seeds_needed; for `within`, the distance to the margin's nearer edge); None: not even most."""
+    e = row["effect"]
+    if e is None or e["sd"] is None:
+        return None
+    if row["side"] == "within":
+        low, high = row["threshold"]
+        difference = min(e["mean"] - low, high - e["mean"])
+    else:
+        difference = e["mean"] - row["threshold"]
+    return evidence.seeds_needed(abs(difference), e["sd"], e["item_sd"] ** 2, most=most)
 
 
 def describe(claim: dict) -> str:
-    """The effect in words: `a metric − b metric`, each term as family (labels) metric or a constant."""
+    """The effect in words: `a metric − b metric` (a relative claim: the percentage change), each term as family
+    (labels) metric or a constant."""
     def term(t: dict) -> str:
         if "value" in t:
             return f"{points('', t['value']):g}"
-        labels = f" at {float(t['labels']):.0%} of labels" if "labels" in t else ""
-        return f"`{t['family']}`{labels} {t['metric'].removeprefix('test/')}"
+        return term_name(t).replace(" test/", " ")
 
     plus = " + ".join(term(t) for t in claim["plus"])
-    minus = "".join(f" − {term(t)}" for t in claim.get("minus") or [])
-    return plus + minus
+    if claim.get("relative"):
+        minus = " + ".join(term(t) for t in claim["minus"])
+        return f"100 · ({plus} − {minus}) / {minus}"
+    return plus + "".join(f" − {term(t)}" for t in claim.get("minus") or [])

@@ -10,14 +10,16 @@ import sys
 from pathlib import Path
 
 import mlflow
+import numpy as np
+import yaml
 from omegaconf import DictConfig
 
 from attention_lab.core import tracking
 from attention_lab.core.config import families, load_config, read_params, run_ablations
-from attention_lab.core.files import atomic_path, read_json, write_json, write_text
-from attention_lab.core.paths import metrics_dir, predictions_path, reports_dir
-from attention_lab.results import ablations, claims, ledger
-from attention_lab.results.significance import paired_pvalues
+from attention_lab.core.files import atomic_path, read_json, read_jsonl, write_json, write_text
+from attention_lab.core.paths import LOCK, metrics_dir, predictions_path, prepared_dir, reports_dir
+from attention_lab.results import ablations, claims, evidence, ledger, preregistration
+from attention_lab.results.metrics import bucket_key, bucket_of
 from attention_lab.stages.common import run_stage
 
 CLAIMS = Path("conf") / "claims.yaml"
@@ -31,28 +33,46 @@ def outputs(p: dict, labels) -> dict | None:
 
 
 def sources(cfg: DictConfig, task: str, names: list[str]):
-    """(metrics, examples_p) of results.claims.measure for one task: family -> metrics/<task>/<family>.json (None
-    unless the family is one of `names` and has the file), and the per-example test on predictions/<task>/."""
+    """(metrics, items) of results.claims.measure for one task: family -> metrics/<task>/<family>.json (None unless
+    the family is one of `names` and has the file), and a family term -> its per-item statistics from
+    predictions/<task>/<family>.json (accuracy, BLEU, BLEU within a source-length bucket; None for any other metric)."""
 
     @functools.cache  # one read per file: every claim and every ablation column asks again
     def metrics(family: str) -> dict | None:
         path = metrics_dir(cfg) / task / f"{family}.json"
         return read_json(path) if family in names and path.is_file() else None
 
-    def examples_p(a: dict, b: dict) -> tuple[float, str] | None:
-        paths = [predictions_path(cfg, t["family"]) for t in (a, b)]
-        if not all(p.is_file() for p in paths):
-            return None
-        (pa, pb) = (read_json(p) for p in paths)
-        outs = {a["family"]: outputs(pa, a.get("labels")), b["family"]: outputs(pb, b.get("labels"))}
-        if None in outs.values():
-            return None
-        if pa["references"] != pb["references"]:
-            raise ValueError(f"{paths[0]} and {paths[1]}: different test examples (re-run their evaluate stages)")
-        p, methods = paired_pvalues(outs, pa["references"], b["family"], [a["metric"]])
-        return p[a["family"]][a["metric"]], methods[a["metric"]]
+    @functools.cache
+    def predictions(family: str) -> dict | None:
+        path = predictions_path(cfg, family)
+        return read_json(path) if family in names and path.is_file() else None
 
-    return metrics, examples_p
+    @functools.cache
+    def lengths() -> list[int]:
+        """Each test item's source length in words (data/prepared/<task>/test.jsonl), for the bucket metrics."""
+        return [len(row["src"].split()) for row in read_jsonl(prepared_dir(cfg) / "test.jsonl")]
+
+    def items(term: dict) -> evidence.Items | None:
+        found = predictions(term["family"])
+        outs = outputs(found, term.get("labels")) if found else None
+        metric, refs = term["metric"], (found or {}).get("references")
+        if outs is None:
+            return None
+        if metric == "test/accuracy":
+            return evidence.accuracy_items(outs, refs)
+        if metric == "test/bleu":
+            return evidence.bleu_items(outs, refs)
+        buckets = list(cfg.task.get("buckets") or [])
+        which = next((i for i, b in enumerate(buckets) if metric == f"test/bleu_len_{bucket_key(b)}"), None)
+        if which is None:
+            return None
+        n = lengths()
+        if len(n) != len(refs):
+            raise ValueError(f"{prepared_dir(cfg) / 'test.jsonl'}: {len(n)} test items, {len(refs)} in "
+                             f"{predictions_path(cfg, term['family'])} (re-run the evaluate stage)")
+        return evidence.bleu_items(outs, refs, np.array([bucket_of(k, buckets) == which for k in n]))
+
+    return metrics, items
 
 
 def log_to_comparison(cfg: DictConfig, task: str, rows: list[dict], page: Path) -> None:
@@ -70,6 +90,20 @@ def log_to_comparison(cfg: DictConfig, task: str, rows: list[dict], page: Path) 
         mlflow.log_artifact(str(page))
 
 
+def kinds_of_evidence(root: Path, params: dict, rows: list[dict]) -> list[dict]:
+    """Each row's pipeline.preregistration.evidence: its claim's freezing commit against its runs' in dvc.lock; the
+    study's seed is params.yaml `seeds`' first (train/trial.py keeps that trial's run)."""
+    try:
+        frozen = preregistration.frozen_at(root)
+        lock = yaml.safe_load((root / LOCK).read_text(encoding="utf-8")) if (root / LOCK).is_file() else {}
+        runs = {f: preregistration.recorded_at(root, f, lock) for r in rows for f in r["families"]}
+    except ValueError as err:  # no git checkout: nothing can show the order
+        return [{"kind": "exploratory", "why": f"no git history to order claims and runs ({err})"} for _ in rows]
+    study = {str((params.get("seeds") or [0])[0])}
+    return [preregistration.evidence(root, frozen.get(r["id"]), {f: runs[f] for f in r["families"]}, r["seeds"],
+                                     study) for r in rows]
+
+
 def main(argv: list[str]) -> None:
     if argv:
         raise SystemExit("usage: python -m attention_lab.stages.claims (reads params.yaml `tasks` and conf/claims.yaml)")
@@ -81,7 +115,9 @@ def main(argv: list[str]) -> None:
     tried = {t: run_ablations(params, t, root) for t in tasks}
     measures = {t: sources(cfgs[t], t, families(params, t) + list(tried[t])) for t in tasks}
     by_task = {t: [claims.measure(c, *measures[t]) for c in every if c["task"] == t] for t in tasks}
-    rows = [r for t in tasks for r in by_task[t]]
+    rows = claims.decide([r for t in tasks for r in by_task[t]])
+    for row, found in zip(rows, kinds_of_evidence(root, params, rows)):
+        row["evidence"], row["evidence_why"] = found["kind"], found["why"]
     cfg = cfgs[tasks[0]]
     reports = reports_dir(cfg)
     with atomic_path(reports / "claims") as assets:
