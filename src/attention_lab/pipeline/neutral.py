@@ -375,9 +375,21 @@ def finish(root: Path, equivalent: dict[str, str], do_record: bool) -> int:
     saved = record(root, equivalent)
     print(f"recorded in dvc.lock: {len(saved)} stages' code deps ({', '.join(saved) or 'none changed'}); "
           f"{len(equivalent)} code hashes mapped to the ones they replace ({EQUIVALENT_CODE})")
-    reports = sorted(s for s in yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
-                     if s.startswith(REPORTS))
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    reports = sorted(s for s in stages if s.startswith(REPORTS))
+    makers = missing_makers(root, stages, reports)
     print(f"the reports, which the proof does not compare, re-run where their code changed: dvc repro --single-item "
-          f"{' '.join(reports)}", flush=True)
+          f"{' '.join(makers + reports)}", flush=True)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(["dvc", "repro", "--single-item", *reports], cwd=root, env=env, check=False).returncode
+    return subprocess.run(["dvc", "repro", "--single-item", *makers, *reports], cwd=root, env=env,
+                          check=False).returncode
+
+
+def missing_makers(root: Path, stages: dict, reports: list[str]) -> list[str]:
+    """The stages (not foreach groups) whose outputs hold a dep the reports read that this checkout lacks (the
+    prepared test items report_claims reads, in a clone that never ran prepare): they re-run first, as they did."""
+    missing = {d for r in reports for d in stages[r].get("deps", []) if not (root / d).exists()}
+    outs = {name: [next(iter(o)) if isinstance(o, dict) else o for o in body.get("outs", [])]
+            for name, body in stages.items() if "foreach" not in body}
+    return sorted({name for name, paths in outs.items() for d in missing for o in paths
+                   if d == o or d.startswith(o.rstrip("/") + "/")})
