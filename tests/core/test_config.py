@@ -141,7 +141,7 @@ def test_an_explicit_setting_beats_the_tuned_value(project):
 
 DECOY = {"window": 7, "penalty": 0.5, "penalty_warmup": 100, "input_feeding": True, "reverse_source": True,
          "schedule": "linear", "image_input": "every_step", "positions": "alibi", "init_range": 0.05, "init": "torch",
-         "query": "previous", "label_fractions": [0.1, 1.0]}
+         "query": "previous", "label_fractions": [0.1, 1.0], "attention": "concat"}
 
 
 def every_ablation():
