@@ -62,7 +62,9 @@ def readme(args: argparse.Namespace) -> int:
         results = {f: read_json(path) for f, path in paths.items()}
         text = splice_results(text, get_task(task).table(results, cfg), task)
     if (ledger_json := root / "metrics" / "claims.json").is_file():
-        text = splice_results(text, ledger.readme_table(read_json(ledger_json)["claims"]), "claims")
+        found = read_json(ledger_json)
+        text = splice_results(text, ledger.readme_table(ledger.headline(found["claims"], found.get("confirmatory") or [])),
+                              "claims")
     if (cost := root / "reports" / "cost.json").is_file():
         text = splice_results(text, cost_table(read_json(cost)), "cost")
     if (cost := root / "reports" / "cost-fresh.json").is_file():

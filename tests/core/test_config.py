@@ -12,6 +12,7 @@ from attention_lab.core.config import (
     leaf_values,
     load_config,
     read_params,
+    replication,
     resolve_config,
     run_ablations,
 )
@@ -343,3 +344,28 @@ def test_a_familys_own_setting_beats_the_profile_unless_the_profile_caps_that_fa
     tiny.write_text(yaml.safe_dump(profile))
     with pytest.raises(ConfigError, match=r"unknown family 'bahdanu' \(in conf/profile/tiny.yaml translate.family_params\)"):
         load_config(root=project, family="bahdanau")
+
+
+def test_a_replication_run_takes_fresh_seeds_and_its_own_paths(project):
+    """replication=true: params.yaml `<task>.replication.<name>` seeds from 1000 (none a study saw), the family's (or
+    ablation's) config otherwise, models, metrics, predictions and plots under replication/."""
+    edit_params(project, lambda p: p["translate"].update(replication={"bahdanau": 3}))
+    cfg = load_config(["replication=true"], family="bahdanau", root=project)
+    plain = load_config(family="bahdanau", root=project)
+    assert list(cfg.seeds) == [1000, 1001, 1002] and list(plain.seeds) == [0]
+    assert (cfg.paths.models, cfg.paths.metrics, cfg.paths.predictions, cfg.paths.plots) == (
+        "models/replication", "metrics/replication", "predictions/replication", "plots/replication/translate")
+    assert OmegaConf.to_container(cfg.model) == OmegaConf.to_container(plain.model)
+    with pytest.raises(ConfigError, match=r"replication=true: luong_dot has no entry in .*`translate.replication`"):
+        load_config(["replication=true"], family="luong_dot", root=project)
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"nope": 3}, r"translate.replication.nope: not a family or ablation this pipeline runs"),
+    ({"bahdanau": 1}, r"translate.replication.bahdanau = 1: expected a number of seeds from 2 to 100"),
+    ([3], r"translate.replication: expected a mapping"),
+])
+def test_bad_replication_entries_are_named(project, entry, message):
+    edit_params(project, lambda p: p["translate"].update(replication=entry))
+    with pytest.raises(ConfigError, match=message):
+        replication(read_params(project), "translate", project)

@@ -27,6 +27,7 @@ NO_ATTENTION = {"seq2seq_lstm"}
 CLASSIFIERS = ["bow", "han", "self_attentive", "transformer_encoder", "bert", "bert_minilm"]
 NO_ATTENTION_CLASSIFIERS = {"bow"}
 ABLATIONS = {"translate": "luong_general_no_feeding", "classify": "self_attentive_no_penalty"}
+REPLICATION = {"translate": {"bahdanau": 2}}
 GIT_ID = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "test",
           "GIT_COMMITTER_EMAIL": "test@example.com"}
 
@@ -67,6 +68,7 @@ def representative_families(params: Path) -> None:
     for task in params_dict["tasks"]:  # one ablation in two tasks: the machinery, not every switch
         name = ABLATIONS.get(task)
         params_dict[task]["ablations"] = {name: params_dict[task]["ablations"][name]} if name else {}
+        params_dict[task]["replication"] = REPLICATION.get(task, {})  # one family's fresh seeds: the machinery
     params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
 
 
@@ -336,6 +338,18 @@ def test_each_ablation_trains_on_its_family_s_tuned_values_and_fills_the_table(t
         assert {k for k in family if mine.get(k) != family[k]} == set(leaf_values(entry["set"]))  # tuned values kept
         assert f"| `{name}` | `{entry['of']}` |" in table
     assert "| `luong_general_no_feeding` | `luong_general` | model.input_feeding: True → False |" in table
+
+
+def test_the_replication_trains_fresh_seeds_and_the_ledger_reads_them(tiny):
+    """translate.replication.bahdanau: 2 fresh seeds (1000, 1001) trained and evaluated apart from the family's own
+    run, and the ledger measures the claims resting on bahdanau alone from them (the confirmatory ledger)."""
+    metrics = json.loads((tiny / "metrics" / "replication" / "translate" / "bahdanau.json").read_text())
+    assert sorted(metrics["per_seed"]) == ["1000", "1001"]
+    ledger = json.loads((tiny / "metrics" / "claims.json").read_text())
+    again = {r["id"]: r for r in ledger["confirmatory"]}
+    assert again["bahdanau2015-no-drop"]["seeds"] == ["1000", "1001"]
+    assert {r["id"] for r in ledger["confirmatory"]} <= {r["id"] for r in ledger["claims"]}
+    assert "## The confirmatory ledger" in (tiny / "reports" / "claims.md").read_text()
 
 
 def test_dvc_remote_push_then_a_fresh_clone_pulls_everything_and_has_nothing_to_run(tiny, tmp_path):

@@ -165,3 +165,24 @@ def test_max_source_words_keeps_short_training_pairs_only(prepared):
         assert dm.splits[split] and all(len(r["src"].split()) <= 8 for r in dm.splits[split])
     _, full = get_task("translate").build(stage_config(["family=bahdanau", *SMALL]), 0)
     assert len(dm.splits["train"]) < len(full.splits["train"])
+
+
+def test_the_replication_trains_and_evaluates_its_fresh_seeds_apart(prepared):
+    """train and evaluate with replication=true: params.yaml `translate.replication.bahdanau` seeds from 1000, under
+    models/, metrics/, predictions/ and plots/ replication/, beside nothing of the family's own runs."""
+    import yaml
+
+    from attention_lab.stages import evaluate
+
+    params = yaml.safe_load((prepared / "params.yaml").read_text())
+    params["translate"]["replication"] = {"bahdanau": 2}
+    (prepared / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    train.main(["family=bahdanau", *SMALL, "train.max_epochs=1", "replication=true"])
+    evaluate.main(["family=bahdanau", *SMALL, "replication=true"])
+    runs = prepared / "models" / "replication" / "bahdanau" / "checkpoints"
+    assert sorted(p.name for p in runs.iterdir()) == ["seed1000", "seed1001"]
+    assert not (prepared / "models" / "bahdanau").exists()
+    metrics = read_json(prepared / "metrics" / "replication" / "translate" / "bahdanau.json")
+    predictions = read_json(prepared / "predictions" / "replication" / "translate" / "bahdanau.json")
+    assert sorted(metrics["per_seed"]) == sorted(predictions["seeds"]) == ["1000", "1001"]
+    assert (prepared / "plots" / "replication" / "translate" / "bahdanau").is_dir()

@@ -21,6 +21,9 @@ PARAMS_FILE = "params.yaml"
 MISSING = "???"  # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml (check_missing)
 REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
+NOT_KNOBS = ("families", "pretrained", "family_params", "ablations", "replication")  # params.yaml `<task>:` lists
+REPLICATION_SEED = 1000  # the replication's first seed: far from params.yaml `seeds`, none seen by a study
+REPLICATED = ("models", "metrics", "predictions")  # paths the replication's runs keep under <path>/replication
 AUTO = "auto"  # params.yaml `trainer: auto`: conf/trainer/gpu.yaml where torch sees a CUDA GPU, else cpu.yaml
 SET_ELSEWHERE = {"task": "the stage argument task=<task>", "family": "the stage argument family=<family>",
                  "profile": "params.yaml `profile:`", "seeds": "params.yaml `seeds:`", "root": "the working directory",
@@ -88,6 +91,24 @@ def ablations(params: dict, task: str, root: Path | None = None) -> dict[str, di
             raise ConfigError(f"{where}.{name}: a family has this name (conf/model/{name}.yaml); name the ablation "
                               "otherwise")
     return entries
+
+
+def replication(params: dict, task: str, root: Path | None = None) -> dict[str, int]:
+    """params.yaml `<task>.replication`: {family or ablation: seeds}, the confirmatory replication's runs (fresh seeds
+    from REPLICATION_SEED, trained after the claims are frozen), checked: each a family or ablation the pipeline runs,
+    2 to 100 seeds."""
+    where = f"{(root or Path()) / PARAMS_FILE} {task}.replication"
+    entries = (params.get(task) or {}).get("replication") or {}
+    if not isinstance(entries, dict):
+        raise ConfigError(f"{where}: expected a mapping {{<family or ablation>: <seeds>}}, got {entries!r}")
+    known = families(params, task) + list(run_ablations(params, task, root))
+    for name, n in entries.items():
+        if name not in known:
+            raise ConfigError(f"{where}.{name}: not a family or ablation this pipeline runs; choose from "
+                              f"{', '.join(known)}")
+        if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= 100:
+            raise ConfigError(f"{where}.{name} = {n!r}: expected a number of seeds from 2 to 100")
+    return dict(entries)
 
 
 def run_ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
@@ -263,15 +284,15 @@ def profile_overlay(root: Path, task: str, profile: str) -> dict:
 
 def params_layers(params: dict, root: Path, task: str, family: str | None, tuned: bool, data_keys) -> list[Layer]:
     """The layers merged over conf/, in order (later wins): params.yaml `<task>:` (its knobs; `families`, `pretrained`,
-    `family_params` and `ablations` are not config keys) and the profile's overlay of them, tuned/<family>.yaml
+    `family_params`, `ablations` and `replication` are not config keys) and the profile's overlay of them, tuned/<family>.yaml
     (unless tuned=False), params.yaml `<task>.family_params.<family>` ({} when the family has no entry) and the
     profile's overlay of it; for an ablation (`<task>.ablations.<name>`), the layers of the family it is `of`, then
     its `set`. A profile sizes the generated data: its `data` keys the data source lacks (`data_keys`, e.g. n_train
     for a user's TSV file) are dropped."""
     profile = params.get("profile", "quick")
     overlay = profile_overlay(root, task, profile)
-    knobs = {k: v for k, v in params[task].items() if k not in ("families", "pretrained", "family_params", "ablations")}
-    scale = {k: v for k, v in overlay.items() if k not in ("family_params", "ablations")}
+    knobs = {k: v for k, v in params[task].items() if k not in NOT_KNOBS}
+    scale = {k: v for k, v in overlay.items() if k not in NOT_KNOBS}
     if "data" in scale:
         scale["data"] = {k: v for k, v in scale["data"].items() if k in data_keys}
     where = f"conf/profile/{profile}.yaml {task}"
@@ -383,6 +404,16 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     set_here = {"family": family, "profile": params.get("profile", "quick"), "root": str(root),
                 "pretrained": family in pretrained_families(params, task), "seeds": params.get("seeds", [0]),
                 "explicit": sorted({*own, *(item.partition("=")[0].strip() for item in cli)})}
+    if cfg.replication:  # the confirmatory replication: fresh seeds, its own models, metrics and predictions
+        if family is not None:
+            n = replication(params, task, root).get(family)
+            if n is None:
+                raise ConfigError(f"replication=true: {family} has no entry in {root / PARAMS_FILE} "
+                                  f"`{task}.replication`")
+            set_here["seeds"] = list(range(REPLICATION_SEED, REPLICATION_SEED + n))
+        for key in REPLICATED:
+            cfg.paths[key] = f"{cfg.paths[key]}/replication"
+        cfg.paths.plots = f"plots/replication/{task}"
     OmegaConf.set_struct(cfg, False)
     for key, value in set_here.items():
         cfg[key] = value

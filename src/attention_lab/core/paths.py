@@ -111,4 +111,4 @@ def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
     per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption); a task
     with variants of its runs adds its Task.variants section, {"<variant>": {"<k>": [...]}} (classify: its runs on a
     share of the labels)."""
-    return root_dir(cfg) / "predictions" / cfg.task.name / f"{family or cfg.family}.json"
+    return root_dir(cfg) / cfg.paths.predictions / cfg.task.name / f"{family or cfg.family}.json"

@@ -37,9 +37,13 @@ class Kind:
     outs_no_cache: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     plots: tuple[str, ...] = ()
-    families: str = "families"      # "families", "pretrained", "ablations" or "" (one item per task)
+    families: str = "families"      # "families", "pretrained", "ablations", "replication" (its families and ablations),
+    #                                 "replication_pretrained" (its pretrained families) or "" (one item per task)
+    overrides: str = ""             # appended to the command: replication=true
 
 
+SET = "{set}"  # ${item.set}: a replicated ablation's `<task>.ablations.<name>`, else its `<task>.replication.<name>`
+REPLICATION = " replication=true"
 OWN = "{own}"  # ${item.params}: the family's params.yaml `<task>.family_params.<family>` (see own_params)
 # the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto` names none), so
 # switching it re-runs them; evaluate and export run their models on the CPU whatever it says
@@ -98,6 +102,27 @@ KINDS = (
          deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
          outs_no_cache=("predictions/{task}/{item}.json",), families="ablations"),
+    Kind("train_replication_{task}", "train", "the confirmatory replication: each of params.yaml "
+         "`<task>.replication` on its fresh seeds, after the claims are frozen -> models/replication/<name>/checkpoints",
+         deps=TRAIN_DEPS, params=("trainer", "{task}.train", OWN, "{task}.replication.{item}", SET),
+         outs=("models/replication/{item}/checkpoints",), families="replication", overrides=REPLICATION),
+    Kind("finetune_replication_{task}", "train", "as train_replication_<task>, for the pretrained families",
+         deps=("tuned/{item}.yaml", "data/prepared/{task}", "models/pretrained/{item}", *CONF,
+               "conf/profile/{profile}.yaml"),
+         params=("trainer", "{task}.train", OWN, "{task}.replication.{item}"),
+         outs=("models/replication/{item}/checkpoints",), families="replication_pretrained", overrides=REPLICATION),
+    Kind("evaluate_replication_{task}", "evaluate", "as evaluate_<task>, for the replication -> metrics/replication/",
+         deps=("data/prepared/{task}", "data/tokenized/{task}", "models/replication/{item}/checkpoints"),
+         params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
+         plots=("plots/replication/{task}/{item}",), outs_no_cache=("predictions/replication/{task}/{item}.json",),
+         families="replication", overrides=REPLICATION),
+    Kind("evaluate_replication_finetuned", "evaluate", "as evaluate_finetuned, for the replication",
+         deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
+               "models/pretrained/{item}.run.json", "models/pretrained/{item}/tokenizer.json",
+               "models/replication/{item}/checkpoints"),
+         params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
+         plots=("plots/replication/{task}/{item}",), outs_no_cache=("predictions/replication/{task}/{item}.json",),
+         families="replication_pretrained", overrides=REPLICATION),
     Kind("report_{task}", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
          deps=("metrics/{task}", "plots/{task}", "predictions/{task}"), params=("{task}.families",),
          outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"), families=""),
@@ -105,11 +130,15 @@ KINDS = (
 
 
 def family_lists(params: dict, task: str) -> dict[str, list[str]]:
-    from attention_lab.core.config import run_ablations
+    from attention_lab.core.config import replication, run_ablations
 
     section = params.get(task) or {}
-    return {"families": list(section.get("families") or []), "pretrained": list(section.get("pretrained") or []),
-            "ablations": list(run_ablations(params, task))}
+    pretrained = list(section.get("pretrained") or [])
+    replicated = list(replication(params, task))
+    return {"families": list(section.get("families") or []), "pretrained": pretrained,
+            "ablations": list(run_ablations(params, task)),
+            "replication": [f for f in replicated if f not in pretrained],
+            "replication_pretrained": [f for f in replicated if f in pretrained]}
 
 
 def render(root: Path) -> str:
@@ -173,22 +202,26 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, task: str, items
         shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"])
         own_deps = []
     else:
-        ablated = kind.families == "ablations"
-        values = {"task": task, "item": "${key}", "own": "${item.params}", "of": "${item.of}" if ablated else "${key}"}
+        ablated = kind.families in ("ablations", "replication")  # items that may run another family's model
+        values = {"task": task, "item": "${key}", "own": "${item.params}", "of": "${item.of}" if ablated else "${key}",
+                  "set": "${item.set}"}
         closures = {f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"]) for f in items}
         own = {f: source.module_file(source.model_module(f)).relative_to(root).as_posix() for f in items}
         base = {f: source.base_family(f) for f in items}
         # a family's model file is its own dep, unless another family's code imports it too
         shared = sorted({p for f, files in closures.items() for p in files
                          if p not in own.values() or any(p in closures[g] and own[g] != p for g in items)})
-        tune, named = kind.module == "tune", OWN in kind.params
+        tune, named, setting = kind.module == "tune", OWN in kind.params, SET in kind.params
+        entries = (params.get(task) or {}).get("ablations") or {}
         foreach = {f: {"model": own[f], **({"of": base[f]} if ablated else {}),
                        **({"space": space_file(root, f)} if tune else {}),
-                       **({"params": own_params(params, task, base[f])} if named else {})} for f in items}
+                       **({"params": own_params(params, task, base[f])} if named else {}),
+                       **({"set": f"{task}.{'ablations' if f in entries else 'replication'}.{f}"} if setting else {})}
+                   for f in items}
         own_deps = ["${item.model}"] + (["${item.space}"] if tune else [])
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
     do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={values['task']}"
-                       + (f" family={values['item']}" if items is not None else ""),
+                       + (f" family={values['item']}" if items is not None else "") + kind.overrides,
                 "deps": list(dict.fromkeys(deps))}
     if kind.params:
         do["params"] = [p.format(**values) for p in kind.params]

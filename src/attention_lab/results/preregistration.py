@@ -17,6 +17,7 @@ from attention_lab.core.paths import LOCK
 
 CLAIMS = "conf/claims.yaml"
 TRAIN_STAGES = ("train", "train_ablation", "finetune")  # the stages whose outputs are a family's runs
+REPLICATION_STAGES = ("train_replication", "finetune_replication")  # and its confirmatory replication's
 
 
 def frozen_at(root: Path, path: str = CLAIMS) -> dict[str, tuple[str, str] | None]:
@@ -48,11 +49,14 @@ def frozen_at(root: Path, path: str = CLAIMS) -> dict[str, tuple[str, str] | Non
     return out
 
 
-def recorded_at(root: Path, family: str, lock: dict | None = None) -> tuple[str, str] | None:
-    """(commit, date) that first recorded the family's train stage outputs in dvc.lock; None when not recorded."""
+def recorded_at(root: Path, family: str, lock: dict | None = None,
+                replicated: bool = False) -> tuple[str, str] | None:
+    """(commit, date) that first recorded the family's train stage outputs (its replication's, where `replicated`)
+    in dvc.lock; None when not recorded."""
     stages = (lock or yaml.safe_load((root / LOCK).read_text(encoding="utf-8")) or {}).get("stages", {})
-    name = next((s for s in stages if s.endswith(f"@{family}") and s.split("@")[0].rsplit("_", 1)[0]
-                 in TRAIN_STAGES), None)
+    kinds = REPLICATION_STAGES if replicated else TRAIN_STAGES
+    name = next((s for s in stages if s.endswith(f"@{family}") and s.split("@")[0].rsplit("_", 1)[0] in kinds),
+                None)
     outs = (stages.get(name) or {}).get("outs") or []
     if not outs or "md5" not in outs[0]:
         return None

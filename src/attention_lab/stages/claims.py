@@ -15,7 +15,7 @@ import yaml
 from omegaconf import DictConfig
 
 from attention_lab.core import tracking
-from attention_lab.core.config import families, load_config, read_params, run_ablations
+from attention_lab.core.config import families, load_config, read_params, replication, run_ablations
 from attention_lab.core.files import atomic_path, read_json, read_jsonl, write_json, write_text
 from attention_lab.core.paths import LOCK, metrics_dir, predictions_path, prepared_dir, reports_dir
 from attention_lab.results import ablations, claims, evidence, ledger, preregistration
@@ -90,18 +90,28 @@ def log_to_comparison(cfg: DictConfig, task: str, rows: list[dict], page: Path) 
         mlflow.log_artifact(str(page))
 
 
-def kinds_of_evidence(root: Path, params: dict, rows: list[dict]) -> list[dict]:
-    """Each row's pipeline.preregistration.evidence: its claim's freezing commit against its runs' in dvc.lock; the
-    study's seed is params.yaml `seeds`' first (train/trial.py keeps that trial's run)."""
+def kinds_of_evidence(root: Path, params: dict, rows: list[dict], replicated: bool = False) -> list[dict]:
+    """Each row's results.preregistration.evidence: its claim's freezing commit against its runs' in dvc.lock (the
+    replication's train stages where `replicated`); the study's seed is params.yaml `seeds`' first (train/trial.py
+    keeps that trial's run)."""
     try:
         frozen = preregistration.frozen_at(root)
         lock = yaml.safe_load((root / LOCK).read_text(encoding="utf-8")) if (root / LOCK).is_file() else {}
-        runs = {f: preregistration.recorded_at(root, f, lock) for r in rows for f in r["families"]}
+        runs = {f: preregistration.recorded_at(root, f, lock, replicated) for r in rows for f in r["families"]}
     except ValueError as err:  # no git checkout: nothing can show the order
         return [{"kind": "exploratory", "why": f"no git history to order claims and runs ({err})"} for _ in rows]
     study = {str((params.get("seeds") or [0])[0])}
     return [preregistration.evidence(root, frozen.get(r["id"]), {f: runs[f] for f in r["families"]}, r["seeds"],
                                      study) for r in rows]
+
+
+def ledger_rows(root: Path, params: dict, every: list[dict], tasks: list[str], measures: dict,
+                replicated: bool = False) -> list[dict]:
+    """One ledger: every claim measured (by the task's sources), decided with Holm, each with its evidence."""
+    rows = claims.decide([claims.measure(c, *measures[t]) for t in tasks for c in every if c["task"] == t])
+    for row, found in zip(rows, kinds_of_evidence(root, params, rows, replicated)):
+        row["evidence"], row["evidence_why"] = found["kind"], found["why"]
+    return rows
 
 
 def main(argv: list[str]) -> None:
@@ -114,21 +124,24 @@ def main(argv: list[str]) -> None:
     cfgs = {t: load_config(root=root, task=t) for t in tasks}
     tried = {t: run_ablations(params, t, root) for t in tasks}
     measures = {t: sources(cfgs[t], t, families(params, t) + list(tried[t])) for t in tasks}
-    by_task = {t: [claims.measure(c, *measures[t]) for c in every if c["task"] == t] for t in tasks}
-    rows = claims.decide([r for t in tasks for r in by_task[t]])
-    for row, found in zip(rows, kinds_of_evidence(root, params, rows)):
-        row["evidence"], row["evidence_why"] = found["kind"], found["why"]
+    rows = ledger_rows(root, params, every, tasks, measures)
+    again = {t: sources(load_config(["replication=true"], root=root, task=t), t, list(replication(params, t, root)))
+             for t in tasks}  # the confirmatory replication's metrics and predictions
+    confirmatory = [r for r in ledger_rows(root, params, every, tasks, again, replicated=True)
+                    if r["effect"] is not None]
+    asked = {t: replication(params, t, root) for t in tasks}
     cfg = cfgs[tasks[0]]
     reports = reports_dir(cfg)
     with atomic_path(reports / "claims") as assets:
         assets.mkdir()
-        ledger.forest(rows, assets / "forest.png")
-    write_text(reports / "claims.md", ledger.page(rows, tasks, "claims/forest.png"))
-    write_json(metrics_dir(cfg) / "claims.json", {"rule": claims.RULE, "claims": rows})
+        ledger.forest(ledger.headline(rows, confirmatory), assets / "forest.png")
+    write_text(reports / "claims.md", ledger.page(rows, tasks, "claims/forest.png", confirmatory, asked))
+    write_json(metrics_dir(cfg) / "claims.json", {"rule": claims.RULE, "claims": rows, "confirmatory": confirmatory})
     write_text(reports / "ablations.md", ablations.page({t: ablations.rows(t, tried[t], *measures[t]) for t in tasks}))
+    best = ledger.headline(rows, confirmatory)
     for t in tasks:
-        log_to_comparison(cfgs[t], t, by_task[t], reports / "claims.md")
-    print(f"wrote {reports / 'claims.md'}: " + ", ".join(f"{r['id']} {r['verdict']}" for r in rows))
+        log_to_comparison(cfgs[t], t, [r for r in best if r["task"] == t], reports / "claims.md")
+    print(f"wrote {reports / 'claims.md'}: " + ", ".join(f"{r['id']} {r['verdict']} ({r['evidence']})" for r in best))
 
 
 if __name__ == "__main__":
