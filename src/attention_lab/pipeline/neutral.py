@@ -184,6 +184,20 @@ def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
     return found
 
 
+def new_outputs(root: Path, base: str, prints: list[dict[str, str]]) -> dict[str, str]:
+    """{output: the name it belongs to} of the tree's outputs that belong to a family, ablation or replication entry
+    params.yaml names in the tree and not at the base (a new ablation's runs: nothing to compare them with)."""
+    def names(params: dict) -> set[str]:
+        return {n for t in params.get("tasks", []) for key in ("families", "pretrained", "ablations")
+                for n in (params.get(t) or {}).get(key) or []}
+
+    then = yaml.safe_load(subprocess.run(["git", "show", f"{base}:params.yaml"], cwd=root, capture_output=True,
+                                         text=True, check=True).stdout)
+    added = names(yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))) - names(then)
+    return {k: n for k in prints[1].keys() - prints[0].keys() for n in added
+            if f"/{n}/" in f"/{k}" or k.endswith(f"/{n}.json")}
+
+
 def differences(a: dict[str, str], b: dict[str, str], what: str) -> list[str]:
     return [f"{what} {k}: {'only at the base' if k not in b else 'only in the tree' if k not in a else 'differs'}"
             for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
@@ -347,6 +361,11 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
         *quick, said, new_keys = added(*quick, new_keys)
         print("config keys the change adds or drops:\n  " + "\n  ".join(said))
     prints = [fingerprints(w, new_keys) for w in runs]
+    fresh = new_outputs(root, base, prints)
+    if fresh:
+        print(f"new in the tree, nothing at the base to compare with (they run for real later): {len(fresh)} "
+              f"outputs of {', '.join(sorted({name for name in fresh.values()}))}")
+        prints[1] = {k: v for k, v in prints[1].items() if k not in fresh}
     found = differences(*prints, "output") + differences(*quick, "quick-profile config")
     kinds = {k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1])) for k, s in
              (("checkpoints", ("", ".ckpt")), ("encoders", ("", ".safetensors")), ("data files", ("data/", "")),

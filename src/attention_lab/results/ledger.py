@@ -73,7 +73,7 @@ def sections(rows: list[dict], level: str = "##") -> list[str]:
 
 
 def page(rows: list[dict], tasks: list[str], picture: str, confirmatory: list[dict] | None = None,
-         asked: dict[str, dict[str, int]] | None = None) -> str:
+         asked: dict[str, dict[str, int]] | None = None, studies: dict[str, dict] | None = None) -> str:
     """reports/claims.md: the rule, the confirmatory ledger (where its runs exist) and the exploratory one, what each
     paper says, the seeds each claim needs against params.yaml `<task>.replication` (`asked`), and for each claim not
     shown to hold the run that would tell."""
@@ -108,6 +108,8 @@ def page(rows: list[dict], tasks: list[str], picture: str, confirmatory: list[di
                   + (f" Regime: {r['regime'].strip()}" if r.get("regime") else "")
                   + (f" Evidence: {r['evidence']} ({r['evidence_why']})." if r.get("evidence") else "")]
     lines += ["", "## The seeds that would decide each claim", "", power_text(rows, asked or {}), ""]
+    if studies:
+        lines += ["## How each family was tuned", "", tuning_text(rows, studies), ""]
     lacking = [r for r in rows if r.get("missing")]
     if lacking:
         lines += ["## Not measured", "", ("A claim whose family (or ablation, params.yaml `<task>.ablations`) has "
@@ -168,6 +170,38 @@ def power_text(rows: list[dict], asked: dict[str, dict[str, int]]) -> str:
     lines += ["", "params.yaml sets what the power analysis asks." if not differ else
               "params.yaml differs from what the power analysis asks: " + "; ".join(differ) + "."]
     return "\n".join(lines)
+
+
+def tuned_text(study: dict) -> str:
+    """`default won (1 of 28 complete)`, `tuned: trial 2 won (4 of 13 complete)`, or `untuned (no study)`."""
+    if not study.get("trials"):
+        return "untuned (no study: the paper's recipe)"
+    done = f"{study.get('complete', 0)} of {study['trials']} trials complete"
+    won = study.get("best_trial") == 0
+    return (f"default won ({done})" if won else f"tuned: trial {study.get('best_trial')} won, "
+            f"{study.get('best_value'):g} against the default's {study.get('default_value', float('nan')):g} ({done})")
+
+
+def tuning_text(rows: list[dict], studies: dict[str, dict]) -> str:
+    """Per family a claim names: its study's trials and whether the untuned default won; then the claims that set a
+    tuned family against one whose default won (a comparison of tuned against untuned values)."""
+    named = list(dict.fromkeys(f for r in rows for f in r["families"] if f in studies))
+    out = ["| family | its study | validation metric |", "|---|---|---|"]
+    for f in named:
+        study = studies[f]
+        own = f" (an ablation: the tuned values of `{study['of']}`)" if study.get("of") else ""
+        out.append(f"| `{f}` | {tuned_text(study)}{own} | {study.get('metric', '—')} |")
+    mixed = []
+    for r in rows:
+        won = {f: studies[f].get("best_trial") == 0 for f in r["families"] if f in studies and studies[f].get("trials")}
+        if len(set(won.values())) > 1:
+            mixed.append(f"**{r['id']}** ({', '.join(f'`{f}` ' + ('default' if w else 'tuned') for f, w in won.items())})")
+    intro = ("Every family's study had the same budget of training updates (params.yaml `<task>.tune`); trial 0 is "
+             "the family's untuned default. Where the default won, the family runs its paper's (or the lab's) "
+             "default values, so a claim setting it against a family whose study found better values compares "
+             "tuned with untuned:")
+    return "\n".join([intro, "", *out, "", "Claims comparing a tuned family with one whose default won: "
+                      + ("; ".join(mixed) if mixed else "none") + "."])
 
 
 def table(rows: list[dict], full: bool = False) -> str:

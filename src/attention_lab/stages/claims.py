@@ -105,6 +105,22 @@ def kinds_of_evidence(root: Path, params: dict, rows: list[dict], replicated: bo
                                      study) for r in rows]
 
 
+def tuning(params: dict, tasks: list[str], measures: dict, tried: dict) -> dict[str, dict]:
+    """{family or ablation: its study's figures (`tuning.study` of its metrics file; an ablation's are its
+    family's, marked `of`)} for every family the pipeline runs."""
+    out = {}
+    for t in tasks:
+        metrics = measures[t][0]
+        for name in families(params, t):
+            study = ((metrics(name) or {}).get("tuning") or {}).get("study")
+            if study is not None:
+                out[name] = study
+        for name, entry in tried[t].items():
+            if entry["of"] in out:
+                out[name] = {**out[entry["of"]], "of": entry["of"]}
+    return out
+
+
 def ledger_rows(root: Path, params: dict, every: list[dict], tasks: list[str], measures: dict,
                 replicated: bool = False) -> list[dict]:
     """One ledger: every claim measured (by the task's sources), decided with Holm, each with its evidence."""
@@ -135,7 +151,8 @@ def main(argv: list[str]) -> None:
     with atomic_path(reports / "claims") as assets:
         assets.mkdir()
         ledger.forest(ledger.headline(rows, confirmatory), assets / "forest.png")
-    write_text(reports / "claims.md", ledger.page(rows, tasks, "claims/forest.png", confirmatory, asked))
+    studies = tuning(params, tasks, measures, tried)
+    write_text(reports / "claims.md", ledger.page(rows, tasks, "claims/forest.png", confirmatory, asked, studies))
     write_json(metrics_dir(cfg) / "claims.json", {"rule": claims.RULE, "claims": rows, "confirmatory": confirmatory})
     write_text(reports / "ablations.md", ablations.page({t: ablations.rows(t, tried[t], *measures[t]) for t in tasks}))
     best = ledger.headline(rows, confirmatory)
