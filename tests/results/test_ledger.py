@@ -1,10 +1,7 @@
-"""ledger.py: which row the README shows, and the replication params.yaml sets against what the committed ledger's
-power analysis asks (the page's rows and tables on fake outputs: tests/stages/test_claims.py)."""
+"""ledger.py: which row the README shows, and the seeds the power analysis asks (the page's rows and tables on fake
+outputs: tests/stages/test_claims.py)."""
 
-from attention_lab.core.config import read_params, replication
-from attention_lab.core.files import read_json
 from attention_lab.results import ledger
-from tests.conftest import ROOT
 
 
 def test_the_headline_is_the_confirmatory_row_where_there_is_one():
@@ -13,9 +10,11 @@ def test_the_headline_is_the_confirmatory_row_where_there_is_one():
     assert [r["evidence"] for r in ledger.headline(rows, again)] == ["exploratory", "confirmatory"]
 
 
-def test_params_yaml_replicates_what_the_committed_ledger_asks():
-    """params.yaml `<task>.replication` is the power table's ask (reports/claims.md), not a number typed apart."""
-    params = read_params(ROOT)
-    rows = read_json(ROOT / "metrics" / "claims.json")["claims"]
-    set_here = {t: replication(params, t, ROOT) for t in params["tasks"]}
-    assert ledger.seeds_asked(rows) == {t: own for t, own in set_here.items() if own}
+def test_the_seeds_asked_are_the_most_a_familys_decidable_claims_need_at_least_three():
+    def row(task, families, mean, sd):
+        return {"task": task, "families": families, "side": "above", "threshold": 0,
+                "effect": {"mean": mean, "sd": sd, "item_sd": 0.0}}
+
+    asked = ledger.seeds_asked([row("t", ["a", "b"], 10.0, 1.0), row("t", ["b"], 3.0, 2.5),
+                                row("t", ["c"], 0.1, 5.0)])  # c's claim needs far more than 10: undecidable here
+    assert asked == {"t": {"a": 3, "b": 8}}

@@ -163,11 +163,14 @@ def render(root: Path) -> str:
         "cmd": ledger,
         "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
                  *(f"data/prepared/{task}/test.jsonl" for task in tasks),  # the test items' lengths (buckets)
+                 *(f"{kind}/replication/{task}" for task in tasks for kind in ("metrics", "predictions")
+                   if any(family_lists(params, task)[k] for k in ("replication", "replication_pretrained"))),
                  *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
                  *ledger_code],
         "params": ["tasks", *(f"{task}.families" for task in tasks),
                    *(f"{task}.{key}" for task in tasks for key in ("pretrained", "ablations")
-                     if family_lists(params, task)[key])],
+                     if family_lists(params, task)[key]),
+                   *(f"{task}.replication" for task in tasks if (params.get(task) or {}).get("replication"))],
         "outs": [{out: {"cache": False}} for out in ("reports/claims.md", "reports/claims", "metrics/claims.json",
                                                      "reports/ablations.md")]}
     index = f"python -m {STAGES}.report index"
