@@ -34,8 +34,8 @@ def expected(row: dict) -> str:
 
 def forest(rows: list[dict], path: Path) -> None:
     """Every measured claim's effect and 95% interval (points) against its threshold, one line each, coloured by
-    verdict."""
-    shown = [r for r in rows if r["effect"] is not None]
+    verdict; relative claims (per cent, another scale) are left to the tables."""
+    shown = [r for r in rows if r["effect"] is not None and not r["measures"].startswith("100 · (")]
     fig, ax = plt.subplots(figsize=(7.5, 0.38 * max(len(shown), 1) + 1.2))
     for y, r in enumerate(reversed(shown)):
         e, colour = r["effect"], COLOURS[r["verdict"]]
@@ -46,7 +46,7 @@ def forest(rows: list[dict], path: Path) -> None:
             ax.plot([x], [y], "|", color="black", markersize=12)
     ax.set_yticks(range(len(shown)), [r["id"] for r in reversed(shown)])
     ax.xaxis.set_major_formatter(lambda x, _: f"{x:g}".replace("\u2212", "-"))  # ASCII minus: fonts may lack U+2212
-    ax.set_xlabel("effect, points (relative claims: per cent); |: the claim's threshold")
+    ax.set_xlabel("effect, points; |: the claim's threshold (relative claims: in the tables)")
     ax.set_title("The timeline's claims: effect and 95% interval (seeds and test items)")
     for verdict, colour in COLOURS.items():
         ax.plot([], [], "o-", color=colour, label=verdict)
