@@ -361,7 +361,7 @@ def test_a_replication_run_takes_fresh_seeds_and_its_own_paths(project):
 
 
 @pytest.mark.parametrize("entry, message", [
-    ({"nope": 3}, r"translate.replication.nope: not a family or ablation this pipeline runs"),
+    ({"nope": 3}, r"translate.replication.nope: not a family or ablation; choose from"),
     ({"bahdanau": 1}, r"translate.replication.bahdanau = 1: expected a number of seeds from 2 to 100"),
     ([3], r"translate.replication: expected a mapping"),
 ])
@@ -369,3 +369,10 @@ def test_bad_replication_entries_are_named(project, entry, message):
     edit_params(project, lambda p: p["translate"].update(replication=entry))
     with pytest.raises(ConfigError, match=message):
         replication(read_params(project), "translate", project)
+
+
+def test_a_replication_entry_of_a_family_left_out_has_no_runs(project):
+    """As an ablation of a family the run leaves out: no stages, no error."""
+    edit_params(project, lambda p: p["translate"].update(families=["bahdanau"], replication={"bahdanau": 3,
+                                                                                            "luong_dot": 3}))
+    assert replication(read_params(project), "translate", project) == {"bahdanau": 3}

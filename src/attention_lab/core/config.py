@@ -102,13 +102,14 @@ def replication(params: dict, task: str, root: Path | None = None) -> dict[str, 
     if not isinstance(entries, dict):
         raise ConfigError(f"{where}: expected a mapping {{<family or ablation>: <seeds>}}, got {entries!r}")
     known = families(params, task) + list(run_ablations(params, task, root))
+    defined = set(ablations(params, task, root))  # an entry of a family or ablation left out of this run: no stages
     for name, n in entries.items():
-        if name not in known:
-            raise ConfigError(f"{where}.{name}: not a family or ablation this pipeline runs; choose from "
-                              f"{', '.join(known)}")
+        model = root is not None and (root / CONF_DIR / "model" / f"{name}.yaml").is_file()
+        if name not in known and name not in defined and not model:
+            raise ConfigError(f"{where}.{name}: not a family or ablation; choose from {', '.join(known)}")
         if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= 100:
             raise ConfigError(f"{where}.{name} = {n!r}: expected a number of seeds from 2 to 100")
-    return dict(entries)
+    return {name: n for name, n in entries.items() if name in known}
 
 
 def run_ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
