@@ -65,6 +65,21 @@ def test_scheduled_sampling_trains_a_luong_model_and_logs_the_ratio_per_epoch(pr
     assert [round(m.value, 6) for m in sorted(history, key=lambda m: m.step)] == [1.0, 0.75]
 
 
+def test_scheduled_sampling_per_update_decays_within_the_epoch(prepared):
+    """Bengio et al.'s schedule counts mini-batches: the epoch's logged ε is the mean over its updates."""
+    small = (*stage_overrides("luong_local_p"), "data.n_train=200", "data.n_valid=30",
+             "train.val_bleu_sentences=10", "train.batch_size=32", "train.max_minutes=5")
+    summary = run(1, "train.teacher_forcing.schedule=inverse_sigmoid", "train.teacher_forcing.per=update",
+                  "train.teacher_forcing.k=2", family="luong_local_p", small=small)
+    cfg = stage_config(["family=luong_local_p"])
+    run_id = read_json(seed_dir(cfg, 0) / "run.json")["run_id"]
+    mlflow.set_tracking_uri(f"sqlite:///{prepared / 'mlflow.db'}")
+    (logged,) = mlflow.MlflowClient().get_metric_history(run_id, "train/teacher_forcing")
+    updates = summary["steps"]  # one epoch's updates
+    assert updates > 1
+    assert logged.value == pytest.approx(sum(2 / (2 + math.exp(i / 2)) for i in range(updates)) / updates)
+
+
 def test_classify_same_seed_same_metrics_and_penalty_logged(project):
     """A classify family through the same stage: seeded determinism and the self-attentive penalty in MLflow."""
     prepare.main(["task=classify", "data.n_train=90", "data.n_valid=15"])

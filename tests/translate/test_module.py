@@ -16,7 +16,12 @@ def test_teacher_forcing_schedules_follow_bengio_2015():
     assert [round(teacher_forcing_ratio(tf, i), 6) for i in range(4)] == [0.8, 0.6, 0.5, 0.5]
     tf.schedule = "inverse_sigmoid"  # k / (k + exp(i / k))
     assert teacher_forcing_ratio(tf, 3) == pytest.approx(5 / (5 + math.exp(3 / 5)))
-    tf.schedule = "cosine"
+    tf.per = "update"  # the same curve over updates; i past 700·k stays finite
+    assert teacher_forcing_ratio(tf, 10**9) == pytest.approx(0.0)
+    tf.per = "batch"
+    with pytest.raises(ValueError, match="train.teacher_forcing.per.*epoch, update"):
+        teacher_forcing_ratio(tf, 0)
+    tf.per, tf.schedule = "epoch", "cosine"
     with pytest.raises(ValueError, match="train.teacher_forcing.schedule.*constant, linear, inverse_sigmoid"):
         teacher_forcing_ratio(tf, 0)
 

@@ -92,6 +92,7 @@ RULES: dict[str, Range | tuple] = {
     "train.val_bleu_sentences": COUNT,
     "train.max_source_words": Range(1, None, integer=True, nullable=True),
     "train.teacher_forcing.schedule": ("constant", "linear", "inverse_sigmoid"),
+    "train.teacher_forcing.per": ("epoch", "update"),
     "train.teacher_forcing.*ratio": Range(0, 1),
     "train.teacher_forcing.slope": Range(0, None),
     "train.teacher_forcing.k": Range(0, None, open_low=True),

@@ -14,17 +14,21 @@ from attention_lab.infer.tokenization import PAD
 from attention_lab.train.module import TaskModule
 
 SCHEDULES = ("constant", "linear", "inverse_sigmoid")
+PER = ("epoch", "update")  # what the schedule's i counts: epochs, or optimiser updates (Bengio et al.'s mini-batches)
 
 
-def teacher_forcing_ratio(tf, epoch: int) -> float:
-    """ε_i, the chance of feeding the gold token at epoch i (Bengio et al. 2015, §2.4): constant ε_i = ratio,
-    linear ε_i = max(min_ratio, ratio − slope·i), inverse sigmoid ε_i = k / (k + exp(i / k))."""
+def teacher_forcing_ratio(tf, i: int) -> float:
+    """ε_i, the chance of feeding the gold token at step i (an epoch or an update, tf.per; Bengio et al. 2015, §2.4):
+    constant ε_i = ratio, linear ε_i = max(min_ratio, ratio − slope·i), inverse sigmoid ε_i = k / (k + exp(i / k))."""
+    per = tf.get("per", "epoch")
+    if per not in PER:
+        raise ValueError(f"train.teacher_forcing.per: expected one of {', '.join(PER)}, got {per!r}")
     if tf.schedule == "constant":
         return float(tf.ratio)
     if tf.schedule == "linear":
-        return max(float(tf.min_ratio), float(tf.ratio) - float(tf.slope) * epoch)
+        return max(float(tf.min_ratio), float(tf.ratio) - float(tf.slope) * i)
     if tf.schedule == "inverse_sigmoid":
-        return float(tf.k) / (float(tf.k) + math.exp(epoch / float(tf.k)))
+        return float(tf.k) / (float(tf.k) + math.exp(min(i / float(tf.k), 700.0)))  # exp overflows past 709
     raise ValueError(f"train.teacher_forcing.schedule: expected one of {', '.join(SCHEDULES)}, got {tf.schedule!r}")
 
 
@@ -48,6 +52,8 @@ class TranslationModule(TaskModule):
         return loss, n_tokens
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        if self.cfg.train.teacher_forcing.get("per", "epoch") == "update":
+            self.teacher_forcing = teacher_forcing_ratio(self.cfg.train.teacher_forcing, self.global_step)
         loss, n_tokens = self.loss(batch, self.teacher_forcing)
         self.check_finite(loss)
         self.tokens_seen += n_tokens
@@ -58,7 +64,8 @@ class TranslationModule(TaskModule):
 
     def on_train_epoch_start(self) -> None:
         super().on_train_epoch_start()
-        self.teacher_forcing = teacher_forcing_ratio(self.cfg.train.teacher_forcing, self.current_epoch)
+        if self.cfg.train.teacher_forcing.get("per", "epoch") == "epoch":
+            self.teacher_forcing = teacher_forcing_ratio(self.cfg.train.teacher_forcing, self.current_epoch)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         loss, _ = self.loss(batch)
