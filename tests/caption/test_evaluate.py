@@ -1,6 +1,8 @@
-"""caption/evaluate.py: scores per digit-count bucket."""
+"""caption/evaluate.py: scores per digit-count bucket; the left-to-right sweep that controls localisation."""
 
-from attention_lab.caption.evaluate import bucket_scores
+from omegaconf import OmegaConf
+
+from attention_lab.caption.evaluate import bucket_scores, sweep_localisation
 
 WORDS = ["zero", "one", "two", "three", "four", "five"]
 
@@ -52,3 +54,14 @@ def test_the_decoding_cap_follows_the_training_captions_and_cuts_none_of_that_le
         _, hyps, _ = evaluate(model, tok, test, images, cfg, cap)
         assert {len(h.tokens) for h in hyps} == {cap}
     assert 10 < len(long.split()) + 1 <= 25  # the derived cap holds the 16 words and eos; the old one 9 words
+
+
+def test_the_sweep_attends_each_digits_mean_centre_in_the_middle_row():
+    """Grid 2×8 of 16-pixel cells on a 32×128 canvas, digits 12-18 pixels, gaps up to 2, offset up to 16: digit t's
+    mean centre is 8 + 16t + 7.5 pixels from the left, so digits 0, 1, 2 sweep cells 0, 1, 2 of the lower row
+    (centres (8, 24), (24, 24), (40, 24)); a box holding that centre is a hit."""
+    data = OmegaConf.create({"digit_size": [12, 18], "max_gap": 2, "max_offset": 16, "height": 32, "width": 128})
+    on = [[0, 12, 15, 27], [17, 10, 32, 25], [33, 14, 48, 29]]  # each box holds its swept centre
+    off = [[60, 0, 75, 15], [17, 0, 32, 15], [33, 14, 48, 29]]  # right, too high, right place
+    assert sweep_localisation([{"boxes": on}], (2, 8), 16, data) == 1.0
+    assert sweep_localisation([{"boxes": on}, {"boxes": off}], (2, 8), 16, data) == 4 / 6

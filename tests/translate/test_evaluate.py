@@ -10,8 +10,9 @@ import torch
 from omegaconf import OmegaConf
 
 from attention_lab.core.files import write_jsonl
-from attention_lab.infer.tokenization import EOS, never_emitted, train_tokenizer
-from attention_lab.translate.data.batches import load_split
+from attention_lab.infer.tokenization import EOS, never_emitted, train_tokenizer, word_ids
+from attention_lab.results import metrics
+from attention_lab.translate.data.batches import collate, load_split
 from attention_lab.translate.evaluate import decode_corpus, evaluate, forced_word_attention
 from attention_lab.translate.search import translate_batch
 from tests.tiny_models import PAIRS, ROOT, tiny_model
@@ -71,20 +72,34 @@ def test_decode_corpus_keeps_input_order_across_length_sorted_batches(tok, tmp_p
 def test_forced_word_attention_is_one_row_per_target_word_over_source_words(tok, tmp_path):
     """(target words, source words) per row, each target word's weights summing to 1; the same in any batch size."""
     model, rows = model_of(tok), rows_of(tok, tmp_path)
-    whole = forced_word_attention(model, tok, rows)
-    assert [a.shape for a in whole] == [(len(r["tgt"].split()), len(r["src"].split())) for r in rows]
-    for a in whole:
-        np.testing.assert_allclose(a.sum(1), 1.0, atol=1e-5)
-        assert (a >= 0).all()
-    for a, b in zip(whole, forced_word_attention(model, tok, rows, batch_size=1), strict=True):
+    whole, fed = forced_word_attention(model, tok, rows)
+    for matrices in (whole, fed):
+        assert [a.shape for a in matrices] == [(len(r["tgt"].split()), len(r["src"].split())) for r in rows]
+        for a in matrices:
+            np.testing.assert_allclose(a.sum(1), 1.0, atol=1e-5)
+            assert (a >= 0).all()
+    alone = forced_word_attention(model, tok, rows, batch_size=1)
+    for a, b in zip([*whole, *fed], [*alone[0], *alone[1]], strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_the_fed_rows_are_the_predicting_rows_one_step_later(tok, tmp_path):
+    """Luong et al.'s convention: target token t's row is the one that reads it (predicts token t + 1)."""
+    model, rows = model_of(tok), rows_of(tok, tmp_path)
+    _, fed = forced_word_attention(model, tok, rows[:1])
+    batch = collate(rows[:1])
+    with torch.inference_mode():
+        _, attn = model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (1, n + 1, S)
+    n = len(rows[0]["tgt_ids"])
+    expected = metrics.word_attention(attn[0, 1:n + 1].numpy(), word_ids(tok, rows[0]["src"]),
+                                      word_ids(tok, rows[0]["tgt"]))
+    np.testing.assert_allclose(fed[0], expected, atol=1e-6)
 
 
 def test_evaluate_scores_the_hypotheses_in_row_order(tok, tmp_path):
     """test/* keys: corpus scores, BLEU of each length bucket present, decoding speed from the hypotheses' tokens;
-    the detokenized texts in row order; test/aer 0 when the gold alignment is the attention's own hard alignment."""
-    from attention_lab.results import metrics
-
+    the detokenized texts in row order; test/aer (test/aer_fed) 0 when the gold alignment is the attention's own hard
+    alignment (of the rows that read each token)."""
     model, rows = model_of(tok), rows_of(tok, tmp_path)
     scores, texts, attentions = evaluate(model, tok, rows, config(batch_size=4))
     hyps, _ = decode_corpus(model, [r["src_ids"] for r in rows], 2, 1.0, 0.5, 4, never_emitted(tok))
@@ -99,11 +114,15 @@ def test_evaluate_scores_the_hypotheses_in_row_order(tok, tmp_path):
     for r, a in zip(rows, attentions, strict=True):
         r["align"] = [list(p) for p in metrics.hard_alignment(a)]
     assert evaluate(model, tok, rows, config())[0]["test/aer"] == 0.0
+    _, fed = forced_word_attention(model, tok, rows)
+    for r, a in zip(rows, fed, strict=True):
+        r["align"] = [list(p) for p in metrics.hard_alignment(a)]
+    assert evaluate(model, tok, rows, config())[0]["test/aer_fed"] == 0.0
 
 
 def test_no_alignment_scores_without_gold_alignments_or_attention(tok, tmp_path):
     """Rows without `align`, or a family without attention (seq2seq_gru): no test/aer and no word attentions."""
     scores, texts, attentions = evaluate(model_of(tok), tok, rows_of(tok, tmp_path, align=False), config())
-    assert "test/aer" not in scores and attentions is None and len(texts) == len(TEST)
+    assert not {"test/aer", "test/aer_fed"} & set(scores) and attentions is None and len(texts) == len(TEST)
     scores, _, attentions = evaluate(model_of(tok, "seq2seq_gru"), tok, rows_of(tok, tmp_path), config())
     assert "test/aer" not in scores and attentions is None and "test/bleu" in scores

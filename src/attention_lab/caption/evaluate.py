@@ -1,7 +1,8 @@
 """Test scores of a captioner: BLEU-1..4 (sacrebleu, default 13a tokenisation, against every reference caption of an
 image) and exact caption accuracy (equal to a reference), overall and per digit-count bucket, and attention
 localisation: how often the argmax grid cell, while the model emits a gold digit word (teacher forced), has its centre
-inside that digit's gold box. Photos (data image_captions) have no buckets or boxes."""
+inside that digit's gold box, beside the same score of a left-to-right sweep that never sees the image (its control).
+Photos (data image_captions) have no buckets or boxes."""
 
 from __future__ import annotations
 
@@ -36,6 +37,23 @@ def localisation_hits(attn: np.ndarray, boxes: list[list[int]], centres: np.ndar
         x, y = centres[int(attn[t].argmax())]
         hits.append(bool(x0 <= x < x1 and y0 <= y < y1))
     return hits
+
+
+def sweep_localisation(rows: list[dict], grid: tuple[int, int], stride: int, data: DictConfig) -> float:
+    """Localisation of a left-to-right sweep that knows the caption's length and the generator's average layout but
+    never sees the image (the control of Xu et al. 2015's "fix its gaze"): digit t attends the cell holding its
+    mean centre, max_offset/2 + t·(mean size + mean gap) + mean size/2 from the left, in the canvas's middle row."""
+    size, gap = sum(data.digit_size) / 2, data.max_gap / 2
+    centres = cell_centres(grid, stride)
+    hits = []
+    for r in rows:
+        attn = np.zeros((len(r["boxes"]), len(centres)))  # (T, L): one-hot on the swept cell
+        for t in range(len(r["boxes"])):
+            x = min(data.max_offset / 2 + t * (size + gap) + size / 2, data.width - 1)
+            col, row = int(x // stride), min(int(data.height / 2 // stride), grid[0] - 1)
+            attn[t, row * grid[1] + min(col, grid[1] - 1)] = 1.0
+        hits += localisation_hits(attn, r["boxes"], centres)
+    return float(np.mean(hits))
 
 
 def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, cfg: DictConfig, max_len: int
@@ -121,6 +139,9 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
         model, _ = load_model(run.out / "best.ckpt")
         scores, hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg, limit)
         per_seed[str(seed)] = {**scores, **coverage}
+        if model.has_attention and "boxes" in rows[0]:  # the same for every seed: the control beside each
+            per_seed[str(seed)]["test/localisation_sweep"] = sweep_localisation(rows, model.grid, model.cnn.stride,
+                                                                               cfg.data)
         if cut := sum(len(h.tokens) >= limit for h in hyps):  # stopped by the cap, not by eos
             print(f"{cfg.family} seed {seed}: {cut} of {len(hyps)} test captions reached the decoding cap of {limit} "
                   "steps (conf/task/caption.yaml evaluate.max_len_ratio)")

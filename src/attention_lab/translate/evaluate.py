@@ -35,17 +35,22 @@ def decode_corpus(model, src_ids: list[list[int]], beam: int, len_penalty: float
 
 
 @torch.inference_mode()
-def forced_word_attention(model, tok, rows: list[dict], batch_size: int = 64) -> list[np.ndarray]:
-    """Teacher-forced attention on the reference, summed to source words and averaged to target words."""
-    out = []
+def forced_word_attention(model, tok, rows: list[dict], batch_size: int = 64
+                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Teacher-forced attention on the reference, summed to source words and averaged to target words, twice: each
+    target token's the row that predicts it, and the row it is fed to (Luong et al. 2015, §5.4: the alignment of
+    y_{t−1}, the word the decoder reads at step t)."""
+    predicting, fed = [], []
     for k in range(0, len(rows), batch_size):
         chunk = rows[k:k + batch_size]
         batch = collate(chunk)
-        _, attn = model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, S)
+        _, attn = model(batch["src"], batch["src_mask"], batch["tgt_in"])  # (B, T, S), T = longest reference + 1
         for b, r in enumerate(chunk):
-            a = attn[b, :len(r["tgt_ids"]), :len(r["src_ids"])].numpy()
-            out.append(metrics.word_attention(a, word_ids(tok, r["src"]), word_ids(tok, r["tgt"])))
-    return out
+            n, src, tgt = len(r["tgt_ids"]), word_ids(tok, r["src"]), word_ids(tok, r["tgt"])
+            a = attn[b, :n + 1, :len(r["src_ids"])].numpy()  # (n + 1, S): row t reads token t−1 (bos first)
+            predicting.append(metrics.word_attention(a[:n], src, tgt))
+            fed.append(metrics.word_attention(a[1:], src, tgt))
+    return predicting, fed
 
 
 def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[str], list[np.ndarray] | None]:
@@ -63,9 +68,10 @@ def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[str], list[n
                   decode_sentences_per_s=len(rows) / seconds)
     attentions = None
     if model.has_attention and all("align" in r for r in rows):
-        attentions = forced_word_attention(model, tok, rows)
-        predicted = [metrics.hard_alignment(a) for a in attentions]
-        scores["aer"] = metrics.aer(predicted, [{tuple(p) for p in r["align"]} for r in rows])
+        attentions, fed = forced_word_attention(model, tok, rows)
+        gold = [{tuple(p) for p in r["align"]} for r in rows]
+        scores["aer"] = metrics.aer([metrics.hard_alignment(a) for a in attentions], gold)
+        scores["aer_fed"] = metrics.aer([metrics.hard_alignment(a) for a in fed], gold)  # Luong et al.'s rows
     return {f"test/{k}": v for k, v in scores.items()}, texts, attentions
 
 
