@@ -150,5 +150,7 @@ def test_a_subset_of_tasks_defines_only_their_stages(tmp_path):
     text = yaml.safe_dump(stages)
     assert "translate" not in text and "classify" not in text
     ablated = {"train_ablation_caption", "evaluate_ablation_caption"} if params["caption"].get("ablations") else set()
+    replicated = {"train_replication_caption", "evaluate_replication_caption"} if params["caption"].get("replication") \
+        else set()
     assert set(stages) == {"prepare_caption", "tokenize_caption", "tune_caption", "train_caption", "evaluate_caption",
-                           "export_caption", "report_caption", "report_claims", "report_index", *ablated}
+                           "export_caption", "report_caption", "report_claims", "report_index", *ablated, *replicated}

@@ -142,7 +142,8 @@ def test_an_explicit_setting_beats_the_tuned_value(project):
 
 DECOY = {"window": 7, "penalty": 0.5, "penalty_warmup": 100, "input_feeding": True, "reverse_source": True,
          "schedule": "linear", "image_input": "every_step", "positions": "alibi", "init_range": 0.05, "init": "torch",
-         "query": "previous", "label_fractions": [0.1, 1.0], "attention": "concat"}
+         "query": "previous", "label_fractions": [0.1, 1.0], "attention": "concat", "metric": "val/accuracy",
+         "direction": "minimize", "val_bleu_sentences": 7, "min_delta": 0.5, "per": "epoch", "k": 9.0}
 
 
 def every_ablation():
@@ -182,14 +183,14 @@ def test_bad_ablations_are_named(project):
            ({"of": "bert", "set": {"train": {"lr": 1}}}, "expected a family trained from scratch"),
            ({"of": "luong_nope", "set": {"model": {"window": 3}}}, "luong_nope.*ablations.x.of")]
     for entry, message in bad:
-        edit_params(project, lambda p, e=entry: p["translate"].update(ablations={"x": e}))
+        edit_params(project, lambda p, e=entry: p["translate"].update(ablations={"x": e}, replication={}))
         if entry["of"] == "bert":
             edit_params(project, lambda p: p["translate"].update(pretrained=["bert"]))
         with pytest.raises(ConfigError, match=message):
             load_config(root=project, family="x")
         edit_params(project, lambda p: p["translate"].pop("pretrained", None))
-    edit_params(project, lambda p: p["translate"].update(ablations={"bahdanau": {"of": "luong_general",
-                                                                                  "set": {"model": {"window": 3}}}}))
+    clash = {"bahdanau": {"of": "luong_general", "set": {"model": {"window": 3}}}}
+    edit_params(project, lambda p: p["translate"].update(replication={}, ablations=clash))
     with pytest.raises(ConfigError, match="a family has this name"):
         load_config(root=project, family="luong_general")
 
@@ -198,7 +199,7 @@ def test_only_the_ablations_of_families_that_run_have_stages(project):
     from attention_lab.pipeline.dvc_yaml import render
 
     edit_params(project, lambda p: p["translate"].update(
-        families=["luong_general"], ablations={"no_feeding": {"of": "luong_general", "set": {"model": {"input_feeding": False}}},
+        families=["luong_general"], replication={}, ablations={"no_feeding": {"of": "luong_general", "set": {"model": {"input_feeding": False}}},
                                                "forward": {"of": "seq2seq_lstm", "set": {"model": {"reverse_source": False}}}}))
     assert list(run_ablations(read_params(project), "translate")) == ["no_feeding"]
     stages = yaml.safe_load(render(project))["stages"]

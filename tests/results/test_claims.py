@@ -146,6 +146,17 @@ def test_the_committed_claims_file_loads_and_names_real_families(tmp_path):
 
 
 BASE = "id: x, claim: c, paper: P, quote: q, where: w, paper_effect: e, task: t, smallest_effect: 1"
+RULE = "plus: [{family: a, metric: m}], holds_if: {above: 0}"
+
+
+def test_a_retest_is_in_section_regime_and_quotes_the_claim_it_retests(tmp_path):
+    path = tmp_path / "claims.yaml"
+    path.write_text(f"claims: [{{{BASE}, {RULE}}}, {{id: y, retests: x, claim: d, task: t, smallest_effect: 1, "
+                    f"{RULE}}}]")
+    first, again = claims.load(path)
+    assert again["section"] == "regime" and first.get("section", "paper") == "paper"
+    assert {k: again[k] for k in claims.QUOTED} == {"paper": "P", "quote": "q", "where": "w", "paper_effect": "e"}
+    assert claims.measure(again, lambda f: None)["retests"] == "x"
 
 
 @pytest.mark.parametrize("text, message", [
@@ -160,9 +171,13 @@ BASE = "id: x, claim: c, paper: P, quote: q, where: w, paper_effect: e, task: t,
      r"plus\[0\]: expected \{family, metric\[, labels\]\} or \{value\}"),
     (f"claims: [{{{BASE}, plus: [{{value: 1}}], holds_if: {{above: 0}}}}]", r"at least one term must name a family"),
     (f"claims: [{{{BASE}, plus: [{{family: a, metric: m}}], holds_if: {{above: 0}}, section: blog}}]",
-     r"section: expected one of paper, summary, toolkit"),
+     r"section: expected one of paper, summary, toolkit, regime"),
     (f"claims: [{{{BASE}, plus: [{{family: a, metric: m}}], holds_if: {{above: 0}}, relative: true}}]",
      r"relative: a percentage change needs minus terms"),
+    (f"claims: [{{{BASE}, {RULE}, retests: z}}]", r"retests: expected the id of a claim above it, got 'z'"),
+    (f"claims: [{{{BASE}, {RULE}}}, {{{BASE.replace('id: x', 'id: y')}, {RULE}, retests: x, section: paper}}]",
+     r"claims\[1\] \(y\): section: a retest's is regime"),
+    (f"claims: [{{{BASE}, {RULE}, section: regime}}]", r"section regime: name the claim it retests"),
 ])
 def test_a_bad_claims_file_names_the_claim_and_field(tmp_path, text, message):
     path = tmp_path / "claims.yaml"

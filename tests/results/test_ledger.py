@@ -18,3 +18,15 @@ def test_the_seeds_asked_are_the_most_a_familys_decidable_claims_need_at_least_t
     asked = ledger.seeds_asked([row("t", ["a", "b"], 10.0, 1.0), row("t", ["b"], 3.0, 2.5),
                                 row("t", ["c"], 0.1, 5.0)])  # c's claim needs far more than 10: undecidable here
     assert asked == {"t": {"a": 3, "b": 8}}
+
+
+def test_each_retest_stands_beside_its_claim_and_says_whether_the_verdict_moved():
+    effect = {"mean": 1.0, "low": 0.5, "high": 1.5}
+    rows = [{"id": "a", "effect": effect, "verdict": "contradicted"},
+            {"id": "a-regime", "retests": "a", "regime": "the paper's | schedule", "effect": effect,
+             "verdict": "holds"},
+            {"id": "a-control", "retests": "a", "claim": "beside a control", "effect": effect, "verdict": "contradicted"}]
+    lines = ledger.retest_text(rows).splitlines()
+    assert len(lines) == 4 and lines[2].startswith("| **a** |") and "**a-regime**" in lines[2]
+    assert "the paper's \\| schedule" in lines[2] and lines[2].endswith("| holds | contradicted → holds |")
+    assert "beside a control" in lines[3] and lines[3].endswith("| no |")

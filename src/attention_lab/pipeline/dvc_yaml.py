@@ -129,12 +129,12 @@ KINDS = (
 )
 
 
-def family_lists(params: dict, task: str) -> dict[str, list[str]]:
+def family_lists(params: dict, task: str, root: Path) -> dict[str, list[str]]:
     from attention_lab.core.config import replication, run_ablations
 
     section = params.get(task) or {}
     pretrained = list(section.get("pretrained") or [])
-    replicated = list(replication(params, task))
+    replicated = list(replication(params, task, root))
     return {"families": list(section.get("families") or []), "pretrained": pretrained,
             "ablations": list(run_ablations(params, task)),
             "replication": [f for f in replicated if f not in pretrained],
@@ -150,9 +150,9 @@ def render(root: Path) -> str:
     stages: dict[str, dict] = {}
     for kind in KINDS:
         for task in params.get("tasks", []):
-            if kind.families and not family_lists(params, task)[kind.families]:
+            if kind.families and not family_lists(params, task, root)[kind.families]:
                 continue
-            items = family_lists(params, task)[kind.families] if kind.families else None
+            items = family_lists(params, task, root)[kind.families] if kind.families else None
             stages[kind.name.format(task=task)] = stage(kind, source, root, params, task, items)
     tasks = params.get("tasks", [])
     ledger = f"python -m {STAGES}.claims"  # like the index, it reads every task's registry by name
@@ -164,12 +164,12 @@ def render(root: Path) -> str:
         "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
                  *(f"data/prepared/{task}/test.jsonl" for task in tasks),  # the test items' lengths (buckets)
                  *(f"{kind}/replication/{task}" for task in tasks for kind in ("metrics", "predictions")
-                   if any(family_lists(params, task)[k] for k in ("replication", "replication_pretrained"))),
+                   if any(family_lists(params, task, root)[k] for k in ("replication", "replication_pretrained"))),
                  *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
                  *ledger_code],
         "params": ["tasks", *(f"{task}.families" for task in tasks),
                    *(f"{task}.{key}" for task in tasks for key in ("pretrained", "ablations")
-                     if family_lists(params, task)[key]),
+                     if family_lists(params, task, root)[key]),
                    *(f"{task}.replication" for task in tasks if (params.get(task) or {}).get("replication"))],
         "outs": [{out: {"cache": False}} for out in ("reports/claims.md", "reports/claims", "metrics/claims.json",
                                                      "reports/ablations.md")]}

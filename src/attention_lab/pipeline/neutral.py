@@ -75,9 +75,11 @@ def families_of(params: dict) -> list[tuple[str, str, bool]]:
 
 
 def only(chosen: list[str] | None):
-    """A params.yaml edit: only the `chosen` families (all where None)."""
+    """A params.yaml edit: only the `chosen` families (all where None), and no replication (its runs are the same
+    families' on other seeds: nothing more to prove)."""
     def edit(params: dict) -> None:
         for task in params["tasks"]:
+            params[task]["replication"] = {}
             for key in ("families", "pretrained") if chosen else ():
                 params[task][key] = [f for f in params[task].get(key) or [] if f in chosen]
         params["tasks"] = [t for t in params["tasks"] if params[t].get("families") or params[t].get("pretrained")]

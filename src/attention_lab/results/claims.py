@@ -17,7 +17,9 @@ from attention_lab.results.evidence import ALPHA
 HOLDS, CONTRADICTED, INCONCLUSIVE = "holds", "contradicted", "inconclusive"
 NOT_RUN, NOT_MEASURABLE = "not run", "not measurable on this data"
 SECTIONS = {"paper": "Findings of the papers", "summary": "Claims of summaries of the papers",
-            "toolkit": "Differences between toolkits"}
+            "toolkit": "Differences between toolkits",
+            "regime": "Retests in the papers' regimes, and controls for what the data builds in"}
+QUOTED = ("paper", "quote", "where", "paper_effect")  # what a retest takes from the claim it retests
 SIDES = ("above", "below", "within")
 FIELDS = ("id", "claim", "paper", "quote", "where", "paper_effect", "task", "plus", "holds_if", "smallest_effect")
 RULE = f"""\
@@ -51,22 +53,32 @@ def points(metric: str, value: float) -> float:
 
 
 def load(path) -> list[dict]:
-    """The claims of conf/claims.yaml, checked: each names FIELDS, its section (paper or toolkit) and plus/minus
-    terms, with a threshold `{above|below: x}` or a margin `{within: [low, high]}`."""
+    """The claims of conf/claims.yaml, checked: each names FIELDS, its section (SECTIONS; a retest, `retests: <id>`
+    of a claim above it, is in section regime and takes its QUOTED fields) and plus/minus terms, with a threshold
+    `{above|below: x}` or a margin `{within: [low, high]}`."""
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     claims = data.get("claims")
     if not isinstance(claims, list) or not claims:
         raise ValueError(f"{path}: expected `claims:`, a list of claims")
-    seen = set()
+    seen = {}
     for i, c in enumerate(claims):
         where = f"{path}: claims[{i}]" + (f" ({c['id']})" if isinstance(c, dict) and "id" in c else "")
         if not isinstance(c, dict):
             raise ValueError(f"{where}: expected a mapping")  # noqa: TRY004 (a bad file: ValueError, as every check)
+        if "retests" in c:  # the same paper's claim in its regime, or against a control: section regime
+            if c["retests"] not in seen:
+                raise ValueError(f"{where}: retests: expected the id of a claim above it, got {c['retests']!r}")
+            if c.setdefault("section", "regime") != "regime":
+                raise ValueError(f"{where}: section: a retest's is regime, got {c['section']!r}")
+            for k in QUOTED:
+                c.setdefault(k, seen[c["retests"]][k])
+        elif c.get("section") == "regime":
+            raise ValueError(f"{where}: section regime: name the claim it retests (retests: <id>)")
         if missing := [k for k in FIELDS if c.get(k) in (None, "", [])]:
             raise ValueError(f"{where}: missing {', '.join(missing)}")
         if c["id"] in seen:
             raise ValueError(f"{where}: id {c['id']!r} appears twice")
-        seen.add(c["id"])
+        seen[c["id"]] = c
         if c.get("section", "paper") not in SECTIONS:
             raise ValueError(f"{where}: section: expected one of {', '.join(SECTIONS)}, got {c['section']!r}")
         check_rule(where, c["holds_if"], c["smallest_effect"])
@@ -135,7 +147,7 @@ def measure(claim: dict, metrics: Callable[[str], dict | None],
     where the predictions cannot give them)."""
     (side, threshold), = claim["holds_if"].items()
     row = {k: claim.get(k) for k in ("id", "claim", "paper", "quote", "where", "paper_effect", "task", "regime",
-                                     "smallest_effect", "if_not_held")}
+                                     "smallest_effect", "if_not_held", "retests")}
     row.update(section=claim.get("section", "paper"), side=side, threshold=threshold, measures=describe(claim),
                families=sorted({t["family"] for t in (claim.get("plus") or []) + (claim.get("minus") or [])
                                 if "family" in t}))

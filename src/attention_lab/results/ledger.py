@@ -107,6 +107,8 @@ def page(rows: list[dict], tasks: list[str], picture: str, confirmatory: list[di
                   f"smallest effect that matters: {r['smallest_effect']:g}."
                   + (f" Regime: {r['regime'].strip()}" if r.get("regime") else "")
                   + (f" Evidence: {r['evidence']} ({r['evidence_why']})." if r.get("evidence") else "")]
+    if any(r.get("retests") for r in best):
+        lines += ["## Each verdict beside its retest", "", retest_text(best), ""]
     lines += ["", "## The seeds that would decide each claim", "", power_text(rows, asked or {}), ""]
     if studies:
         lines += ["## How each family was tuned", "", tuning_text(rows, studies), ""]
@@ -122,6 +124,27 @@ def page(rows: list[dict], tasks: list[str], picture: str, confirmatory: list[di
         lines += [f"- **{r['id']}** ({r['verdict']}): {r['if_not_held'].strip()}" for r in notes]
         lines.append("")
     return "\n".join(lines)
+
+
+def cells_row(cells: list[str]) -> str:
+    """A Markdown table row of these cells, their pipes escaped and line breaks made spaces."""
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def retest_text(rows: list[dict]) -> str:
+    """Markdown: each claim beside its retests (in the paper's regime, or against a control), the verdict of each
+    (confirmatory where measured) and whether the retest moved it."""
+    by_id = {r["id"]: r for r in rows}
+    out = ["| claim | effect [95% CI] | verdict | retest | what changes | effect [95% CI] | verdict | moved |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if (first := by_id.get(r.get("retests"))) is None:
+            continue
+        cells = [f"**{first['id']}**", effect_text(first), first["verdict"], f"**{r['id']}**",
+                 (r.get("regime") or r["claim"]).strip(), effect_text(r), r["verdict"],
+                 "no" if r["verdict"] == first["verdict"] else f"{first['verdict']} → {r['verdict']}"]
+        out.append(cells_row(cells))
+    return "\n".join(out)
 
 
 def seeds_asked(rows: list[dict]) -> dict[str, dict[str, int]]:
@@ -220,7 +243,7 @@ def table(rows: list[dict], full: bool = False) -> str:
         else:
             cells = [r["claim"], r["paper"].split(",")[0], effect_text(r), r.get("evidence") or "—",
                      f"**{r['verdict']}**"]
-        out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+        out.append(cells_row(cells))
     return "\n".join(out)
 
 
