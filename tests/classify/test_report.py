@@ -7,7 +7,8 @@ from attention_lab.core.files import write_json
 
 
 def test_pretraining_gain_per_share_of_labels_with_mcnemar(tmp_path):
-    cfg = OmegaConf.create({"root": str(tmp_path), "task": {"name": "classify"}})
+    cfg = OmegaConf.create({"root": str(tmp_path), "task": {"name": "classify"},
+                            "paths": {"predictions": "predictions"}})
     refs = [0, 1] * 20  # 40 test documents
     right, wrong = refs, [1 - y for y in refs]
     half = refs[:20] + wrong[20:]

@@ -53,9 +53,13 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
         return [len(row["src"].split()) for row in read_jsonl(prepared_dir(cfg) / "test.jsonl")]
 
     def items(term: dict) -> evidence.Items | None:
-        found = predictions(term["family"])
-        outs = outputs(found, term.get("labels")) if found else None
-        metric, refs = term["metric"], (found or {}).get("references")
+        return term_items(term["family"], term["metric"], term.get("labels"))
+
+    @functools.cache  # one per family, metric and labels: every claim and ablation column asks again
+    def term_items(family: str, metric: str, labels) -> evidence.Items | None:
+        found = predictions(family)
+        outs = outputs(found, labels) if found else None
+        refs = (found or {}).get("references")
         if outs is None:
             return None
         if metric == "test/accuracy":
@@ -69,7 +73,7 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
         n = lengths()
         if len(n) != len(refs):
             raise ValueError(f"{prepared_dir(cfg) / 'test.jsonl'}: {len(n)} test items, {len(refs)} in "
-                             f"{predictions_path(cfg, term['family'])} (re-run the evaluate stage)")
+                             f"{predictions_path(cfg, family)} (re-run the evaluate stage)")
         return evidence.bleu_items(outs, refs, np.array([bucket_of(k, buckets) == which for k in n]))
 
     return metrics, items
