@@ -30,6 +30,19 @@ def test_stale_stages_keeps_what_git_keeps_params_and_the_command():
     }
 
 
+def test_a_stage_dvc_lock_has_no_entry_of_has_not_run_yet():
+    status = {"train_replication_translate@bahdanau": [{"changed deps": {"src/attention_lab/core": "new"}}],
+              "train_translate@bahdanau": [{"changed deps": {"src/attention_lab/core": "modified"}}]}
+    stale = provenance.stale_stages(status, lambda path: True, locked={"train_translate@bahdanau"})
+    assert stale["train_replication_translate@bahdanau"] == [(provenance.NEVER_RUN, None)]
+    names = ["train_replication_translate@bahdanau", "train_replication_translate@luong_dot", "train_translate@bahdanau"]
+    assert provenance.summarise(stale, names) == [
+        "- `train_replication_translate@{bahdanau}` (1 of 2): not run yet",
+        "- `train_translate@bahdanau`: modified `src/attention_lab/core`"]
+    fresh = {"source": SOURCE | {"committed": True}, "names": names, "stale": stale}
+    assert "for 1 of 3 stages, and 1 stage has not run yet;" in provenance.readme_block(fresh, today="2026-12-06")
+
+
 def test_summarise_names_stage_kinds_and_writes_item():
     names = ["prepare@translate", "prepare@caption", "train_translate@bahdanau", "train_translate@luong_dot",
              "train_caption@show_tell", "tune_caption@show_tell", "evaluate_translate@bahdanau",

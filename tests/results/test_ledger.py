@@ -25,8 +25,9 @@ def test_each_retest_stands_beside_its_claim_and_says_whether_the_verdict_moved(
     rows = [{"id": "a", "effect": effect, "verdict": "contradicted"},
             {"id": "a-regime", "retests": "a", "regime": "the paper's | schedule", "effect": effect,
              "verdict": "holds"},
-            {"id": "a-control", "retests": "a", "claim": "beside a control", "effect": effect, "verdict": "contradicted"}]
+            {"id": "a-control", "retests": "a", "claim": "beside a control", "effect": effect, "verdict": "contradicted"},
+            {"id": "a-later", "retests": "a", "claim": "not yet", "effect": None, "verdict": "not run"}]
     lines = ledger.retest_text(rows).splitlines()
-    assert len(lines) == 4 and lines[2].startswith("| **a** |") and "**a-regime**" in lines[2]
+    assert len(lines) == 5 and lines[4].endswith("| not run | — |") and lines[2].startswith("| **a** |") and "**a-regime**" in lines[2]
     assert "the paper's \\| schedule" in lines[2] and lines[2].endswith("| holds | contradicted → holds |")
     assert "beside a control" in lines[3] and lines[3].endswith("| no |")

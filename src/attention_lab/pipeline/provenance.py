@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 from attention_lab.core.git import git
 from attention_lab.core.paths import LOCK
 
@@ -62,10 +64,17 @@ def _name(stage_or_key) -> str:
     return getattr(stage_or_key, "addressing", stage_or_key).rpartition(":")[2]
 
 
-def stale_stages(status: dict, kept) -> dict[str, list[tuple[str, str]]]:
-    """{stage: [(how, what)]} from `dvc status`: `the command`, and changed deps that git keeps (`kept(path)`)."""
+NEVER_RUN = "not run yet"  # a stage dvc.lock has no entry of: its `how`, with no `what`
+
+
+def stale_stages(status: dict, kept, locked: set[str] | None = None) -> dict[str, list[tuple[str, str | None]]]:
+    """{stage: [(how, what)]} from `dvc status`: `the command`, and changed deps that git keeps (`kept(path)`); a
+    stage not in `locked` (dvc.lock's stages, where given): [(NEVER_RUN, None)]."""
     stale = {}
     for stage, changes in status.items():  # changed outputs are the agreement check's; data/, models/ are not in git
+        if locked is not None and stage not in locked:
+            stale[stage] = [(NEVER_RUN, None)]
+            continue
         found = [("changed", "the command")] if "changed command" in changes else []
         for path, how in (dep for c in changes if isinstance(c, dict) for dep in c.get("changed deps", {}).items()):
             if kept(path):  # a params file's `how` is {key: how}, written `params.yaml: <key>`
@@ -102,8 +111,10 @@ def summarise(stale: dict[str, list[tuple[str, str]]], names: list[str]) -> list
         changed = defaultdict(set)
         for name, item in zip(hit, items, strict=True):
             for how, what in stale[name]:
-                changed[how].add(re.sub(rf"(?<![\w-]){re.escape(item)}(?![\w/-])", "<item>", what) if item else what)
-        bullets["; ".join(f"{how} {_paths(changed[how])}" for how in sorted(changed))].append(label)
+                whats = changed[how]  # NEVER_RUN: no what
+                if what is not None:
+                    whats.add(re.sub(rf"(?<![\w-]){re.escape(item)}(?![\w/-])", "<item>", what) if item else what)
+        bullets["; ".join(f"{how} {_paths(changed[how])}".rstrip() for how in sorted(changed))].append(label)
     return [f"- {', '.join(labels)}: {what}" for what, labels in bullets.items()]
 
 
@@ -113,7 +124,9 @@ def freshness(root: Path) -> dict:
     files = tracked(root) | (tracked(root, source["commit"]) if source["committed"] else set())
     with _repo(root) as repo:
         names, status = [_name(s) for s in repo.index.stages], {_name(k): c for k, c in repo.status().items()}
-    return {"source": source, "names": names, "stale": stale_stages(status, lambda path: in_files(path, files))}
+    locked = set((yaml.safe_load((root / LOCK).read_text(encoding="utf-8")) or {}).get("stages") or {})
+    return {"source": source, "names": names,
+            "stale": stale_stages(status, lambda path: in_files(path, files), locked)}
 
 
 def readme_block(fresh: dict, today: str | None = None) -> str:
@@ -126,9 +139,12 @@ def readme_block(fresh: dict, today: str | None = None) -> str:
     if not stale:
         return "\n".join([HEADER, (f"{origin} `dvc status` lists no changed dependency kept in git: the results are "
                                    "fresh (the committed code, conf and params produce them)."), END])
+    new = sum(changes == [(NEVER_RUN, None)] for changes in stale.values())
     return "\n".join([HEADER, origin, "", (
         f"**These results may be stale.** `dvc status` ({today or datetime.now(UTC).date().isoformat()}) lists "
-        f"dependencies changed since that run for {len(stale)} of {len(names)} stages; the committed figures, reports "
+        f"dependencies changed since that run for {len(stale) - new} of {len(names)} stages"
+        + (f", and {new} {'stage has' if new == 1 else 'stages have'} not run yet" if new else "")
+        + "; the committed figures, reports "
         "and tuned values stay until the next full `dvc repro`. By stage kind (`<item>`: the stage's `@` item):"), "",
         *summarise(stale, names), END])
 

@@ -115,7 +115,9 @@ def page(rows: list[dict], tasks: list[str], picture: str, confirmatory: list[di
     lacking = [r for r in rows if r.get("missing")]
     if lacking:
         lines += ["## Not measured", "", ("A claim whose family (or ablation, params.yaml `<task>.ablations`) has "
-                  "no metrics file here is not run; one whose metric this data cannot give is not measurable."), ""]
+                  "no metrics file here is not run; one whose metrics file lacks its metric is not measurable: "
+                  "this data cannot give it, or the family's evaluation predates the metric (`dvc status` then "
+                  "names its evaluate stage)."), ""]
         lines += [f"- **{r['id']}** ({r['verdict']}): {r['missing']}" for r in lacking]
         lines.append("")
     notes = [r for r in rows if r.get("if_not_held") and r["verdict"] != claims.HOLDS]
@@ -142,7 +144,8 @@ def retest_text(rows: list[dict]) -> str:
             continue
         cells = [f"**{first['id']}**", effect_text(first), first["verdict"], f"**{r['id']}**",
                  (r.get("regime") or r["claim"]).strip(), effect_text(r), r["verdict"],
-                 "no" if r["verdict"] == first["verdict"] else f"{first['verdict']} → {r['verdict']}"]
+                 "—" if r["verdict"] in (claims.NOT_RUN, claims.NOT_MEASURABLE)
+                 else "no" if r["verdict"] == first["verdict"] else f"{first['verdict']} → {r['verdict']}"]
         out.append(cells_row(cells))
     return "\n".join(out)
 
