@@ -5,12 +5,16 @@ what they need lazily, so `translate` never loads torch."""
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
 import sys
-import unicodedata
 from pathlib import Path
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.table import Table
 
 
 def resolve_model_dir(path: str | Path) -> Path:
@@ -23,34 +27,25 @@ def resolve_model_dir(path: str | Path) -> Path:
                             "(run `dvc repro export_<task>@<family>` or pass the onnx folder)")
 
 
-def _width(text: str) -> int:
-    """Terminal columns of text (wide East Asian characters, e.g. Hangul, take two)."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def _pad(text: str, width: int, right: bool = False) -> str:
-    fill = " " * max(width - _width(text), 0)
-    return fill + text if right else text + fill
-
-
 def attention_table(words: list[str], tokens: list[str], weights, max_width: int | None = None) -> str:
     """Source words as rows, target tokens as columns, weights with 2 decimals; wide tables wrap into blocks."""
     max_width = max_width or max(shutil.get_terminal_size((100, 24)).columns, 40)
-    first = max([_width(w) for w in words] + [6])
-    widths = [max(_width(t), 4) for t in tokens]
-    blocks, start = [], 0
-    while start < len(tokens):
-        end, used = start, first
-        while end < len(tokens) and (end == start or used + 2 + widths[end] <= max_width):
-            used += 2 + widths[end]
-            end += 1
-        cols = range(start, end)
-        lines = [_pad("", first) + "  " + "  ".join(_pad(tokens[j], widths[j], right=True) for j in cols)]
+    first = max(map(cell_len, words), default=0)   # terminal cells: Hangul and the like take two
+    per_block = max((max_width - first) // (2 + max([4, *map(cell_len, tokens)])), 1)
+    out = io.StringIO()
+    console = Console(file=out, width=max_width, force_terminal=sys.stdout.isatty(), markup=False,
+                      emoji=False, highlight=False)
+    for start in range(0, len(tokens), per_block):
+        cols = range(start, min(start + per_block, len(tokens)))
+        table = Table(box=None, pad_edge=False)
+        table.add_column()
+        for j in cols:
+            table.add_column(tokens[j], justify="right")
         for word, row in zip(words, weights):
-            lines.append(_pad(word, first) + "  " + "  ".join(_pad(f"{row[j]:.2f}", widths[j], right=True) for j in cols))
-        blocks.append("\n".join(lines))
-        start = end
-    return "\n\n".join(blocks)
+            table.add_row(word, *(f"{row[j]:.2f}" for j in cols))
+        console.print(table)
+        console.line()
+    return out.getvalue().rstrip("\n")
 
 
 def _int_in(low: int, high: int | None = None):

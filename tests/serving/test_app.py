@@ -220,13 +220,24 @@ def test_bad_caption_uploads_get_4xx_with_a_message(client, kwargs, status, mess
     assert text and message in text, text
 
 
-def test_streamed_body_over_the_limit_is_refused(client):
+@pytest.mark.parametrize(("path", "kind", "head", "message"), [
+    ("/translate", "application/json", b'{"model": "bahdanau", "text": "',
+     "limit of 2048 bytes (--max-body)"),
+    ("/caption", "multipart/form-data; boundary=b",
+     b'--b\r\nContent-Disposition: form-data; name="image"; filename="c.png"\r\n\r\n',
+     "limit of 4096 bytes (--max-image-body)"),
+])
+def test_streamed_body_over_the_limit_is_refused(client, path, kind, head, message):
+    """A chunked body (no Content-Length) gets 413 once the bytes read pass the limit."""
     def chunks():
-        for _ in range(10):
-            yield b'{"model": "bahdanau", "text": "' + b"a" * 400
+        yield head
+        for _ in range(12):
+            yield b"a" * 400
 
-    got = client.post("/translate", content=chunks(), headers={"content-type": "application/json"})
-    assert got.status_code == 413 and "limit of 2048" in got.json()["detail"]
+    got = client.post(path, content=chunks(), headers={"content-type": kind})
+    assert "content-length" not in got.request.headers
+    assert got.request.headers["transfer-encoding"] == "chunked"
+    assert got.status_code == 413 and message in got.json()["detail"], got.text
 
 
 def test_openapi_lists_endpoints_and_schemas(client):

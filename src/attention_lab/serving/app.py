@@ -10,16 +10,19 @@ import base64
 import io
 import json
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import FastAPI, File, Form, HTTPException, Request, UploadFile
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from starlette.responses import JSONResponse
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attention_lab.caption.serve import ImageError
@@ -43,7 +46,7 @@ ERRORS = {404: {"model": ErrorMessage, "description": "unknown model"},
 CAPTION_ERRORS = {**ERRORS, 422: {"description": "a missing field; an empty, unreadable or truncated image; a photo "
                                                  "over the pixel cap; a canvas not of the model's size; or a model of "
                                                  "another task"}}
-IMAGE_PATHS = ("/caption",)  # request bodies under ServeSettings.max_image_bytes (a photo upload)
+IMAGE_PATHS = ("/caption",)  # body limit ServeSettings.max_image_bytes (a photo upload)
 
 
 @dataclass(frozen=True)
@@ -55,52 +58,51 @@ class ServeSettings:
     max_image_bytes: int = 16 << 20  # bytes of request body of POST /caption (a photo upload)
 
 
-class BodyLimit:
-    """ASGI middleware: a body over max_bytes (image_bytes on IMAGE_PATHS; declared or streamed) gets 413 before the
-    app reads any of it, and a JSON body that is not UTF-8 (RFC 8259) gets 422 naming the first bad byte."""
+class App(FastAPI):
+    """FastAPI whose 413 (the body limit's "Content Too Large") names the limit and its option."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, image_bytes: int):
-        self.app, self.max_bytes, self.image_bytes = app, max_bytes, image_bytes
+    def build_middleware_stack(self) -> ASGIApp:
+        app = super().build_middleware_stack()
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        limit = self.image_bytes if scope["path"] in IMAGE_PATHS else self.max_bytes
-        declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > limit:
-            return await self.refuse(scope, receive, send, declared, limit)
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":   # client went away
-                return
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > limit:
-                return await self.refuse(scope, receive, send, str(size).encode(), limit)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        if b"json" in dict(scope["headers"]).get(b"content-type", b""):
-            try:
-                body.decode("utf-8")
-            except UnicodeDecodeError as err:
-                detail = (f"request body is not UTF-8: byte 0x{body[err.start]:02x} at offset {err.start} "
-                          f"({err.reason}); send JSON encoded as UTF-8")
-                return await JSONResponse({"detail": detail}, 422)(scope, receive, send)
-        replay: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+        async def our_413(scope: Scope, receive: Receive, send: Send) -> None:
+            replaced = False
 
-        async def replayed() -> Message:
-            return replay.pop() if replay else await receive()
+            async def send_ours(message: Message) -> None:
+                nonlocal replaced
+                if message["type"] == "http.response.start" and message["status"] == 413:
+                    option = "--max-image-body" if scope["path"] in IMAGE_PATHS else "--max-body"
+                    detail = (f"request body is over this server's limit of "
+                              f"{scope[MAX_BODY_SIZE_SCOPE_KEY]} bytes ({option})")
+                    await JSONResponse({"detail": detail}, 413)(scope, receive, send)
+                    replaced = True
+                elif not replaced:   # the library's own body of the 413 is dropped
+                    await send(message)
 
-        await self.app(scope, replayed, send)
+            await app(scope, receive, send_ours)
 
-    async def refuse(self, scope: Scope, receive: Receive, send: Send, size: bytes, limit: int) -> None:
-        if not size.isdigit():
-            await JSONResponse({"detail": "bad Content-Length header"}, 400)(scope, receive, send)
-            return
-        option = "--max-image-body" if scope["path"] in IMAGE_PATHS else "--max-body"
-        detail = f"request body of {int(size)} bytes is over this server's limit of {limit} bytes ({option})"
-        await JSONResponse({"detail": detail}, 413)(scope, receive, send)
+        return our_413
+
+
+class Utf8Route(APIRoute):
+    """A route answering 400 to a bad Content-Length, 422 to a JSON body not in UTF-8 (RFC 8259)."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def checked(request: Request) -> Response:
+            if not request.headers.get("content-length", "0").isdigit():
+                raise HTTPException(400, "bad Content-Length header")
+            if "json" in request.headers.get("content-type", ""):
+                body = await request.body()   # under the body limit: over it, the library's 413
+                try:
+                    body.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    detail = (f"request body is not UTF-8: byte 0x{body[err.start]:02x} at offset "
+                              f"{err.start} ({err.reason}); send JSON encoded as UTF-8")
+                    raise HTTPException(422, detail) from err
+            return await handler(request)
+
+        return checked
 
 
 class AsciiJSONResponse(JSONResponse):
@@ -119,11 +121,11 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
                skipped: list[dict] | None = None) -> FastAPI:
     """The app serving `models` (by name) under `settings`."""
     settings = settings or ServeSettings()
-    app = FastAPI(title="attention-lab", version="0.1.0", description=(
+    app = App(title="attention-lab", version="0.1.0", description=(
         "Attention models for NLP on onnxruntime: translation with its cross-attention, document classification "
         "with word and sentence attention, image captioning with attention over image regions. The attention "
-        "explorer page is at /."))
-    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes, image_bytes=settings.max_image_bytes)
+        "explorer page is at /."), max_body_size=settings.max_body_bytes)
+    app.router.route_class = Utf8Route
     app.add_exception_handler(RequestValidationError, validation_error)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
@@ -179,6 +181,7 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
                 "has_attention": has_attention(model), "latency_ms": round(latency, 3)}
 
     @app.post("/caption", response_model=CaptionResponse, responses=CAPTION_ERRORS,
+              max_body_size=settings.max_image_bytes,
               summary="caption a photo or canvas; words, attention grid per word and an overlay PNG")
     def caption(image: Annotated[UploadFile, File(description="a photo model: a JPEG or PNG photo of any size; a "
                                                               "canvas model: a grayscale PNG of its canvas size, ink "
