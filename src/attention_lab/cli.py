@@ -203,7 +203,7 @@ def _serve_from(args: argparse.Namespace, fetched: Path) -> int:
 
 
 def _register(args: argparse.Namespace) -> int:
-    """Log an exported folder to the MLflow model registry (onnx flavour) for `serve --registry-model`."""
+    """Log an exported folder as a pyfunc model in the MLflow model registry (it serves itself)."""
     from attention_lab.core.tracking import default_tracking_uri
     from attention_lab.serving.mlflow_models import log_folder
 
@@ -269,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads per session (default: 1)")
     s.add_argument("--log-level", default="info", help="uvicorn log level (default: %(default)s)")
     s.set_defaults(func=_serve)
-    g = sub.add_parser("register", help="log an exported model to the MLflow model registry (MLFLOW_TRACKING_URI)")
+    g = sub.add_parser("register", help="log an exported model to the MLflow model registry "
+                       "(MLFLOW_TRACKING_URI) as a pyfunc model that `mlflow models serve` serves")
     g.add_argument("--model", required=True, help="a family folder (models/han) or its onnx folder")
     g.add_argument("--name", default=None, help="registered model name (default: the folder's name)")
     g.set_defaults(func=_register)

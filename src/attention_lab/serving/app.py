@@ -1,13 +1,12 @@
 """The HTTP service (FastAPI on onnxruntime alone): health, models, translate, classify, caption and the explorer
 page at /.
 
-Add a task: a ModelKind in registry.py and an endpoint below that takes `served(name, task)` and returns its schema.
+Add a task: a ModelKind in registry.py, its answer in answers.py, an endpoint below that takes `served(name, task)`
+and returns its schema, and for the MLflow pyfunc its input column and answer_rows branch in mlflow_models.py.
 """
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import time
 from collections.abc import Callable, Coroutine
@@ -26,7 +25,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from attention_lab.caption.serve import ImageError
-from attention_lab.serving.registry import KINDS, LoadedModel, has_attention
+from attention_lab.serving import answers
+from attention_lab.serving.registry import KINDS, LoadedModel
 from attention_lab.serving.schemas import (
     MAX_BEAM,
     CaptionResponse,
@@ -158,14 +158,9 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
               summary="translate a sentence; tokens, translation and cross-attention")
     def translate(req: TranslateRequest) -> dict:
         model = served(req.model, "translate", req.text)
-        meta = model.runner.meta
-        beam = req.beam or meta.get("beam", 4)
         start = time.perf_counter()
-        [result] = model.runner.translate([req.text], beam=beam, len_penalty=(
-            meta.get("len_penalty", 1.0) if req.len_penalty is None else req.len_penalty))
-        latency = (time.perf_counter() - start) * 1000
-        return {**result.to_dict(), "model": model.name, "family": model.family, "beam": beam,
-                "latency_ms": round(latency, 3)}
+        answer = answers.translate(model, req.text, req.beam, req.len_penalty)
+        return {**answer, "latency_ms": round((time.perf_counter() - start) * 1000, 3)}
 
     @app.post("/classify", response_model=ClassifyResponse, responses=ERRORS,
               summary="classify a document; label, probabilities, word and sentence attention")
@@ -173,12 +168,10 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
         model = served(req.model, "classify", req.text)
         start = time.perf_counter()
         try:
-            [result] = model.runner.classify([req.text])
+            answer = answers.classify(model, req.text)
         except ValueError as err:   # e.g. a document without words
             raise HTTPException(422, str(err)) from err
-        latency = (time.perf_counter() - start) * 1000
-        return {**result.to_dict(), "model": model.name, "family": model.family,
-                "has_attention": has_attention(model), "latency_ms": round(latency, 3)}
+        return {**answer, "latency_ms": round((time.perf_counter() - start) * 1000, 3)}
 
     @app.post("/caption", response_model=CaptionResponse, responses=CAPTION_ERRORS,
               max_body_size=settings.max_image_bytes,
@@ -191,23 +184,14 @@ def create_app(models: dict[str, LoadedModel], settings: ServeSettings | None = 
                                                                                 "(default: the export's)")] = None,
                 ) -> dict:
         served_model = served(model, "caption")
-        captioner = served_model.runner
         data = image.file.read()
         start = time.perf_counter()
         try:
-            pixels = captioner.read(data, name=image.filename or "the uploaded image")
+            name = image.filename or "the uploaded image"
+            answer = answers.caption(served_model, data, name, beam)
         except ImageError as err:
             raise HTTPException(422, str(err)) from err
-        beam = beam or captioner.meta.get("beam", 1)
-        [result] = captioner.caption([pixels], beam=beam)
-        buf = io.BytesIO()
-        captioner.overlay(pixels, result).save(buf, format="PNG")
-        latency = (time.perf_counter() - start) * 1000
-        return {"model": served_model.name, "family": served_model.family, "caption": result.text,
-                "words": result.words, "attention": result.attention.round(4).tolist(),
-                "grid": list(captioner.meta["grid"]), "has_attention": result.has_attention, "score": result.score,
-                "beam": beam, "overlay": "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii"),
-                "latency_ms": round(latency, 3)}
+        return {**answer, "latency_ms": round((time.perf_counter() - start) * 1000, 3)}
 
     app.state.models, app.state.settings, app.state.kinds = models, settings, sorted(KINDS)
     return app

@@ -1,7 +1,8 @@
 """Model kinds keyed by meta.json's task, and discovery of exported folders (models/<family>/onnx) to serve.
 
-A new task slots in with one `register_kind(ModelKind(...))` here (how to load and describe its folder) and one
-endpoint in app.py; folders of a task without a kind are skipped with a reason, never half-served.
+A new task slots in with one `register_kind(ModelKind(...))` here (how to load and describe its folder), its answer
+in answers.py and one endpoint in app.py; folders of a task without a kind are skipped with a reason, never
+half-served.
 """
 
 from __future__ import annotations
