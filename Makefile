@@ -3,19 +3,49 @@ PY      ?= python3.11
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+TORCH   := torch==2.13.0
+UV      := uv==0.13.9
 
-.PHONY: setup browser pipeline test test-fast check-results lint clean
+.PHONY: setup setup-pipeline setup-serve lock
+.PHONY: browser pipeline test test-fast check-results lint clean
 
-# TORCH_INDEX (optional): a wheel index to take torch from first, e.g. PyTorch's CPU index
-# (`make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu`: PyPI's Linux torch wheel is the CUDA build). Unset,
-# torch comes from pip's own configuration, like every other package.
-$(STAMP): pyproject.toml constraints.txt
-	$(PY) -m venv $(VENV)
-	$(if $(TORCH_INDEX),$(BIN)/pip install -q --no-deps --index-url "$(TORCH_INDEX)" -c constraints.txt torch)
-	$(BIN)/pip install -q -c constraints.txt -e ".[dev]"
+# A role's venv: $(call install,VENV,ROLE), ROLE serve, pipeline or dev (requirements/ROLE.txt).
+# Its lock goes in with --no-deps --require-hashes: exactly its files, each checked against its hash.
+# torch alone is pinned by version, not hash: its files differ by build. It comes from pip's own
+# configuration (PyPI's Linux wheel is the CUDA build, with the CUDA packages its metadata pins), or
+# with TORCH_INDEX from that index alone, e.g. PyTorch's CPU index
+# (`make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu`), whose build needs nothing more.
+TORCH_FROM = $(if $(TORCH_INDEX),--no-deps --index-url "$(TORCH_INDEX)")
+define install
+	$(PY) -m venv $(1)
+	$(1)/bin/pip install -q --no-deps --require-hashes -r requirements/$(2).txt
+	$(if $(filter-out serve,$(2)),$(1)/bin/pip install -q $(TORCH_FROM) "$(TORCH)")
+	$(1)/bin/pip install -q --no-deps $(if $(filter-out serve,$(2)),-e) .
+endef
+
+$(STAMP): pyproject.toml requirements/dev.txt
+	$(call install,$(VENV),dev)
 	touch $(STAMP)
 
-setup: $(STAMP)  ## create .venv with the pinned stack (CPU-only torch: see TORCH_INDEX above)
+setup: $(STAMP)  ## .venv with the pinned stack of `make pipeline` and `make test` (torch: above)
+
+setup-pipeline:  ## the pipeline alone, without the test tools, in .venv-pipeline
+	$(call install,.venv-pipeline,pipeline)
+
+setup-serve:  ## the serving role alone (no torch, Lightning, Ray, MLflow, DVC) in .venv-serve
+	$(call install,.venv-serve,serve)
+
+# Re-resolves the locks with uv (in .venv-lock), keeping their pins where pyproject.toml allows:
+# dev first, then pipeline and serve at dev's versions; torch and requirements/excludes.txt left out.
+LOCK = .venv-lock/bin/uv pip compile -q --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-manylinux_2_28 --excludes requirements/excludes.txt \
+	--no-emit-package torch --custom-compile-command "make lock"
+lock:  ## re-generate requirements/{dev,pipeline,serve}.txt (hashed) from pyproject.toml
+	[ -x .venv-lock/bin/uv ] || { $(PY) -m venv .venv-lock && .venv-lock/bin/pip install -q "$(UV)"; }
+	$(LOCK) pyproject.toml --extra dev requirements/minilm.in -o requirements/dev.txt
+	$(LOCK) pyproject.toml --extra pipeline requirements/minilm.in -c requirements/dev.txt \
+	  -o requirements/pipeline.txt
+	$(LOCK) pyproject.toml -c requirements/dev.txt -o requirements/serve.txt
 
 # Debian's chromium + chromedriver for the explorer page test (Selenium never downloads a browser or driver),
 # and a Hangul font for its screenshots; skipped when already installed (else apt-get, with sudo unless root).
@@ -49,4 +79,4 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .venv-pipeline .venv-serve .venv-lock

@@ -325,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as err:
         print(f"attention-lab {args.command}: {err}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as err:  # the serving install lacks the pipeline's packages
+        print(f"attention-lab {args.command}: {err}; this needs the pipeline install (make setup)",
+              file=sys.stderr)
+        return 2
     except BrokenPipeError:   # e.g. piped into `head`
         sys.stderr.close()
         return 0
