@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,7 @@ def test_a_neutral_change_is_proved_and_recorded_so_nothing_re_runs(lab):
     proc = sh(["attention-lab", "neutral", "--base", "HEAD"], lab)
     assert "result-neutral: every state dict" in proc.stdout, proc.stdout
     assert "compared: 6 checkpoints" in proc.stdout  # best.ckpt and last.ckpt of each seed's run and of the trial
+    assert re.search(r"^  tree, +\d+\.\d min: train_translate@bahdanau$", proc.stdout, re.MULTILINE)  # progress
     assert "recorded in dvc.lock" in proc.stdout
     # the proof compares no report: a report whose code changed re-runs for real, the others do not
     assert "Running stage 'report_translate'" in proc.stdout + proc.stderr

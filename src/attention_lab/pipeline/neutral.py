@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,16 +57,23 @@ class Tree:
         self.log = self.work.parent / f"{self.name}.log"
 
     def sh(self, args: list[str], cwd: Path) -> str:
+        """Run `args` in `cwd`, stderr to the log; its stdout, a progress line per DVC stage it starts."""
         env = environ(cwd, **GIT_ID, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                       PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        start, out = time.monotonic(), []
         with self.log.open("a", encoding="utf-8") as log:
             log.write(f"$ {' '.join(args)}  (in {cwd})\n")
             log.flush()
-            proc = subprocess.run(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log, text=True, check=False)
-            log.write(proc.stdout[-20000:])
+            with subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log, text=True) as proc:
+                for line in proc.stdout:
+                    out.append(line)
+                    if stage := re.match(r"Running stage '(.+)':", line):
+                        minutes = (time.monotonic() - start) / 60
+                        print(f"  {self.name}, {minutes:4.1f} min: {stage[1]}", flush=True)
+            log.write("".join(out)[-20000:])
         if proc.returncode:
             raise SystemExit(f"{self.name}: `{' '.join(args)}` failed ({proc.returncode}); see {self.log}")
-        return proc.stdout
+        return "".join(out)
 
 
 def families_of(params: dict) -> list[tuple[str, str, bool]]:
