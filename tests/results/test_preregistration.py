@@ -68,6 +68,9 @@ def test_runs_before_the_claim_are_exploratory_runs_after_it_confirmatory(repo):
     assert preregistration.evidence(root, at["c1"], {"a": after}, ["10", "11"], {"0"})["kind"] == "confirmatory"
     chosen = preregistration.evidence(root, at["c1"], {"a": after}, ["0", "10"], {"0"})
     assert chosen["kind"] == "exploratory" and "seed 0 is a tuning study's" in chosen["why"]
+    pending = preregistration.evidence(root, at["c1"], {"a": after, "b": None}, ["10"], {"0"})
+    assert pending["kind"] == "exploratory" and "in no commit of dvc.lock yet" in pending["why"]
+    assert "`b`" in pending["why"] and "`a`" not in pending["why"]
 
 
 def test_a_claim_changed_later_is_frozen_by_its_own_last_commit_and_uncommitted_lines_freeze_nothing(repo):

@@ -70,10 +70,12 @@ def evidence(root: Path, frozen: tuple[str, str] | None, runs: dict[str, tuple[s
     recorded in a descendant of its freezing commit, and no seed is one a study selected on."""
     if frozen is None:
         return {"kind": "exploratory", "why": "the claim is not committed yet"}
-    late = [f for f, r in runs.items() if r is None or r[0] == frozen[0]
-            or not is_ancestor(root, frozen[0], r[0])]
+    if unrecorded := [f for f, r in runs.items() if r is None]:
+        return {"kind": "exploratory", "why": "runs in no commit of dvc.lock yet (commit them, then re-run "
+                                              f"report_claims): {', '.join(f'`{f}`' for f in unrecorded)}"}
+    late = [f for f, r in runs.items() if r[0] == frozen[0] or not is_ancestor(root, frozen[0], r[0])]
     if late:
-        when = ", ".join(f"`{f}` {runs[f][1] if runs[f] else 'not recorded'}" for f in late)
+        when = ", ".join(f"`{f}` {runs[f][1]}" for f in late)
         return {"kind": "exploratory", "why": f"runs recorded before the claim was frozen ({frozen[0]}, "
                                               f"{frozen[1]}): {when}"}
     if chosen := sorted(set(seeds) & study_seeds):
