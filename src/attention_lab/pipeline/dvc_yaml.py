@@ -147,14 +147,15 @@ def render(root: Path) -> str:
 
     params = read_params(root)
     source = Source(root / "src", root / "conf")
+    tasks = params.get("tasks", [])
+    lists = {task: family_lists(params, task, root) for task in tasks}  # each task's checked once
     stages: dict[str, dict] = {}
     for kind in KINDS:
-        for task in params.get("tasks", []):
-            if kind.families and not family_lists(params, task, root)[kind.families]:
+        for task in tasks:
+            if kind.families and not lists[task][kind.families]:
                 continue
-            items = family_lists(params, task, root)[kind.families] if kind.families else None
+            items = lists[task][kind.families] if kind.families else None
             stages[kind.name.format(task=task)] = stage(kind, source, root, params, task, items)
-    tasks = params.get("tasks", [])
     ledger = f"python -m {STAGES}.claims"  # like the index, it reads every task's registry by name
     ledger_code = sorted({*code(source, root, [ledger]),
                           *(source.module_file(m).relative_to(root).as_posix()
@@ -164,12 +165,12 @@ def render(root: Path) -> str:
         "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
                  *(f"data/prepared/{task}/test.jsonl" for task in tasks),  # the test items' lengths (buckets)
                  *(f"{kind}/replication/{task}" for task in tasks for kind in ("metrics", "predictions")
-                   if any(family_lists(params, task, root)[k] for k in ("replication", "replication_pretrained"))),
+                   if lists[task]["replication"] or lists[task]["replication_pretrained"]),
                  *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
                  *ledger_code],
         "params": ["tasks", *(f"{task}.families" for task in tasks),
                    *(f"{task}.{key}" for task in tasks for key in ("pretrained", "ablations")
-                     if family_lists(params, task, root)[key]),
+                     if lists[task][key]),
                    *(f"{task}.replication" for task in tasks if (params.get(task) or {}).get("replication"))],
         "outs": [{out: {"cache": False}} for out in ("reports/claims.md", "reports/claims", "metrics/claims.json",
                                                      "reports/ablations.md")]}
