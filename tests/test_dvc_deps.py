@@ -6,6 +6,7 @@ tune, train, pretrain or evaluate stage."""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import yaml
 from dvc.dependency import ParamsDependency
 
 from attention_lab.core.code_deps import Source
-from attention_lab.pipeline.dvc_yaml import render, write
+from attention_lab.pipeline.dvc_yaml import render, task_families, write
 from tests.conftest import ROOT
 
 SOURCE = Source(ROOT / "src", ROOT / "conf")
@@ -28,14 +29,21 @@ TRAINING = ("tune_", "train_", "finetune_", "pretrain@", "evaluate_")
 @functools.cache
 def pipeline() -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...], tuple[str, ...]]:
     """((name, cmd, file deps) of every stage, the outputs of every stage), resolved by DVC itself, as `dvc repro`
-    sees them."""
+    sees them; a link dep (conf/model/<family>.py) as the file it links to, whose content DVC hashes."""
     from dvc.repo import Repo
 
     with Repo(str(ROOT)) as repo:
-        stages = tuple((s.name, s.cmd, tuple(d.def_path for d in s.deps if not isinstance(d, ParamsDependency)))
+        stages = tuple((s.name, s.cmd, tuple(target(d.def_path) for d in s.deps
+                                             if not isinstance(d, ParamsDependency)))
                        for s in repo.index.stages)
         outs = tuple(o.def_path for s in repo.index.stages for o in s.outs)
     return stages, outs
+
+
+def target(dep: str) -> str:
+    """The path a dep names, relative to the repository: a link's target, else the dep itself."""
+    path = ROOT / dep
+    return path.resolve().relative_to(ROOT).as_posix() if path.is_symlink() else dep
 
 
 def code_of(cmd: str) -> set[str]:
@@ -47,7 +55,38 @@ def inside(path: Path, folder: Path) -> bool:
 
 
 def test_dvc_yaml_and_the_rerun_table_are_what_the_generator_writes():
-    assert write(ROOT, check=True), "dvc.yaml or docs/pipeline.md's re-run table is stale: run `attention-lab stages`"
+    assert write(ROOT, check=True), ("dvc.yaml, a link conf/model/<family>.py or docs/pipeline.md's re-run table is "
+                                     "stale: run `attention-lab stages`")
+
+
+def test_each_family_stage_names_its_model_module_through_its_link():
+    """Every conf/model/<family>.yaml has its link conf/model/<family>.py to its `_target_`'s module (what the
+    family's stages name, so that `foreach: ${<task>.families}` can name it from the family alone), and dvc.lock
+    records every link of a stage it has run (`attention-lab stages` gives a link the hash recorded for its target)."""
+    from dvc.repo import Repo
+
+    families = sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml"))
+    for family in families:
+        link = ROOT / "conf" / "model" / f"{family}.py"
+        assert link.is_symlink(), f"{link} is not a link: run `attention-lab stages`"
+        module = SOURCE.module_file(SOURCE.model_module(family))
+        assert link.resolve() == module.resolve(), f"{link} links to {link.resolve()}, not {module}"
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    with Repo(str(ROOT)) as repo:
+        for stage in repo.index.stages:
+            links = {d.def_path for d in stage.deps if (ROOT / d.def_path).is_symlink()}
+            recorded = {d["path"] for d in lock.get(stage.name, {}).get("deps", [])}
+            assert stage.name not in lock or links <= recorded, \
+                f"dvc.lock's {stage.name} lacks {sorted(links - recorded)}: run `attention-lab stages`"
+
+
+def test_the_family_lists_are_read_from_params_yaml():
+    """The family groups loop over params.yaml's own lists, so `dvc exp run -S <task>.families=[...]` (or
+    `<task>.ablations`) changes the stages DVC runs without rewriting dvc.yaml."""
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert stages["train_translate"]["foreach"] == "${translate.families}"
+    assert stages["finetune_classify"]["foreach"] == "${classify.pretrained}"
+    assert stages["train_ablation_translate"]["foreach"] == "${translate.ablations}"
 
 
 def test_stages_resolve():
@@ -69,7 +108,7 @@ def test_every_dep_exists():
 @pytest.mark.parametrize("name", [name for name, _, _ in pipeline()[0]])
 def test_stage_code_deps_are_what_its_command_imports(name):
     """A stage misses no file its command can import; it names only files that its command, or (for a file DVC must
-    list once for a whole foreach group) another item of its group, imports; and it names no other family's model
+    list once for a whole foreach group) another item its group can have, imports; and it names no other family's model
     module that only that family imports (so an edit to one family's model re-runs that family alone)."""
     stages = pipeline()[0]
     _, cmd, deps = next(s for s in stages if s[0] == name)
@@ -77,6 +116,9 @@ def test_stage_code_deps_are_what_its_command_imports(name):
     own = code_of(cmd)
     assert not own - code, f"{name} misses files its command imports: {sorted(own - code)}"
     group = [c for n, c, _ in stages if n.rpartition("@")[0] == name.rpartition("@")[0]]
+    if "family=" in cmd:  # any family the task's code defines can be an item (`dvc exp run -S <task>.families=`)
+        task = cmd.partition("task=")[2].split()[0]
+        group += [re.sub(r"family=\S+", f"family={f}", cmd) for f in task_families(SOURCE, task)]
     anyone = set().union(*map(code_of, group))
     assert not code - anyone, f"{name} names files no stage of its group imports: {sorted(code - anyone)}"
     owners: dict[str, set[str]] = {}

@@ -107,6 +107,16 @@ def test_family_params_entries_are_optional_and_bad_ones_are_named(project):
         load_config(root=project, family="transformer")
 
 
+def test_the_stages_name_each_family_s_entry_and_say_which_is_missing(project):
+    """dvc.yaml's family stages depend on `<task>.family_params.<family>` by name (DVC reads it for any family
+    params.yaml lists), so writing them without one names the file and the key."""
+    from attention_lab.pipeline.dvc_yaml import render
+
+    edit_params(project, lambda p: p["translate"]["family_params"].pop("transformer"))
+    with pytest.raises(ConfigError, match=r"params.yaml: no `translate.family_params.transformer` \(give every"):
+        render(project)
+
+
 def test_classify_task_composes_its_own_groups(project):
     cfg = load_config(root=project, task="classify", family="han")
     assert cfg.task.name == "classify" and cfg.paths.prepared == "data/prepared/classify"
@@ -195,8 +205,10 @@ def test_bad_ablations_are_named(project):
         load_config(root=project, family="luong_general")
 
 
-def test_only_the_ablations_of_families_that_run_have_stages(project):
-    from attention_lab.pipeline.dvc_yaml import render
+def test_every_ablation_has_stages_and_those_of_families_that_run_reach_the_reports(project):
+    """dvc.yaml loops over params.yaml `<task>.ablations` itself (so `dvc exp run -S` can change it): every entry
+    has its stages, on its family's files; the reports and the claims read those of families that run alone."""
+    from attention_lab.pipeline.dvc_yaml import expand, render
 
     edit_params(project, lambda p: p["translate"].update(
         families=["luong_general"], replication={}, ablations={"no_feeding": {"of": "luong_general", "set": {"model": {"input_feeding": False}}},
@@ -204,14 +216,14 @@ def test_only_the_ablations_of_families_that_run_have_stages(project):
     assert list(run_ablations(read_params(project), "translate")) == ["no_feeding"]
     stages = yaml.safe_load(render(project))["stages"]
     train, evaluate = stages["train_ablation_translate"], stages["evaluate_ablation_translate"]
-    assert list(train["foreach"]) == list(evaluate["foreach"]) == ["no_feeding"]
-    assert train["foreach"]["no_feeding"]["of"] == "luong_general"
-    assert {"tuned/${item.of}.yaml", "conf/model/${item.of}.yaml", "${item.model}"} <= set(train["do"]["deps"])
-    assert {"translate.ablations.${key}", "${item.params}"} <= set(train["do"]["params"])
-    assert train["foreach"]["no_feeding"]["params"] == "translate.family_params.luong_general"
-    same = [d.replace("${item.of}", "${key}") for d in train["do"]["deps"]]  # the family's files, code included
+    assert train["foreach"] == evaluate["foreach"] == "${translate.ablations}"
+    assert {"tuned/${item.of}.yaml", "conf/model/${item.of}.yaml", "conf/model/${item.of}.py"} <= set(train["do"]["deps"])
+    assert {"translate.ablations.${key}", "translate.family_params.${item.of}"} <= set(train["do"]["params"])
+    same = [d.replace("${item.of}", "${item}") for d in train["do"]["deps"]]  # the family's files, code included
     assert same == stages["train_translate"]["do"]["deps"]
-    assert train["foreach"]["no_feeding"]["model"] == stages["train_translate"]["foreach"]["luong_general"]["model"]
+    resolved = expand(project)
+    assert {"train_ablation_translate@no_feeding", "train_ablation_translate@forward"} <= set(resolved)
+    assert "conf/model/seq2seq_lstm.py" in resolved["train_ablation_translate@forward"]["deps"]
 
 
 def every_family():

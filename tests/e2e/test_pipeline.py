@@ -393,16 +393,14 @@ def stage_runs(project: Path, log: Path) -> dict[str, set[str]]:
 
 
 def code_deps(project: Path) -> dict[str, tuple[str, set[str]]]:
-    """{stage command: (stage name, the source files dvc.yaml lists for it)}."""
-    stages = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]
+    """{stage command: (stage name, the source files dvc.yaml lists for it)}, a link as the module it names."""
+    from attention_lab.pipeline.dvc_yaml import expand
+
     found = {}
-    for group, body in stages.items():
-        items = body.get("foreach") or {None: {}}
-        do = body.get("do", body)
-        for item, values in items.items():
-            deps = {d.replace("${item.model}", (values or {}).get("model", "")) for d in do["deps"]}
-            name = group if item is None else f"{group}@{item}"
-            found[do["cmd"].replace("${key}", str(item))] = (name, {d for d in deps if d.endswith(".py")})
+    for name, stage in expand(project).items():
+        deps = {(project / d).resolve().relative_to(project).as_posix() if (project / d).is_symlink() else d
+                for d in stage["deps"]}
+        found[stage["cmd"]] = (name, {d for d in deps if d.endswith(".py")})
     return found
 
 

@@ -12,7 +12,7 @@ import torch
 import yaml
 
 from attention_lab.core.config import ConfigError, load_config, set_trainer
-from attention_lab.pipeline.dvc_yaml import render
+from attention_lab.pipeline.dvc_yaml import expand
 from attention_lab.stages.common import stage_config
 
 TRAINS = {"pretrain", "tune", "train"}  # the stage modules that build a Trainer (train: train_<task> and finetune_<task>)
@@ -21,14 +21,9 @@ TRAINS = {"pretrain", "tune", "train"}  # the stage modules that build a Trainer
 def stage_commands(root) -> dict[str, tuple[str, list[str], list[str], list[str]]]:
     """{stage@item: (stage module, its arguments, params, deps)} of every stage of the generated dvc.yaml."""
     out = {}
-    for group, body in yaml.safe_load(render(root))["stages"].items():
-        do = body.get("do", body)
-        items = body.get("foreach") or [None]
-        for item in items:
-            cmd = do["cmd"].replace("${key}", str(item)).replace("${item}", str(item))
-            _, _, module, *args = cmd.split()
-            out[f"{group}@{item}" if item else group] = (module.rpartition(".")[2], args, do.get("params", []),
-                                                         do["deps"])
+    for name, stage in expand(root).items():
+        _, _, module, *args = stage["cmd"].split()
+        out[name] = (module.rpartition(".")[2], args, stage["params"], stage["deps"])
     return out
 
 

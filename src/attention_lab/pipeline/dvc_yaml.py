@@ -1,10 +1,18 @@
-"""dvc.yaml, written from params.yaml (`tasks`, each task's families) and the code's imports (attention_lab.core.code_deps):
-`attention-lab stages` writes it, `attention-lab repro` (make pipeline) writes it before running, and
-tests/test_dvc_deps.py fails while the committed file is not what this writes. Edit this module, never dvc.yaml.
-Only the tasks of params.yaml `tasks` have stages; how code deps are listed: docs/design.md."""
+"""dvc.yaml, written from params.yaml and the code's imports (core.code_deps); edit this, never dvc.yaml.
+
+The family groups loop over params.yaml's own lists (`foreach: ${translate.families}`,
+`${translate.ablations}`), so `dvc exp run -S translate.families=[...]` runs the families it names. An
+item's own deps are named from its family alone: conf/model/<family>.py (a link to the module its
+`_target_` names: links()), conf/tune/<family>.yaml and params `<task>.family_params.<family>`.
+`attention-lab stages` writes dvc.yaml, the links, an empty search space for a family without one and
+docs/pipeline.md's re-run table; `attention-lab repro` writes dvc.yaml alone. tests/test_dvc_deps.py
+fails while they are not current. Only the tasks of params.yaml `tasks` have stages (docs/design.md)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +27,7 @@ PREFIX = """\
 # Written by `attention-lab stages` (src/attention_lab/pipeline/dvc_yaml.py) from params.yaml and the code's imports: do not
 # edit; `attention-lab repro` (make pipeline) rewrites it first, and tests/test_dvc_deps.py checks it is current.
 # Only the tasks of params.yaml `tasks` have stages. Code deps: the source files each stage's command can import.
+# The family groups loop over params.yaml's lists: `dvc exp run -S translate.families=[...]` changes what runs.
 """
 
 
@@ -44,7 +53,10 @@ class Kind:
 
 SET = "{set}"  # ${item.set}: a replicated ablation's `<task>.ablations.<name>`, else its `<task>.replication.<name>`
 REPLICATION = " replication=true"
-OWN = "{own}"  # ${item.params}: the family's params.yaml `<task>.family_params.<family>` (see own_params)
+OWN = "{own}"  # the family's own params key, `<task>.family_params.<family>`: every family has one
+LINK = "conf/model/{family}.py"  # a link to the family's model module (links()): its own code dep
+SPACE = "conf/tune/{family}.yaml"  # the family's search space ({}: not tuned)
+LISTED = ("families", "pretrained", "ablations")  # the kinds that loop over params.yaml's own list
 # the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto` names none), so
 # switching it re-runs them; evaluate and export run their models on the CPU whatever it says
 TRAINER = ("conf/trainer",)
@@ -130,15 +142,39 @@ KINDS = (
 
 
 def family_lists(params: dict, task: str, root: Path) -> dict[str, list[str]]:
-    from attention_lab.core.config import replication, run_ablations
+    """The task's items of each kind as params.yaml has them now (every ablation, run or not)."""
+    from attention_lab.core.config import ablations, replication
 
     section = params.get(task) or {}
     pretrained = list(section.get("pretrained") or [])
     replicated = list(replication(params, task, root))
     return {"families": list(section.get("families") or []), "pretrained": pretrained,
-            "ablations": list(run_ablations(params, task)),
+            "ablations": list(ablations(params, task, root)),
             "replication": [f for f in replicated if f not in pretrained],
             "replication_pretrained": [f for f in replicated if f in pretrained]}
+
+
+def task_families(source: Source, task: str) -> list[str]:
+    """The families the code defines for `task`: those whose `_target_` is in its package."""
+    found = []
+    for path in sorted((source.conf / "model").glob("*.yaml")):
+        target = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("_target_", "")
+        if str(target).startswith(f"{PACKAGE}.{task}."):
+            found.append(path.stem)
+    return found
+
+
+def check_params(params: dict, root: Path, task: str, lists: dict[str, list[str]]) -> None:
+    """A ConfigError naming the key when a family the stages name has no `family_params` entry."""
+    from attention_lab.core.config import ConfigError, ablations
+
+    own = (params.get(task) or {}).get("family_params") or {}
+    named = {*lists["families"], *lists["pretrained"],
+             *(e["of"] for e in ablations(params, task, root).values())}
+    if missing := sorted(f for f in named if f not in own):
+        raise ConfigError(f"{root / 'params.yaml'}: no `{task}.family_params.{missing[0]}` (give "
+                          "every family an entry, {} for none: its stages depend on it); missing "
+                          f"for {', '.join(missing)}")
 
 
 def render(root: Path) -> str:
@@ -152,43 +188,55 @@ def render(root: Path) -> str:
     stages: dict[str, dict] = {}
     for kind in KINDS:
         for task in tasks:
-            if kind.families and not lists[task][kind.families]:
-                continue
-            items = lists[task][kind.families] if kind.families else None
-            stages[kind.name.format(task=task)] = stage(kind, source, root, params, task, items)
+            if grouped(kind, params.get(task) or {}, lists[task]):
+                check_params(params, root, task, lists[task])
+                name = kind.name.format(task=task)
+                stages[name] = stage(kind, source, root, params, task, lists[task])
     ledger = f"python -m {STAGES}.claims"  # like the index, it reads every task's registry by name
-    ledger_code = sorted({*code(source, root, [ledger]),
-                          *(source.module_file(m).relative_to(root).as_posix()
-                            for m in source.closure({f"{PACKAGE}.{task}.task" for task in tasks}))})
+    registries = {f"{PACKAGE}.{task}.task" for task in tasks}
+    ledger_code = sorted({*code(source, root, [ledger]), *modules(source, root, registries)})
+    replicated = [t for t in tasks if lists[t]["replication"] or lists[t]["replication_pretrained"]]
+    read = ("metrics", "predictions")
     stages["report_claims"] = {
         "cmd": ledger,
-        "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
-                 *(f"data/prepared/{task}/test.jsonl" for task in tasks),  # the test items' lengths (buckets)
-                 *(f"{kind}/replication/{task}" for task in tasks for kind in ("metrics", "predictions")
-                   if lists[task]["replication"] or lists[task]["replication_pretrained"]),
-                 *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
+        "deps": ["conf/claims.yaml", *(f"{k}/{t}" for t in tasks for k in read),
+                 *(f"data/prepared/{t}/test.jsonl" for t in tasks),  # the test items' lengths
+                 *(f"{k}/replication/{t}" for t in replicated for k in read),
+                 *(f"metrics/{t}_summary.json" for t in tasks),  # after each report: its MLflow run
                  *ledger_code],
-        "params": ["tasks", *(f"{task}.families" for task in tasks),
-                   *(f"{task}.{key}" for task in tasks for key in ("pretrained", "ablations")
-                     if lists[task][key]),
-                   *(f"{task}.replication" for task in tasks if (params.get(task) or {}).get("replication"))],
-        "outs": [{out: {"cache": False}} for out in ("reports/claims.md", "reports/claims", "metrics/claims.json",
-                                                     "reports/ablations.md")]}
+        "params": ["tasks", *(f"{t}.families" for t in tasks),
+                   *(f"{t}.{k}" for t in tasks for k in ("pretrained", "ablations") if lists[t][k]),
+                   *(f"{t}.replication" for t in tasks if params.get(t, {}).get("replication"))],
+        "outs": [{out: {"cache": False}} for out in (
+            "reports/claims.md", "reports/claims", "metrics/claims.json", "reports/ablations.md")]}
     index = f"python -m {STAGES}.report index"
-    # the index names no task, yet looks up every task of `tasks` by name (core.task.get_task imports its registry)
-    registries = source.closure({f"{PACKAGE}.{task}.task" for task in params.get("tasks", [])})
-    index_code = sorted({*code(source, root, [index]),
-                         *(source.module_file(m).relative_to(root).as_posix() for m in registries)})
+    # the index names no task, yet looks up each task by name (get_task imports its registry)
+    index_code = sorted({*code(source, root, [index]), *modules(source, root, registries)})
     stages["report_index"] = {"cmd": index, "deps": ["metrics", *index_code], "params": ["tasks"],
                               "outs": [{"reports/index.md": {"cache": False}}]}
     text = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
-    comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in params.get("tasks", [])}
-    comments["report_claims"] = ("reports/claims.md, metrics/claims.json: the papers' claims (conf/claims.yaml), "
-                                 "tested; reports/ablations.md: each ablation against its family")
+    comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in tasks}
+    comments["report_claims"] = ("reports/claims.md, metrics/claims.json: the papers' claims "
+                                 "(conf/claims.yaml), tested; reports/ablations.md: each ablation "
+                                 "against its family")
     comments["report_index"] = "reports/index.md: a line and a link per task of `tasks`"
     for group, comment in comments.items():
         text = text.replace(f"\n  {group}:\n", f"\n  {group}:  # {comment}\n", 1)
     return PREFIX + text
+
+
+def modules(source: Source, root: Path, roots: set[str]) -> list[str]:
+    """The files (relative to root) of `roots` and of every project module they import."""
+    return [source.module_file(m).relative_to(root).as_posix() for m in source.closure(roots)]
+
+
+def grouped(kind: Kind, section: dict, lists: dict[str, list[str]]) -> bool:
+    """Does a task with this params.yaml section (and item lists) have the kind's group."""
+    if not kind.families:
+        return True
+    if kind.families in ("families", "ablations"):  # even empty: `dvc exp run -S` can fill it
+        return kind.families in section
+    return bool(lists[kind.families])  # groups named without the task, and the replication's
 
 
 def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
@@ -197,35 +245,32 @@ def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in files)
 
 
-def stage(kind: Kind, source: Source, root: Path, params: dict, task: str, items: list[str] | None) -> dict:
-    """A task's stage of a per-task kind (items None): {cmd, deps, params, outs, ...}; else its foreach group over the
-    families, {foreach, do: {cmd, deps, ...}}, looping over {family: {model: its model module's file[, space: its
-    search space file][, params: its own params key]}}: the key is the family."""
-    if items is None:
+def stage(kind: Kind, source: Source, root: Path, params: dict, task: str,
+          lists: dict[str, list[str]]) -> dict:
+    """A per-task kind's stage {cmd, deps, ...}, or a family kind's foreach group {foreach, do}."""
+    if not kind.families:
         values, foreach = {"task": task, "item": task, "of": task}, None
-        shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"])
-        own_deps = []
+        shared, own_deps = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"]), []
     else:
-        ablated = kind.families in ("ablations", "replication")  # items that may run another family's model
-        values = {"task": task, "item": "${key}", "own": "${item.params}", "of": "${item.of}" if ablated else "${key}",
+        if kind.families in LISTED:  # params.yaml's list (item: a family), dict (key: an ablation)
+            foreach = f"${{{task}.{kind.families}}}"
+            by_key = kind.families == "ablations"
+            item, of = ("${key}", "${item.of}") if by_key else ("${item}", "${item}")
+        else:  # the replication's items name a family or an ablation: their family is written here
+            entries = (params.get(task) or {}).get("ablations") or {}
+            foreach = {f: {"of": source.base_family(f),
+                           "set": f"{task}.{'ablations' if f in entries else 'replication'}.{f}"}
+                       for f in lists[kind.families]}
+            item, of = "${key}", "${item.of}"
+        values = {"task": task, "item": item, "of": of, "own": f"{task}.family_params.{of}",
                   "set": "${item.set}"}
-        closures = {f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"]) for f in items}
-        own = {f: source.module_file(source.model_module(f)).relative_to(root).as_posix() for f in items}
-        base = {f: source.base_family(f) for f in items}
-        # a family's model file is its own dep, unless another family's code imports it too
-        shared = sorted({p for f, files in closures.items() for p in files
-                         if p not in own.values() or any(p in closures[g] and own[g] != p for g in items)})
-        tune, named, setting = kind.module == "tune", OWN in kind.params, SET in kind.params
-        entries = (params.get(task) or {}).get("ablations") or {}
-        foreach = {f: {"model": own[f], **({"of": base[f]} if ablated else {}),
-                       **({"space": space_file(root, f)} if tune else {}),
-                       **({"params": own_params(params, task, base[f])} if named else {}),
-                       **({"set": f"{task}.{'ablations' if f in entries else 'replication'}.{f}"} if setting else {})}
-                   for f in items}
-        own_deps = ["${item.model}"] + (["${item.space}"] if tune else [])
+        candidates = [*task_families(source, task), *lists["families"], *lists["pretrained"]]
+        shared = group_code(source, root, kind, task, candidates)
+        space = [SPACE.format(family=item)] if kind.module == "tune" else []
+        own_deps = [LINK.format(family=of), *space]
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
-    do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={values['task']}"
-                       + (f" family={values['item']}" if items is not None else "") + kind.overrides,
+    family = f" family={values['item']}" if foreach is not None else ""
+    do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={task}{family}{kind.overrides}",
                 "deps": list(dict.fromkeys(deps))}
     if kind.params:
         do["params"] = [p.format(**values) for p in kind.params]
@@ -233,39 +278,159 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, task: str, items
         do["metrics"] = [{m.format(**values): {"cache": False}} for m in kind.metrics]
     if kind.plots:
         do["plots"] = [{p.format(**values): {"cache": False}} for p in kind.plots]
-    outs = [o.format(**values) for o in kind.outs] + [{o.format(**values): {"cache": False}} for o in kind.outs_no_cache]
+    outs = [o.format(**values) for o in kind.outs]
+    outs += [{o.format(**values): {"cache": False}} for o in kind.outs_no_cache]
     if outs:
         do["outs"] = outs
     return do if foreach is None else {"foreach": foreach, "do": do}
 
 
-def own_params(params: dict, task: str, family: str) -> str:
-    """The family's own params key: `<task>.family_params.<family>` when params.yaml has that entry; a family without
-    one (entries are optional) has `seeds` here, a key its stage names anyway (DVC would fail on a missing key, and
-    takes a key twice without complaint)."""
-    own = (params.get(task) or {}).get("family_params") or {}
-    return f"{task}.family_params.{family}" if family in own else "seeds"
+def group_code(source: Source, root: Path, kind: Kind, task: str, families: list[str]) -> list[str]:
+    """The code deps a family group lists once: what a family's command imports, but own modules."""
+    # a family's own model module is named by its link, unless another family's code imports it too
+    families = list(dict.fromkeys(families))
+    closures = {f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"])
+                for f in families}
+    own = {f: model_file(source, root, f) for f in families}
+    shared = {p for g in families for p in closures[g] if own[g] != p}  # imported by another's code
+    return sorted({p for files in closures.values() for p in files
+                   if p not in own.values() or p in shared})
 
 
-def space_file(root: Path, family: str) -> str:
-    """conf/tune/<family>.yaml, the family's search space; a family without one has conf/model/<family>.yaml here
-    (already a dep: DVC takes a dep twice without complaint)."""
-    own = f"conf/tune/{family}.yaml"
-    return own if (root / own).is_file() else f"conf/model/{family}.yaml"
+def model_file(source: Source, root: Path, family: str) -> str:
+    """The module file of conf/model/<family>.yaml's `_target_`, relative to root."""
+    return source.module_file(source.model_module(family)).relative_to(root).as_posix()
 
 
-def write(root: Path, check: bool = False) -> bool:
-    """Write root/dvc.yaml and docs/pipeline.md's re-run table (unless check); True when both already were current."""
+def links(root: Path) -> dict[Path, str]:
+    """{conf/model/<family>.py: the relative path of the family's model module}, every family."""
+    source = Source(root / "src", root / "conf")
+    found = {}
+    for path in sorted((root / "conf" / "model").glob("*.yaml")):
+        link = root / LINK.format(family=path.stem)
+        target = source.module_file(source.model_module(path.stem))
+        found[link] = os.path.relpath(target, link.parent)
+    return found
+
+
+def spaces(root: Path) -> dict[Path, str]:
+    """{conf/tune/<family>.yaml: an empty search space} for each conf/model family without one."""
+    note = ("# {family} has no search space: not tuned (written by `attention-lab stages`; "
+            "replace {{}} by {{<config key>: {{low: L, high: H}}, ...}} to tune it)\n{{}}\n")
+    return {root / SPACE.format(family=p.stem): note.format(family=p.stem)
+            for p in sorted((root / "conf" / "model").glob("*.yaml"))
+            if not (root / SPACE.format(family=p.stem)).is_file()}
+
+
+def missing(root: Path) -> list[str]:
+    """The links and search spaces the stages of params.yaml's items name that are not there."""
+    from attention_lab.core.config import ablations, read_params
+
+    params = read_params(root)
+    wanted: set[str] = set()
+    for task in params.get("tasks", []):
+        section = params.get(task) or {}
+        listed = [*(section.get("families") or []), *(section.get("pretrained") or [])]
+        wanted.update(p for f in listed for p in (LINK.format(family=f), SPACE.format(family=f)))
+        wanted.update(LINK.format(family=e["of"]) for e in ablations(params, task, root).values())
+    return sorted(p for p in wanted if not (root / p).is_file())
+
+
+def write(root: Path, check: bool = False, developer: bool = True) -> bool:
+    """Write dvc.yaml (developer: also what it names, the re-run table); True if all were so."""
     from attention_lab.core.files import write_text
 
     current, doc = True, root / DOC  # a copy of the project without docs/ gets dvc.yaml alone
-    for path, text in ((root / "dvc.yaml", render(root)), *([(doc, splice(root))] if doc.is_file() else [])):
+    texts = [(root / "dvc.yaml", render(root))]
+    if developer:
+        texts += [*spaces(root).items(), *([(doc, splice(root))] if doc.is_file() else [])]
+    for path, text in texts:
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             continue
         current = False
         if not check:
             write_text(path, text)
+    if developer:
+        current = link(root, check) and current
     return current
+
+
+def link(root: Path, check: bool = False) -> bool:
+    """Make conf/model/<family>.py the links links() wants (none for gone families); were they?"""
+    wanted = links(root)
+    stale = [p for p in (root / "conf" / "model").glob("*.py")
+             if p.is_symlink() and p not in wanted]
+    wrong = [p for p, target in wanted.items() if not (p.is_symlink() and os.readlink(p) == target)]
+    if not check:
+        for path in [*stale, *wrong]:
+            path.unlink(missing_ok=True)
+        for path in wrong:
+            path.symlink_to(wanted[path])
+    return not stale and not wrong
+
+
+def expand(root: Path) -> dict[str, dict]:
+    """{stage: {cmd, deps, params}} of render()'s dvc.yaml, resolved for params.yaml as DVC does."""
+    from attention_lab.core.config import read_params
+
+    params = read_params(root)
+    found: dict[str, dict] = {}
+    for group, body in yaml.safe_load(render(root))["stages"].items():
+        if "foreach" not in body:
+            found[group] = {k: body.get(k, []) for k in ("cmd", "deps", "params")}
+            continue
+        items = body["foreach"]
+        if isinstance(items, str):  # ${<task>.<key>}
+            items = lookup(params, items[2:-1])
+        for key, value in items.items() if isinstance(items, dict) else ((i, i) for i in items):
+            context = {"key": key, "item": value, "profile": params.get("profile")}
+            found[f"{group}@{key}"] = {k: interpolate(body["do"].get(k, []), context)
+                                       for k in ("cmd", "deps", "params")}
+    return found
+
+
+def lookup(tree, dotted: str):
+    """tree's value at a dotted key (`translate.families`)."""
+    for part in dotted.split("."):
+        tree = tree[part]
+    return tree
+
+
+def interpolate(value, context: dict):
+    """`${a.b}` in a string, or in each string of a list, replaced by its value in context."""
+    if isinstance(value, list):
+        return [interpolate(v, context) for v in value]
+    return re.sub(r"\$\{([^}]+)\}", lambda m: str(lookup(context, m.group(1))), value)
+
+
+def record(root: Path) -> list[str]:
+    """Give dvc.lock the deps dvc.yaml adds where the record stays true; the `<stage>: <dep>`s."""
+    # a link: the hash recorded for its target (the same file); a source file the stage's command
+    # cannot import: its hash now (it cannot have changed what the stage made). DVC re-runs the
+    # stages of any other dep.
+    from dvc.utils.serialize import modify_yaml
+
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        return []
+    stages, source, done = expand(root), Source(root / "src", root / "conf"), []
+    with modify_yaml(lock) as data:
+        for name, entry in (data.get("stages") or {}).items():
+            if name not in stages:
+                continue
+            have, cmd, added = {d["path"]: d for d in entry.get("deps", [])}, [entry["cmd"]], []
+            for dep in (d for d in stages[name]["deps"] if d not in have):
+                path = root / dep
+                if path.is_symlink() and (target := os.path.relpath(path.resolve(), root)) in have:
+                    added.append({**have[target], "path": dep})
+                elif dep.startswith("src/") and dep not in code(source, root, cmd):
+                    content = path.read_bytes()
+                    digest = hashlib.md5(content).hexdigest()
+                    added.append({"path": dep, "hash": "md5", "md5": digest, "size": len(content)})
+            if added:
+                entry["deps"] = sorted([*entry["deps"], *added], key=lambda d: d["path"])
+                done += [f"{name}: {d['path']}" for d in added]
+    return done
 
 
 def splice(root: Path) -> str:
@@ -276,25 +441,23 @@ def splice(root: Path) -> str:
 
 
 def rerun_table(root: Path) -> str:
-    """docs/pipeline.md's "edit this → these stages re-run": every source file under src/, grouped by the stages
-    whose deps name it (from render(): a family stage counts its own model file and the files of its whole group)."""
-    stages = yaml.safe_load(render(root))["stages"]
+    """docs/pipeline.md's "edit this → these stages re-run": the files of src/, links followed."""
+    stages = expand(root)
     runs: dict[str, list[str]] = {}
-    for group, body in stages.items():
-        items = body.get("foreach") or {None: None}
-        for item in items:
-            value = items[item] if isinstance(items, dict) else None
-            deps = [d.replace("${item.model}", (value or {}).get("model", "")) for d in body.get("do", body)["deps"]]
-            name = f"{group}@{item}" if item is not None else group
-            for dep in deps:
-                if dep.startswith("src/"):
-                    runs.setdefault(dep, []).append(name)
+    for name, body in stages.items():
+        named = (os.path.relpath((root / d).resolve(), root) if (root / d).is_symlink() else d
+                 for d in body["deps"])
+        for dep in dict.fromkeys(named):
+            if dep.startswith("src/"):
+                runs.setdefault(dep, []).append(name)
     for path in sorted((root / "src").rglob("*.py")):
         runs.setdefault(path.relative_to(root).as_posix(), [])
     rows: dict[tuple[str, ...], list[str]] = {}
     for path, names in sorted(runs.items()):
         rows.setdefault(tuple(names), []).append(path.removeprefix("src/attention_lab/"))
-    sizes = {group: len(body["foreach"]) if "foreach" in body else 1 for group, body in stages.items()}
+    sizes: dict[str, int] = {}
+    for name in stages:
+        sizes[name.partition("@")[0]] = sizes.get(name.partition("@")[0], 0) + 1
 
     def summary(names: tuple[str, ...]) -> str:
         by_group: dict[str, list[str]] = {}

@@ -22,8 +22,8 @@ def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seed
     dest.mkdir(parents=True, exist_ok=True)
     for name in COPIED + (("tuned",) if tuned else ()):
         src = root / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=SKIPPED, dirs_exist_ok=True)
+        if src.is_dir():  # links kept as links: conf/model/<family>.py names its module in the copy's src/
+            shutil.copytree(src, dest / name, symlinks=True, ignore=SKIPPED, dirs_exist_ok=True)
         elif src.is_file():
             shutil.copy(src, dest / name)
     path = dest / "params.yaml"
@@ -49,3 +49,13 @@ def environ(dest: Path, **extra: str) -> dict[str, str]:
     path = os.pathsep.join(p for p in (str(dest / "src"), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1",
             "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", **extra}
+
+
+def drop_orphan_ablations(params: dict) -> None:
+    """Each task's ablations of a family its `families` (or `pretrained`) no longer lists, dropped from params:
+    dvc.yaml gives every entry of `<task>.ablations` its stages, which would train it on that family's tuned values."""
+    for task in params.get("tasks", []):
+        section = params.get(task) or {}
+        kept = {*(section.get("families") or []), *(section.get("pretrained") or [])}
+        if section.get("ablations"):
+            section["ablations"] = {n: e for n, e in section["ablations"].items() if e.get("of") in kept}

@@ -237,6 +237,10 @@ def tune(cfg: DictConfig, task: Task, trial: Callable | None = None, need: dict 
         print(f"tune@{cfg.family}: no search space ({search_space_path(cfg)}): not tuned, trains with its own settings")
         return {"params": {}, "study": {"trials": 0, "untuned": f"no {CONF_DIR}/tune/{cfg.family}.yaml"}}
     space = load_space(search_space_path(cfg), cfg)
+    if not space:  # `{}`: what `attention-lab stages` writes for a family without a search space
+        empty = f"{CONF_DIR}/tune/{cfg.family}.yaml is empty"
+        print(f"tune@{cfg.family}: {empty}: not tuned, trains with its own settings")
+        return {"params": {}, "study": {"trials": 0, "untuned": empty}}
     if fixed := [key for key in space if key in cfg.explicit]:  # set in family_params or on the command line
         print(f"tune@{cfg.family}: not searching {', '.join(fixed)} (set explicitly)")
         space = {key: spec for key, spec in space.items() if key not in fixed}

@@ -1,0 +1,1 @@
+../../src/attention_lab/classify/models/bert.py

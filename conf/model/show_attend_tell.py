@@ -1,0 +1,1 @@
+../../src/attention_lab/caption/models/show_attend_tell.py
