@@ -57,12 +57,6 @@ def search_space_path(cfg: DictConfig) -> Path:
     return root_dir(cfg) / CONF_DIR / "tune" / f"{cfg.family}.yaml"
 
 
-def artifacts_dir(cfg: DictConfig) -> Path:
-    """mlartifacts/<task>: a local MLflow store's artifacts of the task's experiment."""
-    return root_dir(cfg) / "mlartifacts" / cfg.task.name
-
-
-
 def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, folder: str | None = None) -> Path:
     """models/<family>/checkpoints/seed<k>: best.ckpt, last.ckpt, train.json, run.json (MLflow run id); a task's
     variant of the family's runs (Task.runs: classify's runs on a share of the labels) lives in

@@ -1,5 +1,5 @@
 """MLflow setup in one place: tracking URI, experiment per task (with the tags that make the UI open it as model
-training, on its headline metrics), run tags, flattened params, reopening runs."""
+training, on its headline metrics), run tags, flattened params, reopening runs (or standing in for them)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.core.paths import CONF_DIR, artifacts_dir, prepared_dir, pretrained_dir, root_dir
+from attention_lab.core.paths import CONF_DIR, prepared_dir, pretrained_dir, root_dir
 from attention_lab.core.task import Task, get_task
 
 # The experiment kind MLflow's UI calls "Machine learning" (not "GenAI apps & agents"); MLflow 3.17's UI follows its
@@ -22,6 +22,7 @@ from attention_lab.core.task import Task, get_task
 KIND_TAG, KIND = "mlflow.experimentKind", "custom_model_development"
 VIEW = "headline"  # a saved runs view, an experiment tag; ?viewStateShareKey=headline opens it
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW}"
+ORIGIN_TAG = "origin_run_id"  # on a run standing in for one (this id) the store lacks: stand_in()
 
 
 def tracking_uri(cfg: DictConfig) -> str:
@@ -30,8 +31,16 @@ def tracking_uri(cfg: DictConfig) -> str:
 
 
 def default_tracking_uri(root: str | Path) -> str:
-    """$MLFLOW_TRACKING_URI (e.g. a remote server), else sqlite:///<root>/mlflow.db (never the ./mlruns file store)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(root) / 'mlflow.db'}"
+    """$MLFLOW_TRACKING_URI, else sqlite:///<store_root(root)>/mlflow.db (never ./mlruns)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{store_root(root) / 'mlflow.db'}"
+
+
+def store_root(root: str | Path) -> Path:
+    """The checkout whose mlflow.db a run logs to: $DVC_ROOT where DVC set it, else root."""
+    # `dvc exp run --queue` or `--temp` runs the stages in a copy that it deletes; DVC_ROOT names
+    # the user's checkout there (the checkout itself for `dvc repro`): the runs outlive the copy
+    dvc_root = os.environ.get("DVC_ROOT")
+    return Path(dvc_root) if dvc_root and Path(dvc_root).is_dir() else Path(root)
 
 
 class TrackingError(RuntimeError):
@@ -58,8 +67,8 @@ def store_lock(uri: str):
 
 
 def experiment_id(cfg: DictConfig) -> str:
-    """The task's experiment, created on first use with artifacts under <repo>/mlartifacts for a local store; a
-    TrackingError first if the tracking server does not answer."""
+    """The task's experiment, created on first use (a local store's artifacts in mlartifacts/ beside
+    its mlflow.db); a TrackingError first if the tracking server does not answer."""
     import mlflow
 
     uri = tracking_uri(cfg)
@@ -70,7 +79,8 @@ def experiment_id(cfg: DictConfig) -> str:
         exp = mlflow.get_experiment_by_name(cfg.task.name)
         if exp is not None:
             return update_tags(exp, cfg.task.name)
-        location = artifacts_dir(cfg).as_uri() if local else None
+        database = Path(uri.removeprefix("sqlite:///"))
+        location = (database.parent / "mlartifacts" / cfg.task.name).as_uri() if local else None
         return mlflow.create_experiment(cfg.task.name, artifact_location=location,
                                         tags={KIND_TAG: KIND, VIEW_TAG: headline_view(cfg.task.name)})
 
@@ -178,6 +188,8 @@ def run_tags(cfg: DictConfig, task: Task, stage: str = "train") -> dict[str, str
     tags = {"family": str(cfg.family), "task": cfg.task.name, "seed": str(cfg.seed), "profile": cfg.profile,
             "stage": stage, "git_commit": git_commit(cfg.root), "data_hash": data_hash(cfg)}
     tags.update(task.run_marks(cfg)[1])  # the task's own (classify: label_fraction)
+    if exp := os.environ.get("DVC_EXP_NAME"):  # set by `dvc exp run`: the experiment of the run
+        tags["dvc_exp"] = exp
     return tags
 
 
@@ -194,13 +206,64 @@ def lightning_logger(cfg: DictConfig, task: Task, run_id: str | None = None, sta
 
 
 @contextlib.contextmanager
-def reopen_run(cfg: DictConfig, run_id: str):
-    """Continue logging (metrics, artifacts) into an existing run, e.g. the training run of a family."""
+def reopen_run(cfg: DictConfig, folder: Path):
+    """Log into the training run of a run folder (its run.json), or into stand_in()'s run for it."""
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri(cfg))
-    with mlflow.start_run(run_id=run_id) as run:
+    with mlflow.start_run(run_id=stand_in(cfg, folder)) as run:
         yield run
+
+
+def local_run(cfg: DictConfig, run_id: str) -> str | None:
+    """run_id if this store has it, else the run standing in for it (tag ORIGIN_TAG), else None."""
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    client = mlflow.MlflowClient(tracking_uri(cfg))
+    try:
+        client.get_run(run_id)
+        return run_id
+    except MlflowException:
+        query = f"tags.{ORIGIN_TAG} = '{run_id}'"
+        found = client.search_runs([experiment_id(cfg)], query, max_results=1)
+        return found[0].info.run_id if found else None
+
+
+def stand_in(cfg: DictConfig, folder: Path) -> str:
+    """The run of folder/run.json in this store, else a new run for it with its config (said once)."""
+    # outputs pulled from a DVC remote name runs of the store they trained with: a clone with a
+    # store of its own logs evaluation, export and report to a run tagged with the original id
+    import mlflow
+    from mlflow.entities import Param
+
+    run_id = read_run_id(folder)
+    if found := local_run(cfg, run_id):
+        return found
+    task = get_task(cfg.task.name)
+    config = OmegaConf.load(folder / "config.yaml") if (folder / "config.yaml").is_file() else None
+    suffix, marks = task.run_marks(config) if config is not None else ("", {})
+    seed = config.seed if config is not None else folder.name.removeprefix("seed")
+    client = mlflow.MlflowClient(uri := tracking_uri(cfg))
+    tags = {"family": str(cfg.family), "task": cfg.task.name, "seed": str(seed), "stage": "train",
+            "profile": cfg.profile, ORIGIN_TAG: run_id, **marks}
+    rid = client.create_run(experiment_id(cfg), run_name=f"{cfg.family}-seed{seed}{suffix}",
+                            tags=tags).info.run_id
+    if config is not None:  # the params of the training run it stands in for, and its config.yaml
+        params = [Param(k, v) for k, v in flatten(config).items()]
+        for i in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
+            client.log_batch(rid, params=params[i:i + 100])
+        client.log_artifact(rid, str(folder / "config.yaml"))
+    client.set_terminated(rid, "FINISHED")
+    print(f"MLflow: run {run_id} of {folder / 'run.json'} is not in {uri} (its outputs came from "
+          f"elsewhere, e.g. `dvc pull`): logging to run {rid}, tagged {ORIGIN_TAG}={run_id}; point "
+          "MLFLOW_TRACKING_URI at the store that has it to log there instead")
+    return rid
+
+
+def read_run_id(folder: Path) -> str:
+    """The MLflow run id in a run folder's run.json (written by its training)."""
+    return json.loads((folder / "run.json").read_text(encoding="utf-8"))["run_id"]
 
 
 def copy_run(cfg: DictConfig, task: Task, source: str, stage: str = "train", tags: dict | None = None) -> str:

@@ -74,9 +74,9 @@ def summarize(cfg: DictConfig, task: Task, per_seed: dict[str, dict], runs: list
 
 
 def log_runs(cfg: DictConfig, per_seed: dict[str, dict], runs: list[Run], pictures: Path | None) -> None:
-    """The test scores (and pictures) into each run's MLflow training run."""
+    """The test scores (and pictures) into each run's MLflow training run (or its stand-in)."""
     for run in runs:
-        with tracking.reopen_run(cfg, read_json(run.out / "run.json")["run_id"]):
+        with tracking.reopen_run(cfg, run.out):
             mlflow.log_metrics({k: v for k, v in per_seed[str(run.seed)].items() if isinstance(v, float)})
             if pictures is not None:
                 mlflow.log_artifacts(str(pictures), artifact_path="plots")

@@ -1,59 +1,69 @@
 """DVC stage `export_<task>@<family>`: export one family to ONNX -> models/<family>/onnx/ (translate and caption:
-encoder and decoder step; classify: one graph; plus meta.json, tokenizer.json, parity.json)."""
+encoder and decoder step; classify: one graph; plus meta.json, tokenizer.json, parity.json), from the first seed;
+every seed's own export, parity checked, goes to that seed's MLflow training run as artifacts `onnx/`."""
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from omegaconf import DictConfig
 
 from attention_lab.core import tracking
-from attention_lab.core.files import atomic_path, read_json
+from attention_lab.core.files import atomic_path
 from attention_lab.core.paths import onnx_dir, seed_dir, tokenizer_path
 from attention_lab.core.task import get_task
 from attention_lab.nn.export import ExportError
 from attention_lab.stages.common import run_stage, stage_config
 
 
-def checkpoint_path(cfg: DictConfig) -> Path:
-    """The checkpoint that gets exported: the first seed's best.ckpt."""
-    return seed_dir(cfg, cfg.seeds[0]) / "best.ckpt"
+def checkpoint_path(cfg: DictConfig, seed: int | None = None) -> Path:
+    """The checkpoint a seed's export reads: its best.ckpt (the first seed's: models/<family>/onnx)."""
+    return seed_dir(cfg, cfg.seeds[0] if seed is None else seed) / "best.ckpt"
 
 
-def log_to_mlflow(cfg: DictConfig, parity: dict) -> None:
-    """The exported folder (graphs, tokenizer, meta, parity) as artifacts `onnx/` of the family's training run(s)."""
+def log_to_mlflow(cfg: DictConfig, seed: int, folder: Path, parity: dict) -> None:
+    """A seed's exported folder (graphs, tokenizer, meta, parity) as artifacts `onnx/` of its run."""
     import mlflow
 
-    for seed in cfg.seeds:
-        with tracking.reopen_run(cfg, read_json(seed_dir(cfg, seed) / "run.json")["run_id"]):
-            mlflow.log_artifacts(str(onnx_dir(cfg)), artifact_path="onnx")
-            identical = parity.get("greedy_identical", parity.get("prediction_identical"))
-            mlflow.log_metrics({"onnx/max_abs_diff_logits": parity["max_abs_diff"]["logits"],
-                                "onnx/identical": float(identical)})
+    with tracking.reopen_run(cfg, seed_dir(cfg, seed)):
+        mlflow.log_artifacts(str(folder), artifact_path="onnx")
+        identical = parity.get("greedy_identical", parity.get("prediction_identical"))
+        mlflow.log_metrics({"onnx/max_abs_diff_logits": parity["max_abs_diff"]["logits"],
+                            "onnx/identical": float(identical)})
+
+
+def export_seed(cfg: DictConfig, seed: int, out: Path, tokenizer: Path) -> dict:
+    """Export a seed's best checkpoint into `out` (a path not there yet) and check parity."""
+    from attention_lab.train.checkpoints import load_model
+
+    model, trained = load_model(checkpoint_path(cfg, seed))
+    try:
+        return get_task(cfg.task.name).export(cfg, model, trained, out, tokenizer)
+    except ExportError as err:
+        raise SystemExit(f"export_{cfg.task.name}@{cfg.family} (seed {seed}): {err}") from err
 
 
 def main(argv: list[str]) -> dict:
-    """Export, check parity (fail loudly), and return parity.json's content; the folder is onnx_dir(cfg)."""
+    """Export every seed, check parity (fail loudly); the first seed's parity.json, in onnx_dir(cfg)."""
     cfg = stage_config(argv)
-    ckpt = checkpoint_path(cfg)
     tokenizer = tokenizer_path(cfg)
-    hooks = get_task(cfg.task.name)
-    name = hooks.name
+    name = get_task(cfg.task.name).name
     tokenizer_stage = f"pretrain@{cfg.family}" if cfg.get("pretrained") else f"tokenize_{name}"
-    for path, stage in ((ckpt, f"train_{name}@{cfg.family}"), (tokenizer, tokenizer_stage)):
+    needed = [(checkpoint_path(cfg, s), f"train_{name}@{cfg.family}") for s in cfg.seeds]
+    for path, stage in [*needed, (tokenizer, tokenizer_stage)]:
         if not path.is_file():
             raise SystemExit(f"export_{name}@{cfg.family}: {path} not found (run the {stage} stage first)")
-    from attention_lab.train.checkpoints import load_model
-
-    model, trained = load_model(ckpt)
-    try:
-        with atomic_path(onnx_dir(cfg)) as tmp:
-            parity = hooks.export(cfg, model, trained, tmp, tokenizer)
-    except ExportError as err:
-        raise SystemExit(f"export_{name}@{cfg.family}: {err}") from err
-    log_to_mlflow(cfg, parity)
+    first, *others = cfg.seeds
+    with atomic_path(onnx_dir(cfg)) as tmp:
+        parity = export_seed(cfg, first, tmp, tokenizer)
+    log_to_mlflow(cfg, first, onnx_dir(cfg), parity)
+    for seed in others:  # each seed's run holds its own graphs; the deployed folder is the first seed's
+        with tempfile.TemporaryDirectory(prefix=f"onnx-seed{seed}-") as scratch:
+            own = export_seed(cfg, seed, Path(scratch) / "onnx", tokenizer)
+            log_to_mlflow(cfg, seed, Path(scratch) / "onnx", own)
     print(f"export_{name}@{cfg.family}: {onnx_dir(cfg)} parity " + json.dumps(
         {k: v for k, v in parity.items() if k in ("max_abs_diff", "greedy_identical", "beam_identical",
                                                    "prediction_identical")}))
