@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,29 @@ def test_a_subset_of_tasks_defines_only_their_stages(tmp_path):
         else set()
     assert set(stages) == {"prepare_caption", "tokenize_caption", "tune_caption", "train_caption", "evaluate_caption",
                            "export_caption", "report_caption", "report_claims", "report_index", *ablated, *replicated}
+
+
+def test_a_user_s_run_writes_dvc_yaml_alone_and_names_what_attention_lab_stages_must_write(tmp_path):
+    """`attention-lab repro` rewrites dvc.yaml and no file of docs/ (the re-run table is `attention-lab stages`'),
+    and stops before any stage, naming the link and search space a family new to conf/model lacks."""
+    from attention_lab.pipeline.dvc_yaml import BEGIN, END
+    from attention_lab.pipeline.repro import repro
+
+    (tmp_path / "src").symlink_to(ROOT / "src")
+    shutil.copytree(ROOT / "conf", tmp_path / "conf", symlinks=True)
+    shutil.copy(ROOT / "conf" / "model" / "bahdanau.yaml", tmp_path / "conf" / "model" / "toy.yaml")
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["tasks"] = ["translate"]
+    params["translate"].update(families=["bahdanau", "toy"], ablations={}, replication={})
+    params["translate"]["family_params"]["toy"] = {}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    (tmp_path / "dvc.yaml").write_text((ROOT / "dvc.yaml").read_text())
+    table = f"# the stages\n{BEGIN}\nan old table\n{END}\n"
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "pipeline.md").write_text(table)
+    said: list[str] = []
+    assert repro(tmp_path, jobs=1, say=said.append) == 1
+    assert (tmp_path / "docs" / "pipeline.md").read_text() == table
+    assert "classify" not in (tmp_path / "dvc.yaml").read_text()  # written anew, for `tasks`
+    assert "conf/model/toy.py, conf/tune/toy.yaml" in said[-1] and "run `attention-lab stages`" in said[-1], said
+    assert not write(tmp_path, check=True)  # the developer's command would write them, and the table

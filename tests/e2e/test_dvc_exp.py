@@ -25,7 +25,8 @@ from tests.e2e.test_user_corpora import edit_tiny_profile
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-XAVIER = {"bahdanau_xavier": {"of": "bahdanau", "set": {"model": {"init": "xavier"}}}}
+# an entry added (Hydra's `+`: `translate.ablations={...}` would merge into the entries, which cannot add one)
+XAVIER = "+translate.ablations.bahdanau_xavier={of: bahdanau, set: {model: {init: xavier}}}"
 
 
 def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -50,8 +51,9 @@ def project(tmp_path_factory) -> Path:
     dest = scratch.copy_project(tmp_path_factory.mktemp("exp") / "project", profile="tiny", seeds=[0, 1],
                                 edit=one_family)
     edit_tiny_profile(dest, "translate", tune={"trials": 0})  # studies are the tiny pipeline's test
-    for args in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
-                 ["git", "add", "-A"], ["git", "commit", "-qm", "project"], ["dvc", "repro"],
+    for args in (["attention-lab", "stages"], ["git", "init", "-q"], ["dvc", "init", "-q"],
+                 ["dvc", "config", "core.analytics", "false"], ["git", "add", "-A"],
+                 ["git", "commit", "-qm", "project"], ["dvc", "repro"],
                  ["git", "add", "-A"], ["git", "commit", "-qm", "results"]):
         run(args, dest)
     return dest
@@ -94,8 +96,7 @@ def test_exp_run_with_another_family_list_runs_that_family_and_the_reports(proje
 
 def test_a_queued_experiment_keeps_its_mlflow_runs_in_the_user_s_store(project):
     before = baseline(project)
-    run(["dvc", "exp", "run", "--queue", "-n", "xavier", "-S", f"translate.ablations={json.dumps(XAVIER)}"],
-        project)
+    run(["dvc", "exp", "run", "--queue", "-n", "xavier", "-S", XAVIER], project)
     try:
         run(["dvc", "queue", "start"], project)
         deadline = time.monotonic() + 900
