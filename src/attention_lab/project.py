@@ -82,9 +82,7 @@ def readme(args: argparse.Namespace) -> int:
 
 
 def stages(args: argparse.Namespace) -> int:
-    """Write dvc.yaml from params.yaml and the code's imports, the links and search spaces its stages name and
-    docs/pipeline.md's re-run table, and give dvc.lock the deps it lacks that keep its record true
-    (dvc_yaml.record); with --check, write nothing and fail unless all are current."""
+    """Write dvc.yaml, what it names and the re-run table, then dvc_yaml.record(); --check: are they current?"""
     from attention_lab.pipeline.dvc_yaml import record, write
 
     current = write(Path.cwd(), check=args.check)
