@@ -30,7 +30,7 @@ TRAINING = ("tune_", "train_", "finetune_", "pretrain@", "evaluate_")
 @functools.cache
 def pipeline() -> tuple[tuple[tuple[str, str, tuple[str, ...]], ...], tuple[str, ...]]:
     """((name, cmd, file deps) of every stage, the outputs of every stage), resolved by DVC itself, as `dvc repro`
-    sees them; a link dep (conf/model/<family>.py) as the file it links to, whose content DVC hashes."""
+    sees them; a link (conf/model/<family>.py) as the file it links to, which DVC hashes."""
     from dvc.repo import Repo
 
     with Repo(str(ROOT)) as repo:
@@ -56,14 +56,15 @@ def inside(path: Path, folder: Path) -> bool:
 
 
 def test_dvc_yaml_and_the_rerun_table_are_what_the_generator_writes():
-    assert write(ROOT, check=True), ("dvc.yaml, a link conf/model/<family>.py or docs/pipeline.md's re-run table is "
-                                     "stale: run `attention-lab stages`")
+    assert write(ROOT, check=True), ("dvc.yaml, a link conf/model/<family>.py or the re-run table "
+                                     "of docs/pipeline.md is stale: run `attention-lab stages`")
 
 
 def test_each_family_stage_names_its_model_module_through_its_link():
-    """Every conf/model/<family>.yaml has its link conf/model/<family>.py to its `_target_`'s module (what the
-    family's stages name, so that `foreach: ${<task>.families}` can name it from the family alone), and dvc.lock
-    records every link of a stage it has run (`attention-lab stages` gives a link the hash recorded for its target)."""
+    """Every conf/model/<family>.yaml has its link conf/model/<family>.py to its `_target_`'s
+    module (what its stages name, so that `foreach: ${<task>.families}` can name it from the family
+    alone), and dvc.lock records every link of a stage it has run (`attention-lab stages` gives a
+    link the hash recorded for its target)."""
     from dvc.repo import Repo
 
     families = sorted(p.stem for p in (ROOT / "conf" / "model").glob("*.yaml"))
@@ -78,11 +79,11 @@ def test_each_family_stage_names_its_model_module_through_its_link():
             links = {d.def_path for d in stage.deps if (ROOT / d.def_path).is_symlink()}
             recorded = {d["path"] for d in lock.get(stage.name, {}).get("deps", [])}
             assert stage.name not in lock or links <= recorded, \
-                f"dvc.lock's {stage.name} lacks {sorted(links - recorded)}: run `attention-lab stages`"
+                f"dvc.lock's {stage.name} lacks {sorted(links - recorded)}: `attention-lab stages`"
 
 
 def test_the_family_lists_are_read_from_params_yaml():
-    """The family groups loop over params.yaml's own lists, so `dvc exp run -S <task>.families=[...]` (or
+    """The family groups loop over params.yaml's lists, so `dvc exp run -S <task>.families` (or
     `<task>.ablations`) changes the stages DVC runs without rewriting dvc.yaml."""
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert stages["train_translate"]["foreach"] == "${translate.families}"
@@ -108,16 +109,17 @@ def test_every_dep_exists():
 
 @pytest.mark.parametrize("name", [name for name, _, _ in pipeline()[0]])
 def test_stage_code_deps_are_what_its_command_imports(name):
-    """A stage misses no file its command can import; it names only files that its command, or (for a file DVC must
-    list once for a whole foreach group) another item its group can have, imports; and it names no other family's model
-    module that only that family imports (so an edit to one family's model re-runs that family alone)."""
+    """A stage misses no file its command can import; it names only files that its command, or
+    (for a file DVC must list once for a whole foreach group) another item its group can have,
+    imports; and it names no other family's model module that only that family imports (so an
+    edit to one family's model re-runs that family alone)."""
     stages = pipeline()[0]
     _, cmd, deps = next(s for s in stages if s[0] == name)
     code = {d for d in deps if d.startswith("src/")}
     own = code_of(cmd)
     assert not own - code, f"{name} misses files its command imports: {sorted(own - code)}"
     group = [c for n, c, _ in stages if n.rpartition("@")[0] == name.rpartition("@")[0]]
-    if "family=" in cmd:  # any family the task's code defines can be an item (`dvc exp run -S <task>.families=`)
+    if "family=" in cmd:  # any family the task's code defines can be an item (`dvc exp run -S`)
         task = cmd.partition("task=")[2].split()[0]
         group += [re.sub(r"family=\S+", f"family={f}", cmd) for f in task_families(SOURCE, task)]
     anyone = set().union(*map(code_of, group))
@@ -199,9 +201,10 @@ def test_a_subset_of_tasks_defines_only_their_stages(tmp_path):
                            "export_caption", "report_caption", "report_claims", "report_index", *ablated, *replicated}
 
 
-def test_a_user_s_run_writes_dvc_yaml_alone_and_names_what_attention_lab_stages_must_write(tmp_path):
-    """`attention-lab repro` rewrites dvc.yaml and no file of docs/ (the re-run table is `attention-lab stages`'),
-    and stops before any stage, naming the link and search space a family new to conf/model lacks."""
+def test_a_user_s_run_writes_dvc_yaml_alone_and_names_what_stages_must_write(tmp_path):
+    """`attention-lab repro` rewrites dvc.yaml and no file of docs/ (the re-run table is
+    `attention-lab stages`'), and stops before any stage, naming the link and search space that a
+    new family lacks."""
     from attention_lab.pipeline.dvc_yaml import BEGIN, END
     from attention_lab.pipeline.repro import repro
 
@@ -221,5 +224,6 @@ def test_a_user_s_run_writes_dvc_yaml_alone_and_names_what_attention_lab_stages_
     assert repro(tmp_path, jobs=1, say=said.append) == 1
     assert (tmp_path / "docs" / "pipeline.md").read_text() == table
     assert "classify" not in (tmp_path / "dvc.yaml").read_text()  # written anew, for `tasks`
-    assert "conf/model/toy.py, conf/tune/toy.yaml" in said[-1] and "run `attention-lab stages`" in said[-1], said
-    assert not write(tmp_path, check=True)  # the developer's command would write them, and the table
+    assert "conf/model/toy.py, conf/tune/toy.yaml" in said[-1], said
+    assert "run `attention-lab stages`" in said[-1], said
+    assert not write(tmp_path, check=True)  # the developer's command would write them and the table

@@ -287,10 +287,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for KEY (a leaf such as model.input_feeding, or a section such as model), or every key without "
                    "one: its value, the layer that set it and the values of the layers below it")
     f.set_defaults(func=project.config)
-    w = sub.add_parser("stages", help="write dvc.yaml from params.yaml (`tasks`) and the code's imports (repro "
-                       "does it first), the links conf/model/<family>.py its stages name and docs/pipeline.md's "
-                       "re-run table")
-    w.add_argument("--check", action="store_true", help="write nothing; exit 1 unless they are current")
+    w = sub.add_parser("stages", help="write dvc.yaml from params.yaml (`tasks`) and the code's "
+                       "imports (repro writes dvc.yaml first), the links conf/model/<family>.py "
+                       "its stages name and docs/pipeline.md's re-run table")
+    w.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 unless they are current")
     w.set_defaults(func=project.stages)
     d = sub.add_parser("repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)")
     d.add_argument("--jobs", type=_int_in(1, 64), default=os.cpu_count() or 1,

@@ -82,19 +82,21 @@ def readme(args: argparse.Namespace) -> int:
 
 
 def stages(args: argparse.Namespace) -> int:
-    """Write dvc.yaml, what it names and the re-run table, then dvc_yaml.record(); --check: are they current?"""
+    """Write dvc.yaml, what it names and the re-run table, then record(); --check: current?"""
     from attention_lab.pipeline.dvc_yaml import record, write
 
     current = write(Path.cwd(), check=args.check)
     if args.check and not current:
-        print("dvc.yaml, conf/model/<family>.py or docs/pipeline.md's re-run table is not what `attention-lab "
-              "stages` writes from params.yaml and the code: run it", file=sys.stderr)
+        print("dvc.yaml, conf/model/<family>.py or docs/pipeline.md's re-run table is not what "
+              "`attention-lab stages` writes from params.yaml and the code: run it",
+              file=sys.stderr)
         return 1
     print("dvc.yaml is current" if current else "wrote dvc.yaml (and the files its stages name)")
     if not args.check and (recorded := record(Path.cwd())):
-        print(f"dvc.lock: recorded {len(recorded)} deps its stages lacked (links to the files they record, "
-              "files their commands cannot import): " + "; ".join(recorded[:5])
-              + (f"; … ({len(recorded) - 5} more)" if len(recorded) > 5 else ""))
+        more = f"; … ({len(recorded) - 5} more)" if len(recorded) > 5 else ""
+        print(f"dvc.lock: recorded {len(recorded)} deps its stages lacked (links to files they "
+              "record, files their commands cannot import): " + "; ".join(recorded[:5])
+              + more)
     return 0
 
 

@@ -108,12 +108,13 @@ def test_family_params_entries_are_optional_and_bad_ones_are_named(project):
 
 
 def test_the_stages_name_each_family_s_entry_and_say_which_is_missing(project):
-    """dvc.yaml's family stages depend on `<task>.family_params.<family>` by name (DVC reads it for any family
-    params.yaml lists), so writing them without one names the file and the key."""
+    """dvc.yaml's family stages depend on `<task>.family_params.<family>` by name (DVC reads it
+    for any family params.yaml lists), so writing them without one names the file and the key."""
     from attention_lab.pipeline.dvc_yaml import render
 
     edit_params(project, lambda p: p["translate"]["family_params"].pop("transformer"))
-    with pytest.raises(ConfigError, match=r"params.yaml: no `translate.family_params.transformer` \(give every"):
+    missing = r"params.yaml: no `translate.family_params.transformer` \(give every"
+    with pytest.raises(ConfigError, match=missing):
         render(project)
 
 
@@ -206,8 +207,8 @@ def test_bad_ablations_are_named(project):
 
 
 def test_every_ablation_has_stages_and_those_of_families_that_run_reach_the_reports(project):
-    """dvc.yaml loops over params.yaml `<task>.ablations` itself (so `dvc exp run -S` can change it): every entry
-    has its stages, on its family's files; the reports and the claims read those of families that run alone."""
+    """dvc.yaml loops over params.yaml `<task>.ablations` itself (so `dvc exp run -S` can change
+    it): every entry has stages, on its family's files; reports read those of families that run."""
     from attention_lab.pipeline.dvc_yaml import expand, render
 
     edit_params(project, lambda p: p["translate"].update(
@@ -217,12 +218,14 @@ def test_every_ablation_has_stages_and_those_of_families_that_run_reach_the_repo
     stages = yaml.safe_load(render(project))["stages"]
     train, evaluate = stages["train_ablation_translate"], stages["evaluate_ablation_translate"]
     assert train["foreach"] == evaluate["foreach"] == "${translate.ablations}"
-    assert {"tuned/${item.of}.yaml", "conf/model/${item.of}.yaml", "conf/model/${item.of}.py"} <= set(train["do"]["deps"])
-    assert {"translate.ablations.${key}", "translate.family_params.${item.of}"} <= set(train["do"]["params"])
-    same = [d.replace("${item.of}", "${item}") for d in train["do"]["deps"]]  # the family's files, code included
+    deps, params = set(train["do"]["deps"]), set(train["do"]["params"])
+    assert {"tuned/${item.of}.yaml", "conf/model/${item.of}.yaml", "conf/model/${item.of}.py"} \
+        <= deps
+    assert {"translate.ablations.${key}", "translate.family_params.${item.of}"} <= params
+    same = [d.replace("${item.of}", "${item}") for d in train["do"]["deps"]]  # the family's
     assert same == stages["train_translate"]["do"]["deps"]
     resolved = expand(project)
-    assert {"train_ablation_translate@no_feeding", "train_ablation_translate@forward"} <= set(resolved)
+    assert {f"train_ablation_translate@{a}" for a in ("no_feeding", "forward")} <= set(resolved)
     assert "conf/model/seq2seq_lstm.py" in resolved["train_ablation_translate@forward"]["deps"]
 
 

@@ -1,8 +1,10 @@
-"""DVC's own commands on the tiny pipeline (translate, bahdanau, two seeds), as a user runs them: `dvc exp run -S`
-with another family list re-runs that family's stages and the reports alone; `dvc exp run --queue` then `dvc queue
-start` trains in a copy DVC deletes and leaves every MLflow run in the user's mlflow.db; a clone that pulls the
-outputs from a DVC remote re-runs evaluate, export and report against its own, empty mlflow.db (runs stand in for
-the ones it lacks), and each seed's run holds its own export. No MLFLOW_TRACKING_URI: the default store."""
+"""DVC's own commands on the tiny pipeline (translate, bahdanau, two seeds), as a user runs them.
+
+`dvc exp run -S` with another family list re-runs that family's stages and the reports alone;
+`dvc exp run --queue` then `dvc queue start` trains in a copy DVC deletes and leaves every MLflow
+run in the user's mlflow.db; a clone that pulls the outputs from a DVC remote re-runs evaluate,
+export and report against its own, empty mlflow.db (runs stand in for the ones it lacks), and
+each seed's run holds its own export. No MLFLOW_TRACKING_URI: the default store throughout."""
 
 from __future__ import annotations
 
@@ -25,31 +27,33 @@ from tests.e2e.test_user_corpora import edit_tiny_profile
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-# an entry added (Hydra's `+`: `translate.ablations={...}` would merge into the entries, which cannot add one)
+# a new entry: Hydra's `+` (`translate.ablations={...}` merges into the entries: it cannot add one)
 XAVIER = "+translate.ablations.bahdanau_xavier={of: bahdanau, set: {model: {init: xavier}}}"
+REPORTS = {"report_translate", "report_claims", "report_index"}
 
 
 def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    """A command in cwd with the project's tools on the PATH and no MLFLOW_TRACKING_URI (the default store)."""
+    """A command in cwd, the project's tools on the PATH, no MLFLOW_TRACKING_URI (the default)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "DVC_ROOT")}
     env.update(GIT_ID, PATH=f"{BIN}:{env['PATH']}", PYTHONUNBUFFERED="1")
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if check and proc.returncode:
-        pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+        pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
+                    f"{proc.stderr[-4000:]}")
     return proc
 
 
 def one_family(params: dict) -> None:
-    """tasks: [translate], bahdanau alone, no ablation; seeds 0 and 1."""
+    """tasks: [translate], bahdanau alone, no ablation."""
     params["tasks"] = ["translate"]
     params["translate"].update(families=["bahdanau"], ablations={}, replication={})
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """The tiny pipeline run to its end by `dvc repro` and committed, in a git and DVC repository of its own."""
-    dest = scratch.copy_project(tmp_path_factory.mktemp("exp") / "project", profile="tiny", seeds=[0, 1],
-                                edit=one_family)
+    """The tiny pipeline run to its end by `dvc repro` and committed, in a repository of its own."""
+    dest = scratch.copy_project(tmp_path_factory.mktemp("exp") / "project", profile="tiny",
+                                seeds=[0, 1], edit=one_family)
     edit_tiny_profile(dest, "translate", tune={"trials": 0})  # studies are the tiny pipeline's test
     for args in (["attention-lab", "stages"], ["git", "init", "-q"], ["dvc", "init", "-q"],
                  ["dvc", "config", "core.analytics", "false"], ["git", "add", "-A"],
@@ -64,6 +68,10 @@ def baseline(project: Path) -> dict:
     run(["git", "reset", "-q", "--hard"], project)
     run(["git", "clean", "-qfd"], project)  # mlflow.db and mlartifacts/ are ignored: kept
     run(["dvc", "checkout", "-q", "--force"], project)
+    return lock(project)
+
+
+def lock(project: Path) -> dict:
     return yaml.safe_load((project / "dvc.lock").read_text())["stages"]
 
 
@@ -74,60 +82,63 @@ def changed(before: dict, after: dict) -> set[str]:
 
 def runs(store: Path, **tags: str) -> list:
     """The translate runs of a sqlite store with these tags."""
+    client = mlflow.MlflowClient(f"sqlite:///{store}")
     query = " and ".join(f"tags.{k} = '{v}'" for k, v in tags.items())
-    return mlflow.MlflowClient(f"sqlite:///{store}").search_runs(
-        [mlflow.MlflowClient(f"sqlite:///{store}").get_experiment_by_name("translate").experiment_id], query)
+    return client.search_runs([client.get_experiment_by_name("translate").experiment_id], query)
 
 
 def test_exp_run_with_another_family_list_runs_that_family_and_the_reports(project):
     before = baseline(project)
-    out = run(["dvc", "exp", "run", "-S", "translate.families=[bahdanau,luong_dot]"], project).stdout
-    ran = {line.split("'")[1] for line in out.splitlines() if line.startswith("Running stage")}
+    out = run(["dvc", "exp", "run", "-S", "translate.families=[bahdanau,luong_dot]"], project)
+    lines = out.stdout.splitlines()
+    ran = {line.split("'")[1] for line in lines if line.startswith("Running stage")}
     new = {f"{kind}_translate@luong_dot" for kind in ("tune", "train", "evaluate", "export")}
-    reports = {"report_translate", "report_claims", "report_index"}
-    assert ran == new | reports, out
-    assert changed(before, yaml.safe_load((project / "dvc.lock").read_text())["stages"]) == new | reports
+    assert ran == new | REPORTS, out.stdout
+    assert changed(before, lock(project)) == new | REPORTS
     shown = json.loads(run(["dvc", "exp", "show", "--json"], project).stdout)
-    exps = [e for rev in shown for e in rev.get("experiments") or []]
-    params = [r["data"]["params"]["params.yaml"]["data"]["translate"]["families"] for e in exps for r in e["revs"]]
-    assert ["bahdanau", "luong_dot"] in params
+    revs = [r for rev in shown for e in rev.get("experiments") or [] for r in e["revs"]]
+    lists = [r["data"]["params"]["params.yaml"]["data"]["translate"]["families"] for r in revs]
+    assert ["bahdanau", "luong_dot"] in lists
     assert "luong_dot" in (project / "reports" / "translate.md").read_text()
 
 
 def test_a_queued_experiment_keeps_its_mlflow_runs_in_the_user_s_store(project):
     before = baseline(project)
     run(["dvc", "exp", "run", "--queue", "-n", "xavier", "-S", XAVIER], project)
+    deadline = time.monotonic() + 900
     try:
         run(["dvc", "queue", "start"], project)
-        deadline = time.monotonic() + 900
-        while (status := run(["dvc", "queue", "status"], project).stdout) and \
-                any(word in status for word in ("Queued", "Running")) and time.monotonic() < deadline:
+        status = run(["dvc", "queue", "status"], project).stdout
+        while any(word in status for word in ("Queued", "Running")) and time.monotonic() < deadline:
             time.sleep(5)
+            status = run(["dvc", "queue", "status"], project).stdout
     finally:
         run(["dvc", "queue", "stop"], project, check=False)
-    assert "Success" in status, status + run(["dvc", "queue", "logs", "xavier"], project, check=False).stdout
-    assert not list((project / ".dvc" / "tmp" / "exps").glob("tmp*")), "DVC kept its temporary copy"
-    rev = run(["git", "rev-parse", "refs/exps/" + exp_ref(project, "xavier")], project).stdout.strip()
-    lock = yaml.safe_load(run(["git", "show", f"{rev}:dvc.lock"], project).stdout)["stages"]
-    assert changed(before, lock) == {"train_ablation_translate@bahdanau_xavier",
-                                     "evaluate_ablation_translate@bahdanau_xavier", "report_translate",
-                                     "report_claims", "report_index"}
+    logs = run(["dvc", "queue", "logs", "xavier"], project, check=False).stdout
+    assert "Success" in status, status + logs
+    assert not list((project / ".dvc" / "tmp" / "exps").glob("tmp*")), "DVC kept its copy"
+    rev = run(["git", "rev-parse", exp_ref(project, "xavier")], project).stdout.strip()
+    ran = yaml.safe_load(run(["git", "show", f"{rev}:dvc.lock"], project).stdout)["stages"]
+    assert changed(before, ran) == {"train_ablation_translate@bahdanau_xavier",
+                                    "evaluate_ablation_translate@bahdanau_xavier", *REPORTS}
     trained = runs(project / "mlflow.db", family="bahdanau_xavier", stage="train")
-    assert sorted(r.data.tags["seed"] for r in trained) == ["0", "1"]  # in the user's store, not the copy's
-    assert all(r.data.tags["dvc_exp"] == "xavier" and "test/bleu" in r.data.metrics for r in trained)
+    assert sorted(r.data.tags["seed"] for r in trained) == ["0", "1"]  # the user's store's
+    assert all(r.data.tags["dvc_exp"] == "xavier" for r in trained)  # `dvc exp run`'s name
+    assert all("test/bleu" in r.data.metrics for r in trained)
     for r in trained:
-        assert Path(r.info.artifact_uri.removeprefix("file://")).is_relative_to(project / "mlartifacts")
+        artifacts = Path(r.info.artifact_uri.removeprefix("file://"))
+        assert artifacts.is_relative_to(project / "mlartifacts")
 
 
 def exp_ref(project: Path, name: str) -> str:
-    """The ref path of experiment `name` under refs/exps/."""
+    """The git ref of experiment `name` (refs/exps/<baseline>/<name>)."""
     refs = run(["git", "for-each-ref", "--format=%(refname)", "refs/exps/"], project).stdout.split()
     found = [r for r in refs if r.endswith(f"/{name}")]
     assert found, refs
-    return found[0].removeprefix("refs/exps/")
+    return found[0]
 
 
-def test_a_clone_that_pulls_the_outputs_evaluates_exports_and_reports_to_its_own_store(project, tmp_path):
+def test_a_clone_that_pulls_evaluates_exports_and_reports_to_its_own_store(project, tmp_path):
     baseline(project)
     remote, clone = tmp_path / "remote", tmp_path / "clone"
     run(["dvc", "remote", "add", "-d", "disk", str(remote)], project)
@@ -135,20 +146,22 @@ def test_a_clone_that_pulls_the_outputs_evaluates_exports_and_reports_to_its_own
     run(["dvc", "push"], project)
     run(["git", "clone", "-q", str(project), str(clone)], tmp_path)
     run(["dvc", "pull"], clone)
-    seeds = {s: json.loads((clone / f"models/bahdanau/checkpoints/seed{s}/run.json").read_text())["run_id"]
-             for s in (0, 1)}
-    out = run(["dvc", "repro", "-f", "-s", "evaluate_translate@bahdanau", "export_translate@bahdanau",
-               "report_translate"], clone).stdout
-    assert out.count(f"tagged {ORIGIN_TAG}=") == 2, out  # one line a run: evaluate made it, export found it
+    folder = clone / "models" / "bahdanau" / "checkpoints"
+    seeds = {s: json.loads((folder / f"seed{s}/run.json").read_text())["run_id"] for s in (0, 1)}
+    out = run(["dvc", "repro", "-f", "-s", "evaluate_translate@bahdanau",
+               "export_translate@bahdanau", "report_translate"], clone).stdout
+    assert out.count(f"tagged {ORIGIN_TAG}=") == 2, out  # a line a run: evaluate's; export reuses
     comparison = runs(clone / "mlflow.db", kind="comparison")[0].info.run_id
     onnx = {}
     client = mlflow.MlflowClient(f"sqlite:///{clone / 'mlflow.db'}")
     for seed, original in seeds.items():
         [stand_in] = runs(clone / "mlflow.db", **{ORIGIN_TAG: original})
-        assert stand_in.data.tags["seed"] == str(seed) and "test/bleu" in stand_in.data.metrics
+        assert stand_in.data.tags["seed"] == str(seed)
+        assert "test/bleu" in stand_in.data.metrics
         assert stand_in.data.tags["mlflow.parentRunId"] == comparison
-        graph = client.download_artifacts(stand_in.info.run_id, "onnx/encoder.onnx.data", str(tmp_path))
+        graph = client.download_artifacts(stand_in.info.run_id, "onnx/encoder.onnx.data",
+                                          str(tmp_path))
         onnx[seed] = hashlib.sha256(Path(graph).read_bytes()).hexdigest()
     assert onnx[0] != onnx[1], "each seed's run holds its own export"
-    deployed = clone / "models" / "bahdanau" / "onnx" / "encoder.onnx.data"
-    assert hashlib.sha256(deployed.read_bytes()).hexdigest() == onnx[0]  # the folder is the first seed's
+    served = clone / "models" / "bahdanau" / "onnx" / "encoder.onnx.data"
+    assert hashlib.sha256(served.read_bytes()).hexdigest() == onnx[0]  # the first seed's

@@ -1,8 +1,9 @@
-"""A family in three edits (docs/design.md): in a scratch copy, its model class (tests/e2e/new_family/toy_search.py,
-built on nn/attention.py), conf/model/toy_search.yaml and, in params.yaml, its name in `translate.families` and its
-entry `translate.family_params.toy_search: {}`; nothing else. `attention-lab stages` then writes what its stages name
-(the link conf/model/toy_search.py, an empty search space), and `dvc repro` runs them on the tiny profile: tuned (it
-has no search space: not tuned, and it says so), trained, evaluated and exported."""
+"""A family in three edits (docs/design.md): in a scratch copy, its model class
+(tests/e2e/new_family/toy_search.py, built on nn/attention.py), conf/model/toy_search.yaml and, in
+params.yaml, its name in `translate.families` and its entry `translate.family_params.toy_search:
+{}`; nothing else. `attention-lab stages` then writes what its stages name (the link
+conf/model/toy_search.py, an empty search space), and `dvc repro` runs them on the tiny profile:
+tuned (it has no search space: not tuned, and it says so), trained, evaluated and exported."""
 
 from __future__ import annotations
 
@@ -30,10 +31,10 @@ def test_a_new_family_takes_three_edits_and_runs_its_stages(tmp_path, monkeypatc
     shutil.copy(HERE / "toy_search.py", dest / "src" / "attention_lab" / "translate" / "models" / "toy_search.py")
     shutil.copy(HERE / "toy_search.yaml", dest / "conf" / "model" / "toy_search.yaml")
     params = (dest / "params.yaml").read_text()
-    params = params.replace("    - transformer          # Vaswani et al. 2017\n",
-                            "    - transformer          # Vaswani et al. 2017\n    - toy_search\n", 1)
-    (dest / "params.yaml").write_text(params.replace("    transformer: {}\n",
-                                                     "    transformer: {}\n    toy_search: {}\n", 1))
+    last = "    - transformer          # Vaswani et al. 2017\n"
+    params = params.replace(last, last + "    - toy_search\n", 1)
+    own = "    transformer: {}\n"
+    (dest / "params.yaml").write_text(params.replace(own, own + "    toy_search: {}\n", 1))
     sh(["git", "add", "-N", "."], dest)
     stat = sh(["git", "diff", "--stat"], dest).stdout
     assert stat.splitlines()[-1].strip().startswith("3 files changed"), stat

@@ -393,13 +393,13 @@ def stage_runs(project: Path, log: Path) -> dict[str, set[str]]:
 
 
 def code_deps(project: Path) -> dict[str, tuple[str, set[str]]]:
-    """{stage command: (stage name, the source files dvc.yaml lists for it)}, a link as the module it names."""
+    """{stage command: (stage name, the source files dvc.yaml lists for it)}; links followed."""
     from attention_lab.pipeline.dvc_yaml import expand
 
     found = {}
     for name, stage in expand(project).items():
-        deps = {(project / d).resolve().relative_to(project).as_posix() if (project / d).is_symlink() else d
-                for d in stage["deps"]}
+        deps = {(project / d).resolve().relative_to(project).as_posix()
+                if (project / d).is_symlink() else d for d in stage["deps"]}
         found[stage["cmd"]] = (name, {d for d in deps if d.endswith(".py")})
     return found
 

@@ -1,5 +1,5 @@
-"""MLflow setup in one place: tracking URI, experiment per task (with the tags that make the UI open it as model
-training, on its headline metrics), run tags, flattened params, reopening runs (or standing in for them)."""
+"""MLflow setup in one place: tracking URI, experiment per task (with the tags that make the UI
+open it as model training, on its headline metrics), run tags, flattened params, reopening runs."""
 
 from __future__ import annotations
 
@@ -231,7 +231,7 @@ def local_run(cfg: DictConfig, run_id: str) -> str | None:
 
 
 def stand_in(cfg: DictConfig, folder: Path) -> str:
-    """The run of folder/run.json in this store, else a new run for it with its config (said once)."""
+    """The run of folder/run.json in this store, else a new run for it with its config."""
     # outputs pulled from a DVC remote name runs of the store they trained with: a clone with a
     # store of its own logs evaluation, export and report to a run tagged with the original id
     import mlflow

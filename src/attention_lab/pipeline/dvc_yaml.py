@@ -1,12 +1,12 @@
-"""dvc.yaml, written from params.yaml and the code's imports (core.code_deps); edit this, never dvc.yaml.
+"""dvc.yaml, written from params.yaml and the code's imports (core.code_deps); never edit dvc.yaml.
 
 The family groups loop over params.yaml's own lists (`foreach: ${translate.families}`,
-`${translate.ablations}`), so `dvc exp run -S translate.families=[...]` runs the families it names. An
-item's own deps are named from its family alone: conf/model/<family>.py (a link to the module its
-`_target_` names: links()), conf/tune/<family>.yaml and params `<task>.family_params.<family>`.
-`attention-lab stages` writes dvc.yaml, the links, an empty search space for a family without one and
-docs/pipeline.md's re-run table; `attention-lab repro` writes dvc.yaml alone. tests/test_dvc_deps.py
-fails while they are not current. Only the tasks of params.yaml `tasks` have stages (docs/design.md)."""
+`${translate.ablations}`), so `dvc exp run -S translate.families=[...]` runs the families it
+names. An item's own deps are named from its family alone: conf/model/<family>.py (a link to the
+module its `_target_` names: links()), conf/tune/<family>.yaml, `<task>.family_params.<family>`.
+`attention-lab stages` writes dvc.yaml, the links, an empty search space for a family without
+one and docs/pipeline.md's re-run table; `attention-lab repro` writes dvc.yaml alone;
+tests/test_dvc_deps.py fails while they are not current. Only the tasks of `tasks` have stages."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ PREFIX = """\
 # Written by `attention-lab stages` (src/attention_lab/pipeline/dvc_yaml.py) from params.yaml and the code's imports: do not
 # edit; `attention-lab repro` (make pipeline) rewrites it first, and tests/test_dvc_deps.py checks it is current.
 # Only the tasks of params.yaml `tasks` have stages. Code deps: the source files each stage's command can import.
-# The family groups loop over params.yaml's lists: `dvc exp run -S translate.families=[...]` changes what runs.
+# The family groups loop over params.yaml's lists: `dvc exp run -S translate.families=[...]` works.
 """
 
 

@@ -97,18 +97,20 @@ def run_logged(cmd: list[str], root: Path, label: str, env: dict, say: Callable[
 def repro(root: Path, jobs: int, tasks: list[str] | None = None, say: Callable[[str], None] = print,
           slots: int | None = None) -> int:
     """Run the pipeline, or only `tasks`' stages and the reports that read them (see the module's docstring); 0 when
-    every stage is done, else 1 after naming what failed. A generated dvc.yaml (attention_lab.pipeline.dvc_yaml's
-    header) is written anew first (dvc.yaml alone, never a file of docs/), so it has the stages of params.yaml's tasks
-    and the code deps of today's imports; one without that header (written by hand) is left as it is."""
+    every stage is done, else 1 after naming what failed. A generated dvc.yaml (dvc_yaml's header)
+    is written anew first (dvc.yaml alone, never a file of docs/), so it has the stages of
+    params.yaml's tasks and today's code deps; one without that header (by hand) is left as is."""
     from attention_lab.pipeline.dvc_yaml import PREFIX, missing, write
 
     pipeline = root / "dvc.yaml"
-    if pipeline.is_file() and pipeline.read_text(encoding="utf-8").startswith(PREFIX.splitlines()[0]):
+    generated = pipeline.is_file() and pipeline.read_text(encoding="utf-8").startswith(
+        PREFIX.splitlines()[0])
+    if generated:
         if not write(root, developer=False):
             say(f"wrote {pipeline} from params.yaml and the code's imports")
         if absent := missing(root):
-            say(f"attention-lab repro: the stages name {', '.join(absent)}, which are not there (a new family?): "
-                "run `attention-lab stages`, which writes them")
+            say(f"attention-lab repro: the stages name {', '.join(absent)}, which are not there "
+                "(a new family?): run `attention-lab stages`, which writes them")
             return 1
     work = pipeline_plan(root, tasks)
     if os.environ.get(pool.ADDRESS):  # a cluster's pool

@@ -22,7 +22,7 @@ def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seed
     dest.mkdir(parents=True, exist_ok=True)
     for name in COPIED + (("tuned",) if tuned else ()):
         src = root / name
-        if src.is_dir():  # links kept as links: conf/model/<family>.py names its module in the copy's src/
+        if src.is_dir():  # links kept: conf/model/<family>.py names its module in the copy's src/
             shutil.copytree(src, dest / name, symlinks=True, ignore=SKIPPED, dirs_exist_ok=True)
         elif src.is_file():
             shutil.copy(src, dest / name)
@@ -52,10 +52,11 @@ def environ(dest: Path, **extra: str) -> dict[str, str]:
 
 
 def drop_orphan_ablations(params: dict) -> None:
-    """Each task's ablations of a family its `families` (or `pretrained`) no longer lists, dropped from params:
-    dvc.yaml gives every entry of `<task>.ablations` its stages, which would train it on that family's tuned values."""
+    """Drop each task's ablations of a family its `families` (or `pretrained`) does not list."""
+    # dvc.yaml gives every entry of `<task>.ablations` stages: they would train all the same
     for task in params.get("tasks", []):
         section = params.get(task) or {}
         kept = {*(section.get("families") or []), *(section.get("pretrained") or [])}
         if section.get("ablations"):
-            section["ablations"] = {n: e for n, e in section["ablations"].items() if e.get("of") in kept}
+            entries = section["ablations"].items()
+            section["ablations"] = {n: e for n, e in entries if e.get("of") in kept}

@@ -1,6 +1,7 @@
-"""DVC stage `export_<task>@<family>`: export one family to ONNX -> models/<family>/onnx/ (translate and caption:
-encoder and decoder step; classify: one graph; plus meta.json, tokenizer.json, parity.json), from the first seed;
-every seed's own export, parity checked, goes to that seed's MLflow training run as artifacts `onnx/`."""
+"""DVC stage `export_<task>@<family>`: export one family to ONNX -> models/<family>/onnx/
+(translate and caption: encoder and decoder step; classify: one graph; plus meta.json,
+tokenizer.json, parity.json), from the first seed; every seed's own export, parity checked, goes
+to its MLflow run as `onnx/`."""
 
 from __future__ import annotations
 
@@ -20,12 +21,12 @@ from attention_lab.stages.common import run_stage, stage_config
 
 
 def checkpoint_path(cfg: DictConfig, seed: int | None = None) -> Path:
-    """The checkpoint a seed's export reads: its best.ckpt (the first seed's: models/<family>/onnx)."""
+    """The checkpoint a seed's export reads: its best.ckpt (the first seed's by default)."""
     return seed_dir(cfg, cfg.seeds[0] if seed is None else seed) / "best.ckpt"
 
 
 def log_to_mlflow(cfg: DictConfig, seed: int, folder: Path, parity: dict) -> None:
-    """A seed's exported folder (graphs, tokenizer, meta, parity) as artifacts `onnx/` of its run."""
+    """A seed's exported folder (graphs, tokenizer, meta, parity) as `onnx/` of its run."""
     import mlflow
 
     with tracking.reopen_run(cfg, seed_dir(cfg, seed)):
@@ -47,7 +48,7 @@ def export_seed(cfg: DictConfig, seed: int, out: Path, tokenizer: Path) -> dict:
 
 
 def main(argv: list[str]) -> dict:
-    """Export every seed, check parity (fail loudly); the first seed's parity.json, in onnx_dir(cfg)."""
+    """Export every seed, check parity (fail loudly); the first seed's parity.json."""
     cfg = stage_config(argv)
     tokenizer = tokenizer_path(cfg)
     name = get_task(cfg.task.name).name
@@ -60,7 +61,7 @@ def main(argv: list[str]) -> dict:
     with atomic_path(onnx_dir(cfg)) as tmp:
         parity = export_seed(cfg, first, tmp, tokenizer)
     log_to_mlflow(cfg, first, onnx_dir(cfg), parity)
-    for seed in others:  # each seed's run holds its own graphs; the deployed folder is the first seed's
+    for seed in others:  # each seed's run holds its own graphs; the served folder is the first's
         with tempfile.TemporaryDirectory(prefix=f"onnx-seed{seed}-") as scratch:
             own = export_seed(cfg, seed, Path(scratch) / "onnx", tokenizer)
             log_to_mlflow(cfg, seed, Path(scratch) / "onnx", own)

@@ -141,13 +141,13 @@ def main(argv: list[str]) -> None:
         for seed in results[f]["seeds"]:  # (runs whose models this checkout lacks, e.g. before `dvc pull`: none)
             if (path := seed_dir(cfg, seed, family=f) / "run.json").is_file():
                 found = tracking.local_run(cfg, rid := read_json(path)["run_id"])
-                if found is None:  # neither the run nor a stand-in for it (evaluate makes one) is here
+                if found is None:  # neither the run nor a stand-in (evaluate makes one) is here
                     elsewhere.append(rid)
                 else:
                     client.set_tag(found, "mlflow.parentRunId", run.info.run_id)
     if elsewhere:
-        print(f"report_{task.name}: {len(elsewhere)} training runs of run.json are in another MLflow "
-              f"store, not in {tracking.tracking_uri(cfg)}: not nested under this comparison run")
+        print(f"report_{task.name}: {len(elsewhere)} training runs of run.json are in another "
+              f"MLflow store, not in {tracking.tracking_uri(cfg)}: not nested under the comparison")
     link = tracking.ui_link(run.info.experiment_id)
     print(f"wrote {reports / f'{task.name}.md'}; in `mlflow ui`: http://127.0.0.1:5000/{link}")
 
