@@ -185,11 +185,12 @@ def render(root: Path) -> str:
     source = Source(root / "src", root / "conf")
     tasks = params.get("tasks", [])
     lists = {task: family_lists(params, task, root) for task in tasks}  # each task's checked once
+    for task in tasks:
+        check_params(params, root, task, lists[task])
     stages: dict[str, dict] = {}
     for kind in KINDS:
         for task in tasks:
             if grouped(kind, params.get(task) or {}, lists[task]):
-                check_params(params, root, task, lists[task])
                 name = kind.name.format(task=task)
                 stages[name] = stage(kind, source, root, params, task, lists[task])
     ledger = f"python -m {STAGES}.claims"  # like the index, it reads every task's registry by name
