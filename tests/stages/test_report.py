@@ -32,13 +32,16 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
     for f, right in (("show_tell", 1), ("show_attend_tell", 8)):
         cfg = load_config(root=project, family=f, task="caption")
         mlflow.set_tracking_uri(tracking.tracking_uri(cfg))
-        per_seed, outputs = {}, {}
+        per_seed, outputs, hits = {}, {}, {}
         for s in seeds:
             k = right + (s % 2)  # right on the first k canvases: the seeds differ a little
             outputs[str(s)] = CAPTIONS[:k] + ["zero"] * (len(CAPTIONS) - k)
             bleu = BLEU().corpus_score(outputs[str(s)], [CAPTIONS]).score  # as the predictions score
             per_seed[str(s)] = {"test/bleu": bleu, "test/accuracy": k / len(CAPTIONS),
                                 "test/accuracy_len_2_2": k / 12, "test/decode_images_per_s": 500.0}
+            if f == "show_attend_tell":  # localisation: 2 of 3 digits of canvas i hit where i < k, else 1
+                hits[str(s)] = [[2 if i < k else 1, 3] for i in range(len(CAPTIONS))]
+                per_seed[str(s)]["test/localisation"] = sum(h for h, _ in hits[str(s)]) / 30
             with mlflow.start_run(experiment_id=tracking.experiment_id(cfg), run_name=f"{f}-seed{s}",
                                   tags={"family": f, "seed": str(s)}) as run:  # as tracking.run_tags names them
                 mlflow.log_metrics(per_seed[str(s)])
@@ -48,8 +51,9 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
                                                           "train_tokens_per_s": 100.0, "epochs": 1, "steps": 40,
                                                           "stopped_by": "early stopping"})
             write_text(seed_dir(cfg, s) / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # as train_one does
+        counted = {"item_stats": {"test/localisation": {"score": "share", "seeds": hits}}} if hits else {}
         write_json(predictions_path(cfg), {"ids": [f"test-{i}" for i in range(10)], "references": CAPTIONS,
-                                           "seeds": outputs})
+                                           "seeds": outputs, **counted})
         write_json(project / "metrics" / "caption" / f"{f}.json", {"family": f, **summarize(cfg, get_task("caption"), per_seed, get_task("caption").runs(cfg))})
     return run_ids
 

@@ -39,10 +39,11 @@ def localisation_hits(attn: np.ndarray, boxes: list[list[int]], centres: np.ndar
     return hits
 
 
-def sweep_localisation(rows: list[dict], grid: tuple[int, int], stride: int, data: DictConfig) -> float:
-    """Localisation of a left-to-right sweep that knows the caption's length and the generator's average layout but
-    never sees the image (the control of Xu et al. 2015's "fix its gaze"): digit t attends the cell holding its
-    mean centre, max_offset/2 + t·(mean size + mean gap) + mean size/2 from the left, in the canvas's middle row."""
+def sweep_hits(rows: list[dict], grid: tuple[int, int], stride: int, data: DictConfig) -> list[list[bool]]:
+    """Localisation hits, row by row, of a left-to-right sweep that knows the caption's length and the generator's
+    average layout but never sees the image (the control of Xu et al. 2015's "fix its gaze"): digit t attends the
+    cell holding its mean centre, max_offset/2 + t·(mean size + mean gap) + mean size/2 from the left, in the
+    canvas's middle row."""
     size, gap = sum(data.digit_size) / 2, data.max_gap / 2
     centres = cell_centres(grid, stride)
     hits = []
@@ -52,14 +53,25 @@ def sweep_localisation(rows: list[dict], grid: tuple[int, int], stride: int, dat
             x = min(data.max_offset / 2 + t * (size + gap) + size / 2, data.width - 1)
             col, row = int(x // stride), min(int(data.height / 2 // stride), grid[0] - 1)
             attn[t, row * grid[1] + min(col, grid[1] - 1)] = 1.0
-        hits += localisation_hits(attn, r["boxes"], centres)
-    return float(np.mean(hits))
+        hits.append(localisation_hits(attn, r["boxes"], centres))
+    return hits
+
+
+def hit_counts(hits: list[list[bool]]) -> list[list[int]]:
+    """Localisation's sufficient statistics item by item: [digits hit, digits] per canvas (N, 2)."""
+    return [[sum(h), len(h)] for h in hits]
+
+
+def localisation(hits: list[list[bool]]) -> float:
+    """The share of digits whose attended cell lies in their box, over every canvas."""
+    return float(np.mean([h for per_row in hits for h in per_row]))
 
 
 def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, cfg: DictConfig, max_len: int
-             ) -> tuple[dict, list[Hypothesis], list[str]]:
-    """test/* scores, the hypotheses (for the overlays) and their caption strings, in row order, of one trained
-    captioner on the test canvases, decoding at most max_len steps (decode_limit)."""
+             ) -> tuple[dict, list[Hypothesis], list[str], list[list[bool]]]:
+    """test/* scores, the hypotheses (for the overlays), their caption strings and the localisation hits canvas by
+    canvas (none without attention or boxes), in row order, of one trained captioner on the test canvases, decoding
+    at most max_len steps (decode_limit)."""
     e, buckets = cfg.evaluate, [tuple(b) for b in cfg.task.buckets]
     hyps, hits, seconds = [], [], 0.0
     centres = cell_centres(model.grid, model.cnn.stride)
@@ -76,7 +88,7 @@ def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, 
     texts = [" ".join(tokens_of(tok, h.tokens)) for h in hyps]  # as serving's Caption.text: every word
     scores = _scores(texts, rows, hits) | (bucket_scores(texts, rows, hits, buckets) if "n_digits" in rows[0] else {})
     scores["test/decode_images_per_s"] = len(rows) / max(seconds, 1e-9)
-    return scores, hyps, texts
+    return scores, hyps, texts, hits
 
 
 def vocab_coverage(tok, references: list[list[str]]) -> dict[str, float]:
@@ -119,7 +131,7 @@ def _scores(texts: list[str], rows: list[dict], hits: list[list[bool]]) -> dict[
     refs = [r.get("captions", [r["caption"]]) for r in rows]
     out = {**bleu_scores(texts, refs), "test/accuracy": float(np.mean([t in r for t, r in zip(texts, refs)]))}
     if hits:
-        out["test/localisation"] = float(np.mean([h for per_row in hits for h in per_row]))
+        out["test/localisation"] = localisation(hits)
     return out
 
 
@@ -137,11 +149,14 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     for run in runs:
         seed = run.seed
         model, _ = load_model(run.out / "best.ckpt")
-        scores, hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg, limit)
+        scores, hyps, outputs["seeds"][str(seed)], hits = evaluate(model, tok, rows, images, cfg, limit)
         per_seed[str(seed)] = {**scores, **coverage}
-        if model.has_attention and "boxes" in rows[0]:  # the same for every seed: the control beside each
-            per_seed[str(seed)]["test/localisation_sweep"] = sweep_localisation(rows, model.grid, model.cnn.stride,
-                                                                               cfg.data)
+        if hits:  # the same sweep for every seed: the control beside each
+            swept = sweep_hits(rows, model.grid, model.cnn.stride, cfg.data)
+            per_seed[str(seed)]["test/localisation_sweep"] = localisation(swept)
+            for metric, found in (("test/localisation", hits), ("test/localisation_sweep", swept)):
+                entry = outputs.setdefault("item_stats", {}).setdefault(metric, {"score": "share", "seeds": {}})
+                entry["seeds"][str(seed)] = hit_counts(found)  # the ledger's test-item resamples
         if cut := sum(len(h.tokens) >= limit for h in hyps):  # stopped by the cap, not by eos
             print(f"{cfg.family} seed {seed}: {cut} of {len(hyps)} test captions reached the decoding cap of {limit} "
                   "steps (conf/task/caption.yaml evaluate.max_len_ratio)")

@@ -66,6 +66,20 @@ def bleu_items(hypotheses: dict[str, Sequence[str]], refs: Sequence[str], mask: 
     return Items({s: per_item(h) for s, h in hypotheses.items()}, score)
 
 
+COUNTED = {  # an evaluate stage's per-item counts [a, b] (predictions' item_stats) -> points from their sums
+    "aer": lambda k: 100.0 * (1.0 - 2.0 * k[0] / k[1]) if k[1] else math.nan,  # [|A∩S|, |A| + |S|]
+    "share": lambda k: 100.0 * k[0] / k[1] if k[1] else math.nan,  # [hits, trials]: localisation
+}
+
+
+def counted_items(seeds: dict[str, Sequence[Sequence[float]]], score: str) -> Items:
+    """A metric the evaluate stage kept as counts item by item (seed -> (N, 2)), scored by COUNTED[score]: the
+    predictions file's `item_stats`, {"<metric>": {"score": "aer" | "share", "seeds": {"<k>": [[a, b], ...]}}}."""
+    if score not in COUNTED:
+        raise ValueError(f"item_stats score {score!r}: expected one of {', '.join(COUNTED)}")
+    return Items({s: np.asarray(v, dtype=float).reshape(-1, 2) for s, v in seeds.items()}, COUNTED[score])
+
+
 @dataclass(frozen=True)
 class Estimate:
     """An effect over n seeds: its mean, the seeds' sd, the test set's variance of the mean (0: not resampled), the

@@ -35,7 +35,8 @@ def outputs(p: dict, labels) -> dict | None:
 def sources(cfg: DictConfig, task: str, names: list[str]):
     """(metrics, items) of results.claims.measure for one task: family -> metrics/<task>/<family>.json (None unless
     the family is one of `names` and has the file), and a family term -> its per-item statistics from
-    predictions/<task>/<family>.json (accuracy, BLEU, BLEU within a source-length bucket; None for any other metric)."""
+    predictions/<task>/<family>.json (accuracy, BLEU, BLEU within a source-length bucket, and the metrics the
+    evaluate stage kept as counts item by item, `item_stats`: AER, localisation; None for any other metric)."""
 
     @functools.cache  # one read per file: every claim and every ablation column asks again
     def metrics(family: str) -> dict | None:
@@ -66,6 +67,8 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
             return evidence.accuracy_items(outs, refs)
         if metric == "test/bleu":
             return evidence.bleu_items(outs, refs)
+        if (counted := (found.get("item_stats") or {}).get(metric)) and labels is None:
+            return evidence.counted_items(counted["seeds"], counted["score"])
         buckets = list(cfg.task.get("buckets") or [])
         which = next((i for i, b in enumerate(buckets) if metric == f"test/bleu_len_{bucket_key(b)}"), None)
         if which is None:
