@@ -152,5 +152,8 @@ def test_a_subset_of_tasks_defines_only_their_stages(tmp_path):
     ablated = {"train_ablation_caption", "evaluate_ablation_caption"} if params["caption"].get("ablations") else set()
     replicated = {"train_replication_caption", "evaluate_replication_caption"} if params["caption"].get("replication") \
         else set()
+    corpora = {"prepare_corpus_caption", "tokenize_corpus_caption"} \
+        if any("corpus" in e for e in (params["caption"].get("ablations") or {}).values()) else set()
     assert set(stages) == {"prepare_caption", "tokenize_caption", "tune_caption", "train_caption", "evaluate_caption",
-                           "export_caption", "report_caption", "report_claims", "report_index", *ablated, *replicated}
+                           "export_caption", "report_caption", "report_claims", "report_index", *ablated, *replicated,
+                           *corpora}

@@ -101,6 +101,7 @@ def config(args: argparse.Namespace) -> int:
 
     from attention_lab.core.config import (
         ConfigError,
+        ablations,
         explain_config,
         families,
         leaf_values,
@@ -111,18 +112,18 @@ def config(args: argparse.Namespace) -> int:
     items, explain = list(args.items), args.explain
     if explain is not None and "=" in explain:  # `--explain task=translate ...`: the flag alone, then the items
         items, explain = [explain, *items], "all"
-    stage = {k: v for k, _, v in (i.partition("=") for i in items) if k in ("task", "family")}
-    overrides = [i for i in items if i.partition("=")[0] not in ("task", "family")]
-    task, family = stage.get("task", "translate"), stage.get("family")
+    stage = {k: v for k, _, v in (i.partition("=") for i in items) if k in ("task", "family", "corpus")}
+    overrides = [i for i in items if i.partition("=")[0] not in ("task", "family", "corpus")]
+    task, family, corpus = stage.get("task", "translate"), stage.get("family"), stage.get("corpus")
     root = Path.cwd()
     params = read_params(root)
     task_params(params, root, task)  # an unknown task, named
-    valid = families(params, task)
-    if family not in valid:
+    valid = families(params, task) + list(ablations(params, task, root))
+    if family not in valid and not (family is None and corpus):  # a corpus alone: its prepare stage's config
         raise ConfigError(f"{'no family given' if family is None else f'unknown family {family!r}'} for task {task}; "
                           f"give family=<name>, one of {', '.join(valid)} (params.yaml `{task}.families`, "
-                          f"`{task}.pretrained`)")
-    cfg, origins = explain_config(overrides, family=family, root=root, task=task)
+                          f"`{task}.pretrained`, `{task}.ablations`), or corpus=<name>")
+    cfg, origins = explain_config(overrides, family=family, root=root, task=task, corpus=corpus)
     if explain is None:
         print(OmegaConf.to_yaml(cfg, resolve=True), end="")
         return 0

@@ -143,7 +143,8 @@ def test_an_explicit_setting_beats_the_tuned_value(project):
 DECOY = {"window": 7, "penalty": 0.5, "penalty_warmup": 100, "input_feeding": True, "reverse_source": True,
          "schedule": "linear", "image_input": "every_step", "positions": "alibi", "init_range": 0.05, "init": "torch",
          "query": "previous", "label_fractions": [0.1, 1.0], "attention": "concat", "metric": "val/accuracy",
-         "direction": "minimize", "val_bleu_sentences": 7, "min_delta": 0.5, "per": "epoch", "k": 9.0}
+         "direction": "minimize", "val_bleu_sentences": 7, "min_delta": 0.5, "per": "epoch", "k": 9.0,
+         "min_epochs": 3, "max_epochs": 7}
 
 
 def every_ablation():
@@ -156,7 +157,7 @@ def test_each_ablation_trains_its_family_with_its_switch(project, task, name, en
     """An ablation (params.yaml `<task>.ablations`) is its family's config, tuned values included, with `set` on top:
     `set` beats the family's tuned/<family>.yaml and family_params, and everything else is the family's."""
     (project / "tuned").mkdir(exist_ok=True)
-    changed = leaf_values(entry["set"])
+    changed = leaf_values(entry.get("set") or {})
     tuned: dict = {"params": {"train": {"lr": 0.0123}}}
     for key in changed:
         *parents, leaf = key.split(".")
@@ -165,12 +166,20 @@ def test_each_ablation_trains_its_family_with_its_switch(project, task, name, en
             node = node.setdefault(part, {})
         node[leaf] = DECOY[leaf]
     (project / "tuned" / f"{entry['of']}.yaml").write_text(yaml.safe_dump(tuned))
+    corpora = read_params(ROOT)[task].get("corpora") or {}
     edit_params(project, lambda p: p[task].setdefault("ablations", {}).update({name: entry}))
+    edit_params(project, lambda p: p[task].update(corpora=corpora))
     family = load_config(root=project, task=task, family=entry["of"])
     cfg = load_config(root=project, task=task, family=name)
     assert cfg.family == name and cfg.train.lr == family.train.lr == 0.0123  # the family's tuned value
     for key, value in changed.items():
         assert OmegaConf.select(cfg, key) == value != OmegaConf.select(family, key) and key in cfg.explicit
+    if "corpus" in entry:  # its corpus's data keys, and its own folders for the prepared and tokenized corpus
+        moved = {f"paths.{k}": f"{OmegaConf.select(family, f'paths.{k}')}_{entry['corpus']}"
+                 for k in ("prepared", "tokenized")}
+        changed = {**changed, **leaf_values({"data": corpora[entry["corpus"]]}), **moved}
+        for key, value in changed.items():
+            assert OmegaConf.select(cfg, key) == value
     rest = {k: v for k, v in leaf_values(OmegaConf.to_container(cfg)).items() if k not in changed}
     assert rest == {**{k: v for k, v in leaf_values(OmegaConf.to_container(family)).items() if k not in changed},
                     "family": name, "explicit": rest["explicit"]}
@@ -209,7 +218,9 @@ def test_only_the_ablations_of_families_that_run_have_stages(project):
     assert {"tuned/${item.of}.yaml", "conf/model/${item.of}.yaml", "${item.model}"} <= set(train["do"]["deps"])
     assert {"translate.ablations.${key}", "${item.params}"} <= set(train["do"]["params"])
     assert train["foreach"]["no_feeding"]["params"] == "translate.family_params.luong_general"
-    same = [d.replace("${item.of}", "${key}") for d in train["do"]["deps"]]  # the family's files, code included
+    same = [d.replace("${item.of}", "${key}").replace("${item.data}", "translate")  # the family's files and code
+            for d in train["do"]["deps"]]
+    assert train["foreach"]["no_feeding"]["data"] == "translate"  # the family's own corpus
     assert same == stages["train_translate"]["do"]["deps"]
     assert train["foreach"]["no_feeding"]["model"] == stages["train_translate"]["foreach"]["luong_general"]["model"]
 
@@ -377,3 +388,54 @@ def test_a_replication_entry_of_a_family_left_out_has_no_runs(project):
     edit_params(project, lambda p: p["translate"].update(families=["bahdanau"], replication={"bahdanau": 3,
                                                                                             "luong_dot": 3}))
     assert replication(read_params(project), "translate", project) == {"bahdanau": 3}
+
+
+def test_a_corpus_is_the_tasks_data_with_its_keys_changed_in_folders_of_its_own(project, capsys):
+    """`<task>.corpora.<name>` layers over `data` (a key the source lacks added: prepare reads it) for the stage's
+    corpus=<name> and for an ablation that names it; its folders are data/<kind>/<task>_<name>."""
+    edit_params(project, lambda p: p["translate"].update(
+        corpora={"even": {"length_mix": {"1-10": 0.5, "11-20": 0.5}}, "mono": {"order": "monotone"}},
+        ablations={"b_even": {"of": "bahdanau", "corpus": "even"}}, replication={}))
+    base, even = load_config(root=project), load_config(root=project, corpus="even")
+    assert dict(even.data.length_mix) == {"1-10": 0.5, "11-20": 0.5} != dict(base.data.length_mix)
+    assert (even.paths.prepared, even.paths.tokenized) == ("data/prepared/translate_even",
+                                                           "data/tokenized/translate_even")
+    assert load_config(root=project, corpus="mono").data.order == "monotone" and "order" not in base.data
+    ablation = load_config(root=project, family="b_even")
+    assert ablation.paths.prepared == even.paths.prepared and ablation.model == load_config(
+        root=project, family="bahdanau").model
+    for items in (["corpus=mono"], ["family=b_even"]):  # `attention-lab config` of a corpus or an ablation
+        assert main(["config", "task=translate", *items, "--explain", "data"]) == 0
+    out = capsys.readouterr().out
+    assert "data.order: monotone  <- params.yaml translate.corpora.mono" in out
+    assert "data.length_mix.11-20: 0.5  <- params.yaml translate.corpora.even" in out
+    with pytest.raises(ConfigError, match="corpus='nope': not a corpus of .* `translate.corpora` \\(even, mono\\)"):
+        load_config(root=project, corpus="nope")
+    bad = [({"x": {"of": "bahdanau", "corpus": "nope"}}, {}, "ablations.x.corpus: 'nope' is not a corpus"),
+           ({}, {"Bad-Name": {"order": "monotone"}}, "corpus name 'Bad-Name'"),
+           ({}, {"tsv": {"source": "tsv"}}, "corpora.tsv.source: a corpus keeps"),
+           ({}, {"empty": {}}, "corpora.empty: expected")]
+    for entries, corpora, message in bad:
+        edit_params(project, lambda p, a=entries, c=corpora: p["translate"].update(ablations=a, corpora=c))
+        with pytest.raises(ConfigError, match=message):
+            load_config(root=project, family="bahdanau")
+
+
+def test_an_ablation_on_a_corpus_has_that_corpus_prepared_and_tokenized(project):
+    from attention_lab.pipeline.dvc_yaml import render
+
+    edit_params(project, lambda p: p["translate"].update(
+        families=["bahdanau"], replication={}, corpora={"mono": {"order": "monotone"}, "unused": {"order": "korean"}},
+        ablations={"b_mono": {"of": "bahdanau", "corpus": "mono"}}))
+    stages = yaml.safe_load(render(project))["stages"]
+    prepare, tokenize = stages["prepare_corpus_translate"], stages["tokenize_corpus_translate"]
+    assert list(prepare["foreach"]) == list(tokenize["foreach"]) == ["mono"]  # only the corpora an ablation names
+    assert prepare["do"]["cmd"] == "python -m attention_lab.stages.prepare task=translate corpus=${key}"
+    assert prepare["do"]["outs"] == ["data/prepared/${item.data}"] and prepare["foreach"]["mono"] == {
+        "data": "translate_mono"}
+    assert "translate.corpora.${key}" in prepare["do"]["params"]
+    assert tokenize["do"]["deps"][0] == "data/prepared/${item.data}/train.jsonl"
+    for kind in ("train_ablation_translate", "evaluate_ablation_translate"):
+        assert stages[kind]["foreach"]["b_mono"]["data"] == "translate_mono"
+        assert {"data/prepared/${item.data}", "data/tokenized/${item.data}"} <= set(stages[kind]["do"]["deps"])
+    assert "data/prepared/translate_mono/test.jsonl" in stages["report_claims"]["deps"]

@@ -160,8 +160,8 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
         if cut := sum(len(h.tokens) >= limit for h in hyps):  # stopped by the cap, not by eos
             print(f"{cfg.family} seed {seed}: {cut} of {len(hyps)} test captions reached the decoding cap of {limit} "
                   "steps (conf/task/caption.yaml evaluate.max_len_ratio)")
-        if seed != cfg.seeds[0] or not model.has_attention:
-            continue
+        if seed != cfg.seeds[0] or not model.has_attention or images.dtype != np.uint8 and "image" not in rows[0]:
+            continue  # canvases read as a CNN's annotations (a corpus's data.encoder) keep no pixels to draw on
         shown = (spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets, cfg.evaluate.overlays)
                  if "n_digits" in rows[0] else range(min(cfg.evaluate.overlays, len(rows))))
         for k, i in enumerate(shown):

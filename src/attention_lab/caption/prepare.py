@@ -24,8 +24,36 @@ def splits(cfg: DictConfig) -> dict[str, tuple[list[dict], np.ndarray]]:
         return photo_splits(cfg)
     if d.source != "generated":
         raise ConfigError(f"data.source={d.source!r}: expected generated or image_captions")
-    return generated_canvases(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, [tuple(b) for b in cfg.task.buckets],
-                              d.height, d.width, tuple(d.digit_size), d.max_gap, d.max_offset, d.noise, tuple(d.scan_fractions))
+    canvases = generated_canvases(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket,
+                                  [tuple(b) for b in cfg.task.buckets], d.height, d.width, tuple(d.digit_size),
+                                  d.max_gap, d.max_offset, d.noise, tuple(d.scan_fractions))
+    if d.get("encoder") is None:
+        return canvases
+    return {split: (rows, canvas_features(cfg, images)) for split, (rows, images) in canvases.items()}
+
+
+def canvas_features(cfg: DictConfig, images: np.ndarray) -> np.ndarray:
+    """Digit canvases (N, H, W) uint8 through the photo path's frozen ImageNet CNN (a corpus's `data.encoder`, as
+    Vinyals et al. 2015 read images): each upscaled by the encoder's stride / data.feature_stride (nearest
+    neighbour) and grey in all three channels -> annotation vectors (N, L, D) float16, one per feature_stride pixels
+    of the canvas."""
+    from attention_lab.caption.data.features import ENCODERS, annotations
+
+    d = cfg.data
+    if d.encoder not in ENCODERS:
+        raise ConfigError(f"data.encoder={d.encoder!r}: expected one of {', '.join(ENCODERS)}")
+    dim, stride = ENCODERS[d.encoder]
+    scale = stride // d.get("feature_stride", stride)
+    if d.get("feature_dim") != dim or scale < 1 or stride % d.feature_stride or d.height % d.feature_stride \
+            or d.width % d.feature_stride:
+        raise ConfigError(f"data.feature_dim/feature_stride must be {dim} and a divisor of {stride} (and of the "
+                          f"canvas's {d.height}×{d.width}) for {d.encoder}, got {d.get('feature_dim')}/"
+                          f"{d.get('feature_stride')}")
+    chunks = []
+    for i in range(0, len(images), 256):  # memory stays flat for any number of canvases
+        big = images[i:i + 256].repeat(scale, axis=1).repeat(scale, axis=2)  # (n, H·s, W·s)
+        chunks.append(annotations(np.repeat(big[..., None], 3, axis=3), d.encoder, d.get("feature_batch", 32)))
+    return np.concatenate(chunks)
 
 
 def photo_splits(cfg: DictConfig) -> dict[str, tuple[list[dict], np.ndarray]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.code_deps import PACKAGE, Source
+from attention_lab.core.config import corpus_suffix
 
 STAGES = "attention_lab.stages"
 DOC = "docs/pipeline.md"
@@ -31,14 +32,16 @@ class Kind:
     module: str                     # attention_lab.stages.<module>
     comment: str
     deps: tuple[str, ...] = ()      # data and conf deps: {task}, {item} (the family or task), {of} (the family whose
-    #                                 model and tuned values it runs: an ablation's family, else the item), {profile}
+    #                                 model and tuned values it runs: an ablation's family, else the item), {profile},
+    #                                 {data} (the folder name of its corpus: <task>, or <task>_<corpus>)
     params: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
     outs_no_cache: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     plots: tuple[str, ...] = ()
     families: str = "families"      # "families", "pretrained", "ablations", "replication" (its families and ablations),
-    #                                 "replication_pretrained" (its pretrained families) or "" (one item per task)
+    #                                 "replication_pretrained" (its pretrained families), "corpora" (those an ablation
+    #                                 trains on: the command says corpus=) or "" (one item per task)
     overrides: str = ""             # appended to the command: replication=true
 
 
@@ -50,15 +53,21 @@ OWN = "{own}"  # ${item.params}: the family's params.yaml `<task>.family_params.
 TRAINER = ("conf/trainer",)
 CONF = ("conf/model/{of}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
 TRAIN_PARAMS = ("seeds", "trainer", "{task}.train", OWN)
-TRAIN_DEPS = ("tuned/{of}.yaml", "data/prepared/{task}", "data/tokenized/{task}", *CONF, "conf/data/{task}",
+TRAIN_DEPS = ("tuned/{of}.yaml", "data/prepared/{data}", "data/tokenized/{data}", *CONF, "conf/data/{task}",
               "conf/profile/{profile}.yaml")
+PREPARE = ("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml")
+TOKENIZE = ("data/prepared/{data}/train.jsonl", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml")
 KINDS = (
     Kind("prepare_{task}", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
-         deps=("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
-         params=("profile", "{task}.data"), outs=("data/prepared/{task}",), families=""),
+         deps=PREPARE, params=("profile", "{task}.data"), outs=("data/prepared/{task}",), families=""),
     Kind("tokenize_{task}", "tokenizer", "data/tokenized/<task>/tokenizer.json, trained on the training split only",
-         deps=("data/prepared/{task}/train.jsonl", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
-         params=("{task}.tokenize",), outs=("data/tokenized/{task}",), families=""),
+         deps=TOKENIZE, params=("{task}.tokenize",), outs=("data/tokenized/{task}",), families=""),
+    Kind("prepare_corpus_{task}", "prepare", "each corpus of params.yaml `<task>.corpora` an ablation trains on: "
+         "`<task>.data` with its keys changed -> data/prepared/<task>_<corpus>",
+         deps=PREPARE, params=("profile", "{task}.data", "{task}.corpora.{item}"), outs=("data/prepared/{data}",),
+         families="corpora"),
+    Kind("tokenize_corpus_{task}", "tokenizer", "as tokenize_<task>, on the corpus -> data/tokenized/<task>_<corpus>",
+         deps=TOKENIZE, params=("{task}.tokenize",), outs=("data/tokenized/{data}",), families="corpora"),
     Kind("pretrain", "pretrain", "the encoder a pretrained family starts from -> models/pretrained/<family>",
          deps=("data/prepared/{task}/train.jsonl", "data/prepared/{task}/valid.jsonl",
                "data/prepared/{task}/unlabelled.jsonl", "conf/model/{item}.yaml", "conf/task/{task}.yaml",
@@ -99,7 +108,7 @@ KINDS = (
          deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.ablations.{item}"), outs=("models/{item}/checkpoints",),
          families="ablations"),
     Kind("evaluate_ablation_{task}", "evaluate", "as evaluate_<task>, for the ablations",
-         deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints"),
+         deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
          outs_no_cache=("predictions/{task}/{item}.json",), families="ablations"),
     Kind("train_replication_{task}", "train", "the confirmatory replication: each of params.yaml "
@@ -112,7 +121,7 @@ KINDS = (
          params=("trainer", "{task}.train", OWN, "{task}.replication.{item}"),
          outs=("models/replication/{item}/checkpoints",), families="replication_pretrained", overrides=REPLICATION),
     Kind("evaluate_replication_{task}", "evaluate", "as evaluate_<task>, for the replication -> metrics/replication/",
-         deps=("data/prepared/{task}", "data/tokenized/{task}", "models/replication/{item}/checkpoints"),
+         deps=("data/prepared/{data}", "data/tokenized/{data}", "models/replication/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
          plots=("plots/replication/{task}/{item}",), outs_no_cache=("predictions/replication/{task}/{item}.json",),
          families="replication", overrides=REPLICATION),
@@ -135,8 +144,10 @@ def family_lists(params: dict, task: str, root: Path) -> dict[str, list[str]]:
     section = params.get(task) or {}
     pretrained = list(section.get("pretrained") or [])
     replicated = list(replication(params, task, root))
+    ablated = run_ablations(params, task, root)
     return {"families": list(section.get("families") or []), "pretrained": pretrained,
-            "ablations": list(run_ablations(params, task)),
+            "ablations": list(ablated),
+            "corpora": list(dict.fromkeys(e["corpus"] for e in ablated.values() if "corpus" in e)),
             "replication": [f for f in replicated if f not in pretrained],
             "replication_pretrained": [f for f in replicated if f in pretrained]}
 
@@ -163,7 +174,8 @@ def render(root: Path) -> str:
     stages["report_claims"] = {
         "cmd": ledger,
         "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
-                 *(f"data/prepared/{task}/test.jsonl" for task in tasks),  # the test items' lengths (buckets)
+                 *(f"data/prepared/{task}{corpus_suffix(c)}/test.jsonl"  # the test items' lengths (buckets)
+                   for task in tasks for c in (None, *lists[task]["corpora"])),
                  *(f"{kind}/replication/{task}" for task in tasks for kind in ("metrics", "predictions")
                    if lists[task]["replication"] or lists[task]["replication_pretrained"]),
                  *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
@@ -202,13 +214,18 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, task: str, items
     families, {foreach, do: {cmd, deps, ...}}, looping over {family: {model: its model module's file[, space: its
     search space file][, params: its own params key]}}: the key is the family."""
     if items is None:
-        values, foreach = {"task": task, "item": task, "of": task}, None
+        values, foreach = {"task": task, "item": task, "of": task, "data": task}, None
+        shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"])
+        own_deps = []
+    elif kind.families == "corpora":  # one item per corpus: the same code for each
+        values = {"task": task, "item": "${key}", "data": "${item.data}"}
+        foreach = {c: {"data": f"{task}{corpus_suffix(c)}"} for c in items}
         shared = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"])
         own_deps = []
     else:
         ablated = kind.families in ("ablations", "replication")  # items that may run another family's model
         values = {"task": task, "item": "${key}", "own": "${item.params}", "of": "${item.of}" if ablated else "${key}",
-                  "set": "${item.set}"}
+                  "set": "${item.set}", "data": "${item.data}" if ablated else task}
         closures = {f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"]) for f in items}
         own = {f: source.module_file(source.model_module(f)).relative_to(root).as_posix() for f in items}
         base = {f: source.base_family(f) for f in items}
@@ -217,15 +234,18 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, task: str, items
                          if p not in own.values() or any(p in closures[g] and own[g] != p for g in items)})
         tune, named, setting = kind.module == "tune", OWN in kind.params, SET in kind.params
         entries = (params.get(task) or {}).get("ablations") or {}
-        foreach = {f: {"model": own[f], **({"of": base[f]} if ablated else {}),
+        corpus = {f: (entries.get(f) or {}).get("corpus") for f in items}
+        foreach = {f: {"model": own[f], **({"of": base[f], "data": f"{task}{corpus_suffix(corpus[f])}"}
+                                          if ablated else {}),
                        **({"space": space_file(root, f)} if tune else {}),
                        **({"params": own_params(params, task, base[f])} if named else {}),
                        **({"set": f"{task}.{'ablations' if f in entries else 'replication'}.{f}"} if setting else {})}
                    for f in items}
         own_deps = ["${item.model}"] + (["${item.space}"] if tune else [])
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
+    arg = "corpus" if kind.families == "corpora" else "family"
     do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={values['task']}"
-                       + (f" family={values['item']}" if items is not None else "") + kind.overrides,
+                       + (f" {arg}={values['item']}" if items is not None else "") + kind.overrides,
                 "deps": list(dict.fromkeys(deps))}
     if kind.params:
         do["params"] = [p.format(**values) for p in kind.params]

@@ -199,14 +199,19 @@ def item_means(terms: list, seeds: list[str], items: Callable[[dict], evidence.I
         got = items(term)
         if got is None:
             return None, "seeds only: the predictions do not keep this metric item by item"
+        if any(other.test_set != got.test_set for other in found.values()):
+            return None, "seeds only: the terms were scored on different test sets (corpora)"
         for s in seeds:
             full = got.score(got.stats[s].sum(axis=0))
             if not math.isclose(full, values[s], abs_tol=1e-6):
                 raise ValueError(f"{term_name(term)} seed {s}: {full} from the predictions, {values[s]} in the "
                                  "metrics file (re-run the evaluate stage: they must come from one run)")
+        found[id(term)] = got
+    resampled = {}
+    for key, got in found.items():
         weights = evidence.resample_weights(len(got.stats[seeds[0]]))
-        found[id(term)] = {s: np.array([got.score(k) for k in weights @ got.stats[s]]) for s in seeds}
-    per_seed = [at(lambda t, v, s=s: found[id(t)][s] if id(t) in found else v["*"]) for s in seeds]
+        resampled[key] = {s: np.array([got.score(k) for k in weights @ got.stats[s]]) for s in seeds}
+    per_seed = [at(lambda t, v, s=s: resampled[id(t)][s] if id(t) in resampled else v["*"]) for s in seeds]
     return np.mean(per_seed, axis=0), "seeds and test items"
 
 

@@ -31,6 +31,7 @@ class Items:
 
     stats: dict[str, np.ndarray]                # seed -> (N, K)
     score: Callable[[np.ndarray], float]        # (K,) summed statistics -> points
+    test_set: str = ""                          # which test items (a digest): terms pair item by item only if equal
 
 
 def accuracy_items(predicted: dict[str, Sequence], gold: Sequence, mask: np.ndarray | None = None) -> Items:

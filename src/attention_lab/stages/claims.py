@@ -5,7 +5,10 @@ run (written by its report stage). The same measures compare each ablation with 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -17,7 +20,7 @@ from omegaconf import DictConfig
 from attention_lab.core import tracking
 from attention_lab.core.config import families, load_config, read_params, replication, run_ablations
 from attention_lab.core.files import atomic_path, read_json, read_jsonl, write_json, write_text
-from attention_lab.core.paths import LOCK, metrics_dir, predictions_path, prepared_dir, reports_dir
+from attention_lab.core.paths import LOCK, metrics_dir, predictions_path, prepared_dir, reports_dir, root_dir
 from attention_lab.results import ablations, claims, evidence, ledger, preregistration
 from attention_lab.results.metrics import bucket_key, bucket_of
 from attention_lab.stages.common import run_stage
@@ -49,12 +52,20 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
         return read_json(path) if family in names and path.is_file() else None
 
     @functools.cache
-    def lengths() -> list[int]:
-        """Each test item's source length in words (data/prepared/<task>/test.jsonl), for the bucket metrics."""
-        return [len(row["src"].split()) for row in read_jsonl(prepared_dir(cfg) / "test.jsonl")]
+    def test_file(family: str) -> Path:
+        """data/prepared/<task>[_<corpus>]/test.jsonl: the test items of the family's corpus."""
+        return prepared_dir(load_config(root=root_dir(cfg), family=family, task=task)) / "test.jsonl"
+
+    @functools.cache
+    def lengths(family: str) -> list[int]:
+        """Each test item's source length in words, for the bucket metrics."""
+        return [len(row["src"].split()) for row in read_jsonl(test_file(family))]
 
     def items(term: dict) -> evidence.Items | None:
-        return term_items(term["family"], term["metric"], term.get("labels"))
+        got = term_items(term["family"], term["metric"], term.get("labels"))
+        refs = (predictions(term["family"]) or {}).get("references")
+        digest = hashlib.sha256(json.dumps(refs).encode()).hexdigest()  # pairs items only on one test set
+        return None if got is None else dataclasses.replace(got, test_set=digest)
 
     @functools.cache  # one per family, metric and labels: every claim and ablation column asks again
     def term_items(family: str, metric: str, labels) -> evidence.Items | None:
@@ -73,9 +84,9 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
         which = next((i for i, b in enumerate(buckets) if metric == f"test/bleu_len_{bucket_key(b)}"), None)
         if which is None:
             return None
-        n = lengths()
+        n = lengths(family)
         if len(n) != len(refs):
-            raise ValueError(f"{prepared_dir(cfg) / 'test.jsonl'}: {len(n)} test items, {len(refs)} in "
+            raise ValueError(f"{test_file(family)}: {len(n)} test items, {len(refs)} in "
                              f"{predictions_path(cfg, family)} (re-run the evaluate stage)")
         return evidence.bleu_items(outs, refs, np.array([bucket_of(k, buckets) == which for k in n]))
 
