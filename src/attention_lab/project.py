@@ -40,7 +40,8 @@ def fresh_clone_table(summary: dict) -> str:
 
 
 def readme(args: argparse.Namespace) -> int:
-    """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json) between its markers,
+    """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json: the families run so
+    far; the provenance block names the stages not run yet) between its markers,
     and the provenance block (the commit that recorded dvc.lock, what `dvc status` says changed since). With --check,
     write nothing: exit 1 unless the results are fresh, agree with dvc.lock, and README.md is what this writes."""
     from attention_lab.core.config import families, load_config, read_params
@@ -57,9 +58,9 @@ def readme(args: argparse.Namespace) -> int:
     for task in params.get("tasks", []):
         cfg = load_config(root=root, task=task)
         paths = {f: metrics_dir(cfg) / task / f"{f}.json" for f in families(params, task)}
-        if missing := [str(p) for p in paths.values() if not p.is_file()]:
-            raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
-        results = {f: read_json(path) for f, path in paths.items()}
+        results = {f: read_json(path) for f, path in paths.items() if path.is_file()}  # the rest: not run yet
+        if not results:
+            raise FileNotFoundError(f"no metrics yet in {metrics_dir(cfg) / task} (run `dvc repro` first)")
         text = splice_results(text, get_task(task).table(results, cfg), task)
     if (ledger_json := root / "metrics" / "claims.json").is_file():
         found = read_json(ledger_json)
