@@ -104,6 +104,8 @@ def test_the_test_sets_share_counts_where_the_predictions_give_the_items():
 def test_a_relative_claim_is_a_percentage_change():
     row = claims.measure(claim(relative=True), fake({"a": [0.9, 0.9, 0.9], "b": [0.6, 0.6, 0.6]}))
     assert row["effect"]["mean"] == pytest.approx(50.0) and "100 · (" in row["measures"]
+    zero = claims.measure(claim(relative=True), fake({"a": [0.9, 0.9, 0.9], "b": [0.6, 0.0, 0.6]}))
+    assert zero["verdict"] == claims.NOT_MEASURABLE and "the baseline is 0 on seed 1" in zero["missing"]
 
 
 def test_a_missing_family_is_not_run_and_a_missing_metric_not_measurable():

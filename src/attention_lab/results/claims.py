@@ -132,7 +132,10 @@ def term_values(term: dict, metrics: Callable[[str], dict | None]) -> tuple[str 
 def effect_of(claim: dict, plus, minus):
     """The effect from the summed plus and minus terms (floats or arrays): their difference, or for a `relative`
     claim the percentage change 100 · (plus − minus) / minus."""
-    return 100 * (plus - minus) / minus if claim.get("relative") else plus - minus
+    if not claim.get("relative"):
+        return plus - minus
+    with np.errstate(divide="ignore", invalid="ignore"):  # an item resample whose baseline is 0: nan, not a crash
+        return 100 * (plus - minus) / minus
 
 
 def term_name(term: dict) -> str:
@@ -161,6 +164,10 @@ def measure(claim: dict, metrics: Callable[[str], dict | None],
                 return {**row, **empty, "verdict": why, "missing": term_name(term)}
             terms.append((sign, term, values))
     seeds = sorted(set.intersection(*[set(v) for *_, v in terms if "*" not in v]), key=str)
+    if claim.get("relative") and (zero := [s for s in seeds
+                                           if sum(v.get(s, v.get("*")) for g, _, v in terms if g < 0) == 0]):
+        return {**row, **empty, "verdict": NOT_MEASURABLE,
+                "missing": f"{describe(claim)}: the baseline is 0 on seed {zero[0]}, so no relative change"}
 
     def at(seed_values: Callable[[dict, dict], object]):
         """The effect with each term's value given by seed_values(term, values)."""
