@@ -8,9 +8,10 @@ the section `peers_converged` of reports/benchmarks.md and .json.
 
 Where Joey ends better, the differences are tried one at a time as ablations of our family (params.yaml
 `translate.ablations` of it: `bahdanau_xavier` is Joey's initialisation), trained and evaluated by the pipeline on
-every seed; the section reads their best validation losses from the committed metrics (metrics/translate/). A
-difference that lives in Joey's pipeline rather than in our model is tried on Joey's side instead (`--joey-switch`,
-JOEY_SWITCHES): Joey's model trains again with it under the same rule, beside its figures of the last full run.
+every seed; the section reads their best validation losses from the committed records
+(results/translate/). A difference that lives in Joey's pipeline rather than in our model is tried
+on Joey's side instead (`--joey-switch`, JOEY_SWITCHES): Joey's model trains again with it under
+the same rule, beside its figures of the last full run.
 
 Ours is the train stage's seed-0 run as the committed study records it (tuned/<family>.yaml: its best trial, trained
 on seed 0 with the family's tuned values, is the train stage's seed 0): the validation loss of its best checkpoint and
@@ -37,6 +38,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attention_lab.core.config import ablations, leaf_values, read_params
+from attention_lab.results import records
 from benchmarks.common import ROOT, cpu_model, num, prepared, table, write_marked_section
 from benchmarks.peers import (
     JOEY,
@@ -70,11 +72,10 @@ def ours(family: str) -> dict:
 
 
 def best_losses(name: str) -> list[float] | None:
-    """Each seed's best validation loss (seed order) from metrics/translate/<name>.json, None without the file."""
-    path = ROOT / "metrics" / "translate" / f"{name}.json"
-    if not path.is_file():
+    """Each seed's best validation loss (seed order) in translate's committed <name>, or None."""
+    if not records.exists_at(ROOT, "translate", name):
         return None
-    curves = json.loads(path.read_text(encoding="utf-8"))["val_curves"]
+    curves = records.read_at(ROOT, "translate", name)["val_curves"]
     return [min(loss for _, loss in curves[seed]["curve"]) for seed in sorted(curves, key=int)]
 
 
@@ -134,7 +135,8 @@ def explained(row: dict, tolerance: float) -> list[str]:
         header = ["ours", "set", "seed 0", "mean over seeds", "seeds"]
         lines += ["", (f"  Joey's choices tried one at a time on ours (the ablations of `{family}`, every seed "
                        "trained and evaluated by the pipeline; best validation loss per token, from "
-                       f"metrics/translate/): {found}."), "", *("  " + line for line in table(header, cells)), "",
+                       f"results/translate/): {found}."), "",
+                  *("  " + line for line in table(header, cells)), "",
                   (f"  `{family}` keeps its paper's version; each ablation's effect on the test set is a row of the "
                    "claims ledger ([claims.md](claims.md)).")]
     for name, j in row.get("joey_switches", {}).items():

@@ -31,6 +31,7 @@ from PIL import Image, ImageDraw, ImageFilter
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/photo_pipeline.py` finds the package
 
 from attention_lab.pipeline.scratch import copy_project, environ
+from attention_lab.results import records
 from benchmarks.common import GIT_ID, ROOT, machine, table, write_marked_section
 
 SPLITS = ("train", "valid", "test")
@@ -299,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
         after = os.getloadavg()
         during = sampler.samples or [after[0]]
         stats = json.loads((dest / "data" / "prepared" / "caption" / "stats.json").read_text())
-        bleu = {f: json.loads((dest / "metrics" / "caption" / f"{f}.json").read_text()) for f in settings["families"]}
+        bleu = {f: records.read_at(dest, "caption", f) for f in settings["families"]}
         epochs = settings["train"]["max_epochs"]
         full = yaml.safe_load((ROOT / "params.yaml").read_text())["caption"]["train"]["max_epochs"]
         results = {

@@ -1,4 +1,4 @@
-"""The README's results table is the generated one (from the committed metrics), not hand-typed numbers."""
+"""The README's results table is the generated one (from the committed records), not typed."""
 
 import re
 
@@ -7,6 +7,7 @@ import pytest
 from attention_lab.core.config import families, load_config, read_params
 from attention_lab.core.files import read_json
 from attention_lab.core.task import get_task
+from attention_lab.results import records
 from tests.conftest import ROOT
 
 
@@ -17,8 +18,8 @@ def test_readme_results_match_committed_metrics():
         block = re.search(rf"<!-- results:{task}:begin.*?-->\n(.*?)<!-- results:{task}:end -->", readme, re.DOTALL)
         assert block, f"README.md lost its {task} results markers"
         cfg = load_config(root=ROOT, task=task)
-        paths = {f: ROOT / "metrics" / task / f"{f}.json" for f in families(params, task)}
-        results = {f: read_json(p) for f, p in paths.items() if p.is_file()}  # a family not run yet: no row
+        results = {f: records.read_at(ROOT, task, f) for f in families(params, task)
+                   if (ROOT / "metrics" / task / f"{f}.json").is_file()}  # a family not run yet: no row
         assert get_task(task).table(results, cfg) in block.group(1)
 
 

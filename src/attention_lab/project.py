@@ -40,16 +40,16 @@ def fresh_clone_table(summary: dict) -> str:
 
 
 def readme(args: argparse.Namespace) -> int:
-    """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json: the families run so
-    far; the provenance block names the stages not run yet) between its markers,
-    and the provenance block (the commit that recorded dvc.lock, what `dvc status` says changed since). With --check,
-    write nothing: exit 1 unless the results are fresh, agree with dvc.lock, and README.md is what this writes."""
+    """Write README.md's generated parts: each task's results table (from its families' records,
+    results.records: the families run so far; the provenance block names the stages not run yet)
+    between its markers, and the provenance block (the commit that recorded dvc.lock, what `dvc
+    status` says changed since). With --check, write nothing: exit 1 unless the results are fresh,
+    agree with dvc.lock, and README.md is what this writes."""
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
-    from attention_lab.core.paths import metrics_dir
     from attention_lab.core.task import get_task
     from attention_lab.pipeline import provenance
-    from attention_lab.results import ledger
+    from attention_lab.results import ledger, records
     from attention_lab.results.report import splice_results
 
     root = Path.cwd()
@@ -57,10 +57,11 @@ def readme(args: argparse.Namespace) -> int:
     text = current = readme_md.read_text(encoding="utf-8")
     for task in params.get("tasks", []):
         cfg = load_config(root=root, task=task)
-        paths = {f: metrics_dir(cfg) / task / f"{f}.json" for f in families(params, task)}
-        results = {f: read_json(path) for f, path in paths.items() if path.is_file()}  # the rest: not run yet
+        paths = {f: records.metrics_path(cfg, f) for f in families(params, task)}
+        results = {f: records.read(cfg, f) for f, p in paths.items() if p.is_file()}  # the rest: not run yet
         if not results:
-            raise FileNotFoundError(f"no metrics yet in {metrics_dir(cfg) / task} (run `dvc repro` first)")
+            raise FileNotFoundError(f"no metrics yet for {task}: {', '.join(map(str, paths.values()))} "
+                                    "(run `dvc repro` first)")
         text = splice_results(text, get_task(task).table(results, cfg), task)
     if (ledger_json := root / "metrics" / "claims.json").is_file():
         found = read_json(ledger_json)

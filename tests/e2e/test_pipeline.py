@@ -4,6 +4,7 @@ on the tiny profile, in a throw-away copy of the project."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 import yaml
 
 from attention_lab.core.config import leaf_values
+from attention_lab.results import plots, records
 from tests.conftest import ROOT, copy_project
 
 pytestmark = pytest.mark.slow
@@ -283,8 +285,10 @@ def test_predictions_ranking_and_index_pages(tiny):
     index = (tiny / "reports" / "index.md").read_text()
     assert all(f"[{task}.md]({task}.md)" in index for task in ("translate", "classify", "caption"))
     for task, family in (("translate", "seq2seq_lstm"), ("classify", "bow"), ("caption", "show_tell")):
-        # committed like the predictions, a family without attention keeps a folder that says why it is empty
-        assert "no attention" in (tiny / "plots" / task / family / "none.md").read_text()
+        # committed like the predictions: a family without attention keeps the picture that says so
+        assert [p.name for p in (tiny / "plots" / task / family).iterdir()] == [plots.NO_ATTENTION]
+        page = (tiny / "reports" / f"{task}.md").read_text()
+        assert f"No attention pictures of `{family}`" in page
 
 
 def test_report_tables_equal_the_mlflow_comparison_runs(tiny):
@@ -333,7 +337,7 @@ def test_each_ablation_trains_on_its_family_s_tuned_values_and_fills_the_table(t
     table = (tiny / "reports" / "ablations.md").read_text()
     for task, name in ABLATIONS.items():
         entry = yaml.safe_load((tiny / "params.yaml").read_text())[task]["ablations"][name]
-        mine, family = (json.loads((tiny / "metrics" / task / f"{f}.json").read_text())["trained_config"]
+        mine, family = (records.read_at(tiny, task, f)["trained_config"]
                         for f in (name, entry["of"]))
         assert {k for k in family if mine.get(k) != family[k]} == set(leaf_values(entry["set"]))  # tuned values kept
         assert f"| `{name}` | `{entry['of']}` |" in table
@@ -343,8 +347,8 @@ def test_each_ablation_trains_on_its_family_s_tuned_values_and_fills_the_table(t
 def test_the_replication_trains_fresh_seeds_and_the_ledger_reads_them(tiny):
     """translate.replication.bahdanau: 2 fresh seeds (1000, 1001) trained and evaluated apart from the family's own
     run, and the ledger measures the claims resting on bahdanau alone from them (the confirmatory ledger)."""
-    metrics = json.loads((tiny / "metrics" / "replication" / "translate" / "bahdanau.json").read_text())
-    assert sorted(metrics["per_seed"]) == ["1000", "1001"]
+    record = records.read_at(tiny, "translate", "bahdanau", replication=True)
+    assert sorted(record["per_seed"]) == ["1000", "1001"]
     ledger = json.loads((tiny / "metrics" / "claims.json").read_text())
     again = {r["id"]: r for r in ledger["confirmatory"]}
     assert again["bahdanau2015-no-drop"]["seeds"] == ["1000", "1001"]
@@ -368,6 +372,46 @@ def test_dvc_remote_push_then_a_fresh_clone_pulls_everything_and_has_nothing_to_
     assert "up to date" in sh(["dvc", "status"], clone).stdout
     log = sh(["dvc", "repro"], clone).stdout
     assert "Running stage" not in log, log
+
+
+def plots_json(project: Path, args: list[str], out: Path) -> dict:
+    """`dvc plots <args> --json` of the project, its images copied to `out`."""
+    return json.loads(sh(["dvc", "plots", *args, "--json", "-o", str(out)], project).stdout)
+
+
+def rows_of(found: dict, name: str) -> list[dict]:
+    """The data rows of one vega plot of `dvc plots ... --json`."""
+    return [row for r in found["data"][name] for row in r["content"]["data"]["values"]]
+
+
+def test_dvc_plots_show_and_diff_load_every_plot_and_the_curves_have_data(tiny, tmp_path):
+    """Real `dvc plots show` and `dvc plots diff` of two commits: no errors, curves of numbers."""
+    pictures = [p for p in (tiny / "plots").rglob("*") if p.is_file()]
+    assert pictures and all(p.suffix == ".png" for p in pictures), pictures  # image plots only
+    dvc_yaml = yaml.safe_load((tiny / "dvc.yaml").read_text())
+    defined = [next(iter(plot.items())) for plot in dvc_yaml["plots"]]
+    names = {name for name, _ in defined}
+    assert {f"translate/curves/{f}" for f in FAMILIES} <= names
+    assert "replication/translate/curves/bahdanau" in names
+    assert {f"{task}/by_length/families" for task in ("translate", "classify", "caption")} <= names
+    sh(["git", "add", "-A"], tiny)
+    sh(["git", "commit", "--allow-empty", "-qm", "results, for the plots"], tiny)
+    sh(["git", "commit", "--allow-empty", "-qm", "a second commit"], tiny)
+    for args, revs in ((["show"], {"workspace"}), (["diff", "HEAD~1", "HEAD"], {"HEAD~1", "HEAD"})):
+        found = plots_json(tiny, args, tmp_path / args[0])
+        assert not found.get("errors"), found["errors"]
+        images = [r for plot in found["data"].values() for r in plot if r["type"] == "image"]
+        assert len(images) == len(pictures) * len(revs), (args, len(images), len(pictures))
+        for name, props in defined:  # every file of every data plot, in every revision: numbers
+            x, y = props["x"], next(iter(props["y"].values()))
+            for rev in revs:
+                rows = [row for row in rows_of(found, name) if row["rev"] == rev]
+                files = {row.get("filename") for row in rows}  # DVC names no file for a plot of one
+                assert len(files) == len(props["y"]), (args, name, rev, files)
+                assert all(math.isfinite(float(row[x]) + float(row[y])) for row in rows), name
+        fresh = rows_of(found, "replication/translate/curves/bahdanau")
+        replicated = {row["filename"] for row in fresh}
+        assert replicated == {records.curve_file(s) for s in (1000, 1001)}
 
 
 def stage_runs(project: Path, log: Path) -> dict[str, set[str]]:

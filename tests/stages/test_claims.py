@@ -48,6 +48,7 @@ def test_an_ablation_is_measured_by_the_ledger_and_tabled_against_its_family(pro
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for kind in ("metrics", "predictions"):
         shutil.copy(project / kind / "caption" / "show_tell.json", project / kind / "caption" / "show_tell_once.json")
+    shutil.copytree(project / "results" / "caption" / "show_tell", project / "results" / "caption" / "show_tell_once")
     report_stage.main(["task=caption"])
     claims_stage.main([])
     rows = {r["id"]: r for r in read_json(project / "metrics" / "claims.json")["claims"]}

@@ -13,6 +13,7 @@ from attention_lab.core.config import load_config
 from attention_lab.core.files import read_json, write_json, write_text
 from attention_lab.core.paths import predictions_path, seed_dir
 from attention_lab.core.task import get_task
+from attention_lab.results import records
 from attention_lab.stages import report as report_stage
 from attention_lab.stages.evaluate import summarize
 from tests.results.test_report import rows
@@ -22,8 +23,9 @@ CAPTIONS = ["one two", "three four five", "six seven", "eight nine zero one", "t
 
 
 def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
-    """metrics/, predictions/ and checkpoints/seed<k>/{train,run}.json of show_tell (mostly wrong) and
-    show_attend_tell (mostly right) as the evaluate stage writes them, with one MLflow run per seed."""
+    """metrics/, results/, predictions/ and checkpoints/seed<k>/{train,run}.json of show_tell
+    (mostly wrong) and show_attend_tell (mostly right) as the evaluate stage writes them, with one
+    MLflow run per seed."""
     params = project / "params.yaml"
     text = params.read_text().replace("seeds: [0]", f"seeds: {seeds}", 1).replace(
         "tasks: [translate, classify, caption]", "tasks: [caption]", 1)
@@ -54,7 +56,11 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
         counted = {"item_stats": {"test/localisation": {"score": "share", "seeds": hits}}} if hits else {}
         write_json(predictions_path(cfg), {"ids": [f"test-{i}" for i in range(10)], "references": CAPTIONS,
                                            "seeds": outputs, **counted})
-        write_json(project / "metrics" / "caption" / f"{f}.json", {"family": f, **summarize(cfg, get_task("caption"), per_seed, get_task("caption").runs(cfg))})
+        task = get_task("caption")
+        record = {"family": f, **summarize(cfg, task, per_seed, task.runs(cfg))}
+        metrics, details = records.split(record, task.variants)  # as the evaluate stage writes them
+        write_json(records.metrics_path(cfg), metrics)
+        write_json(records.results_dir(cfg) / records.DETAILS, details)
     return run_ids
 
 

@@ -45,6 +45,10 @@ class Kind:
     overrides: str = ""             # appended to the command: replication=true
 
 
+RECORDS = ("metrics", "results", "predictions")  # what report_claims reads of each evaluated family
+# an evaluate stage's outputs besides metrics and plots (results/: the record's rest, data plots)
+EVALUATED = ("predictions/{task}/{item}.json", "results/{task}/{item}")
+REPLICATED = ("predictions/replication/{task}/{item}.json", "results/replication/{task}/{item}")
 SET = "{set}"  # ${item.set}: a replicated ablation's `<task>.ablations.<name>`, else its `<task>.replication.<name>`
 REPLICATION = " replication=true"
 OWN = "{own}"  # ${item.params}: the family's params.yaml `<task>.family_params.<family>` (see own_params)
@@ -87,16 +91,17 @@ KINDS = (
          deps=("tuned/{item}.yaml", "data/prepared/{task}", "models/pretrained/{item}", *CONF,
                "conf/profile/{profile}.yaml"),
          params=TRAIN_PARAMS, outs=("models/{item}/checkpoints",), families="pretrained"),
-    Kind("evaluate_{task}", "evaluate", "test scores; predictions are every seed's outputs, for the paired tests",
+    Kind("evaluate_{task}", "evaluate", "test scores: metrics/ (numbers), results/ (the rest, data "
+         "plots), plots/ (images), predictions/ (every seed's outputs, for the paired tests)",
          deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints", "tuned/{item}.yaml"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs_no_cache=("predictions/{task}/{item}.json",)),
+         outs_no_cache=EVALUATED),
     Kind("evaluate_finetuned", "evaluate", "as evaluate_<task>, plus the pretraining figures",
          deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
                "models/pretrained/{item}.run.json",
                "models/pretrained/{item}/tokenizer.json", "models/{item}/checkpoints", "tuned/{item}.yaml"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs_no_cache=("predictions/{task}/{item}.json",), families="pretrained"),
+         outs_no_cache=EVALUATED, families="pretrained"),
     Kind("export_{task}", "export", "ONNX graphs, tokenizer, meta.json, parity.json -> models/<family>/onnx",
          deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
          params=("{task}.evaluate",), outs=("models/{item}/onnx",)),
@@ -110,7 +115,7 @@ KINDS = (
     Kind("evaluate_ablation_{task}", "evaluate", "as evaluate_<task>, for the ablations",
          deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs_no_cache=("predictions/{task}/{item}.json",), families="ablations"),
+         outs_no_cache=EVALUATED, families="ablations"),
     Kind("train_replication_{task}", "train", "the confirmatory replication: each of params.yaml "
          "`<task>.replication` on its fresh seeds, after the claims are frozen -> models/replication/<name>/checkpoints",
          deps=TRAIN_DEPS, params=("trainer", "{task}.train", OWN, "{task}.replication.{item}", SET),
@@ -123,17 +128,20 @@ KINDS = (
     Kind("evaluate_replication_{task}", "evaluate", "as evaluate_<task>, for the replication -> metrics/replication/",
          deps=("data/prepared/{data}", "data/tokenized/{data}", "models/replication/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
-         plots=("plots/replication/{task}/{item}",), outs_no_cache=("predictions/replication/{task}/{item}.json",),
+         plots=("plots/replication/{task}/{item}",),
+         outs_no_cache=REPLICATED,
          families="replication", overrides=REPLICATION),
     Kind("evaluate_replication_finetuned", "evaluate", "as evaluate_finetuned, for the replication",
          deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
                "models/pretrained/{item}.run.json", "models/pretrained/{item}/tokenizer.json",
                "models/replication/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
-         plots=("plots/replication/{task}/{item}",), outs_no_cache=("predictions/replication/{task}/{item}.json",),
+         plots=("plots/replication/{task}/{item}",),
+         outs_no_cache=REPLICATED,
          families="replication_pretrained", overrides=REPLICATION),
     Kind("report_{task}", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
-         deps=("metrics/{task}", "plots/{task}", "predictions/{task}"), params=("{task}.families",),
+         deps=("metrics/{task}", "results/{task}", "plots/{task}", "predictions/{task}"),
+         params=("{task}.families",),
          outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"), families=""),
 )
 
@@ -173,10 +181,10 @@ def render(root: Path) -> str:
                             for m in source.closure({f"{PACKAGE}.{task}.task" for task in tasks}))})
     stages["report_claims"] = {
         "cmd": ledger,
-        "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in ("metrics", "predictions")),
+        "deps": ["conf/claims.yaml", *(f"{kind}/{task}" for task in tasks for kind in RECORDS),
                  *(f"data/prepared/{task}{corpus_suffix(c)}/test.jsonl"  # the test items' lengths (buckets)
                    for task in tasks for c in (None, *lists[task]["corpora"])),
-                 *(f"{kind}/replication/{task}" for task in tasks for kind in ("metrics", "predictions")
+                 *(f"{kind}/replication/{task}" for task in tasks for kind in RECORDS
                    if lists[task]["replication"] or lists[task]["replication_pretrained"]),
                  *(f"metrics/{task}_summary.json" for task in tasks),  # after each task's report: its MLflow run
                  *ledger_code],
@@ -193,7 +201,8 @@ def render(root: Path) -> str:
                          *(source.module_file(m).relative_to(root).as_posix() for m in registries)})
     stages["report_index"] = {"cmd": index, "deps": ["metrics", *index_code], "params": ["tasks"],
                               "outs": [{"reports/index.md": {"cache": False}}]}
-    text = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
+    pipeline = {"stages": stages, "plots": data_plots(params, tasks, lists, root)}
+    text = yaml.safe_dump(pipeline, sort_keys=False, width=120, default_flow_style=False)
     comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in params.get("tasks", [])}
     comments["report_claims"] = ("reports/claims.md, metrics/claims.json: the papers' claims (conf/claims.yaml), "
                                  "tested; reports/ablations.md: each ablation against its family")
@@ -201,6 +210,39 @@ def render(root: Path) -> str:
     for group, comment in comments.items():
         text = text.replace(f"\n  {group}:\n", f"\n  {group}:  # {comment}\n", 1)
     return PREFIX + text
+
+
+def data_plots(params: dict, tasks: list[str], lists: dict, root: Path) -> list[dict]:
+    """dvc.yaml's top-level plots: by length per task and group, validation curves per item."""
+    from attention_lab.core.config import REPLICATION_SEED, families, replication
+    from attention_lab.core.task import get_task
+    from attention_lab.results import records
+
+    plots, seeds = [], params.get("seeds", [0])
+    for task in tasks:
+        key, label = next(iter(get_task(task).headline.items()))
+        fresh = {f: list(range(REPLICATION_SEED, REPLICATION_SEED + n))
+                 for f, n in replication(params, task, root).items()}
+        groups = (("", "families", {f: seeds for f in families(params, task)}),
+                  ("", "ablations", {a: seeds for a in lists[task]["ablations"]}),
+                  ("replication/", "replication", fresh))  # {item: its seeds}
+        for where, group, items in groups:
+            if not items:
+                continue
+            folder = f"{records.RESULTS}/{where}{task}"
+            by_length = {f"{folder}/{item}/{records.BY_LENGTH}": records.length_metric(key)
+                         for item in items}  # a line per item: its mean over seeds by bucket
+            plots.append({f"{where}{task}/by_length/{group}": {
+                "template": "linear", "x": "length", "y": by_length,
+                "title": f"{task} ({group}): test {label} by length bucket, mean over seeds",
+                "x_label": "length bucket (its shortest length)", "y_label": f"test {label}"}})
+            for item, runs in items.items():  # a line per seed: the metric its runs stop on
+                curves = {f"{folder}/{item}/{records.curve_file(seed)}": "value" for seed in runs}
+                plots.append({f"{where}{task}/curves/{item}": {
+                    "template": "linear", "x": "epoch", "y": curves,
+                    "title": f"{task} {item}: validation curve of each seed",
+                    "x_label": "epoch", "y_label": "validation metric (the one its runs stop on)"}})
+    return plots
 
 
 def code(source: Source, root: Path, cmds: list[str]) -> list[str]:

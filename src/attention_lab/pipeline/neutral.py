@@ -30,7 +30,8 @@ SEEDS = [0, 1]
 # what differs between two identical runs: timings, MLflow run ids, and the keys that name the code (run keys, study
 # names: the proof's two trees are two codes)
 VOLATILE = re.compile(r"seconds|_per_s$|^date$|^created$|duration|^machine$|^cpu$|^run_id$|^key$")
-OUTPUTS = ("data", "models", "tuned", "metrics", "predictions")  # what the stages up to evaluate write
+# what the stages up to evaluate write
+OUTPUTS = ("data", "models", "tuned", "metrics", "results", "predictions")
 REPORTS = "report_"  # stages the proof does not compare: they re-run for real (seconds, from the committed results)
 GIT_ID = {"GIT_AUTHOR_NAME": "neutral", "GIT_AUTHOR_EMAIL": "neutral@localhost",
           "GIT_COMMITTER_NAME": "neutral", "GIT_COMMITTER_EMAIL": "neutral@localhost"}
@@ -164,9 +165,10 @@ def _stable(value, root: str, parent: str = ""):
 
 
 def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
-    """{output file: digest} of what the stages decided: checkpoints' state dicts, pretrained encoders, data, metrics,
-    predictions, tuned values and run records (their VOLATILE keys left out, and in a run's config and a metrics
-    file's `trained_config` the `new_keys` the change adds: added()); studies' journals, which log times, not."""
+    """{output file: digest} of what the stages decided: checkpoints' state dicts, pretrained
+    encoders, data, metrics, details, predictions, tuned values and run records (their VOLATILE keys
+    left out, and in a run's config and a details.json's `trained_config` the `new_keys` the change
+    adds: added()); studies' journals, which log times, not."""
     import torch
     from safetensors.torch import load_file
 
@@ -187,7 +189,7 @@ def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
             for key in new_keys:
                 *parents, leaf = key.split(".")
                 _holder(data, parents).pop(leaf, None)  # a run's config.yaml
-                _holder(data, ["trained_config"]).pop(key, None)  # a metrics file's settings, dotted keys
+                _holder(data, ["trained_config"]).pop(key, None)  # details.json's settings, dotted
             found[rel] = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
         elif path.suffix not in (".journal", ".lock"):
             found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -379,7 +381,8 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
     found = differences(*prints, "output") + differences(*quick, "quick-profile config")
     kinds = {k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1])) for k, s in
              (("checkpoints", ("", ".ckpt")), ("encoders", ("", ".safetensors")), ("data files", ("data/", "")),
-              ("metrics", ("metrics/", ".json")), ("predictions", ("predictions/", ".json")))}
+              ("metrics", ("metrics/", ".json")), ("details", ("results/", ".json")),
+              ("predictions", ("predictions/", ".json")))}
     print(f"compared: {', '.join(f'{n} {k}' for k, n in kinds.items())}, {len(prints[0])} files in all; "
           f"{len(quick[0])} quick-profile configs")
     if found:

@@ -21,7 +21,7 @@ from attention_lab.core import tracking
 from attention_lab.core.config import families, load_config, read_params, replication, run_ablations
 from attention_lab.core.files import atomic_path, read_json, read_jsonl, write_json, write_text
 from attention_lab.core.paths import LOCK, metrics_dir, predictions_path, prepared_dir, reports_dir, root_dir
-from attention_lab.results import ablations, claims, evidence, ledger, preregistration
+from attention_lab.results import ablations, claims, evidence, ledger, preregistration, records
 from attention_lab.results.metrics import bucket_key, bucket_of
 from attention_lab.stages.common import run_stage
 
@@ -36,15 +36,16 @@ def outputs(p: dict, labels) -> dict | None:
 
 
 def sources(cfg: DictConfig, task: str, names: list[str]):
-    """(metrics, items) of results.claims.measure for one task: family -> metrics/<task>/<family>.json (None unless
-    the family is one of `names` and has the file), and a family term -> its per-item statistics from
-    predictions/<task>/<family>.json (accuracy, BLEU, BLEU within a source-length bucket, and the metrics the
-    evaluate stage kept as counts item by item, `item_stats`: AER, localisation; None for any other metric)."""
+    """(metrics, items) of results.claims.measure for one task: family -> its record
+    (results.records; None unless the family is one of `names` and has a metrics file), and a family
+    term -> its per-item statistics from predictions/<task>/<family>.json (accuracy, BLEU, BLEU
+    within a source-length bucket, and the metrics the evaluate stage kept as counts item by item,
+    `item_stats`: AER, localisation; None for any other metric)."""
 
     @functools.cache  # one read per file: every claim and every ablation column asks again
     def metrics(family: str) -> dict | None:
-        path = metrics_dir(cfg) / task / f"{family}.json"
-        return read_json(path) if family in names and path.is_file() else None
+        found = family in names and records.metrics_path(cfg, family).is_file()
+        return records.read(cfg, family) if found else None
 
     @functools.cache
     def predictions(family: str) -> dict | None:
