@@ -60,7 +60,7 @@ def readme(args: argparse.Namespace) -> int:
         paths = {f: records.metrics_path(cfg, f) for f in families(params, task)}
         results = {f: records.read(cfg, f) for f, p in paths.items() if p.is_file()}  # the rest: not run yet
         if not results:
-            raise FileNotFoundError(f"no metrics yet for {task}: {', '.join(map(str, paths.values()))} "
+            raise FileNotFoundError(f"no metrics yet: {', '.join(map(str, paths.values()))} "
                                     "(run `dvc repro` first)")
         text = splice_results(text, get_task(task).table(results, cfg), task)
     if (ledger_json := root / "metrics" / "claims.json").is_file():
