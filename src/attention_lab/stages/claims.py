@@ -62,11 +62,15 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
         """Each test item's source length in words, for the bucket metrics."""
         return [len(row["src"].split()) for row in read_jsonl(test_file(family))]
 
+    @functools.cache  # one hash per family: every claim and ablation column asks again
+    def test_set(family: str) -> str:
+        """A digest of the family's test references: terms pair item by item only on one test set."""
+        refs = (predictions(family) or {}).get("references")
+        return hashlib.sha256(json.dumps(refs).encode()).hexdigest()
+
     def items(term: dict) -> evidence.Items | None:
         got = term_items(term["family"], term["metric"], term.get("labels"))
-        refs = (predictions(term["family"]) or {}).get("references")
-        digest = hashlib.sha256(json.dumps(refs).encode()).hexdigest()  # pairs items only on one test set
-        return None if got is None else dataclasses.replace(got, test_set=digest)
+        return None if got is None else dataclasses.replace(got, test_set=test_set(term["family"]))
 
     @functools.cache  # one per family, metric and labels: every claim and ablation column asks again
     def term_items(family: str, metric: str, labels) -> evidence.Items | None:
