@@ -62,11 +62,19 @@ def write_corpus(root: Path, data: dict, n: int = 20) -> None:
             write_lines(path, (f"{'src' if 'src' in key else 'tgt'} {key} sentence {i}" for i in range(n)))
         elif data["source"] == "tsv":
             write_lines(path, (f"{key} sentence {i}\t{key} 문장 {i}" for i in range(n)))
+        elif data["source"] == "labeled_files" and data.get("columns"):
+            write_lines(path, (zhang_row(data["columns"], key, i) for i in range(n)))
         elif data["source"] == "labeled_files":
             write_lines(path, (json.dumps({"text": f"{key} document {i}.", "label": "ab"[i % 2]}) for i in range(n)))
         else:
             labels = {label: n // 2 for label in data.get("labels") or ["neg", "pos"]}
             write_label_folders(path, {"train": {**labels, "unsup": 3}, "test": labels})
+
+
+def zhang_row(columns: list[str], key: str, i: int) -> str:
+    """A row of Zhang et al.'s CSV: label 1 or 2, a quoted text with a comma, "" and \\n."""
+    text = f'"{key} review {i}, the ""best"" yet.\\nCame back."'
+    return ",".join(str(i % 2 + 1) if name == "label" else text for name in columns)
 
 
 def test_generated(repo, capsys):
@@ -191,6 +199,10 @@ def test_every_example_config_prepares(repo, example):
     stats = read_json(Path("data/prepared") / task / "stats.json")
     unit = {"translate": "pairs", "classify": "documents", "caption": "photos"}[task]
     assert all(stats[s][unit] > 0 for s in ("train", "valid", "test"))
+    if data.get("escapes"):  # zhang_row's \n ends a sentence; the quote and the comma are words
+        rows = read_jsonl(Path("data/prepared/classify/test.jsonl"))
+        assert [r["sentences"][1] for r in rows] == [["Came", "back", "."]] * len(rows)
+        assert all(r["sentences"][0][3:7] == [",", "the", '"', "best"] for r in rows)
 
 
 def test_there_is_an_example_per_layout():
