@@ -96,7 +96,7 @@ def document_row(text: str, label: str) -> dict:
 def read_labeled(path: str | Path, fmt: str, text_field: str, label_field: str, encoding: str = "utf-8",
                  title_field: str | None = None, split_field: str | None = None,
                  columns: list[str] | None = None, escapes: bool = False) -> list[dict]:
-    """Rows from a JSONL file (one object a line) or a CSV file with a header row; a DataError names file and line.
+    """Rows from a JSONL file (one object a line) or a CSV file; a DataError names file and line.
 
     With `split_field`, each row also gets "split" (train, valid or test) from that field.
     `columns`: the column names of a CSV file without a header row (data.columns).
