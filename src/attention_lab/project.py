@@ -155,6 +155,13 @@ def neutral(args: argparse.Namespace) -> int:
                  args.new_keys)
 
 
+def ledger(args: argparse.Namespace) -> int:
+    """Run (or resume) a real-data ledger and write its page (pipeline/corpus_ledger.py)."""
+    from attention_lab.pipeline.corpus_ledger import main
+
+    return main(Path.cwd(), args.name, args.files, args.jobs, args.slots, args.fresh, args.page)
+
+
 def gpu_or_refuse(root: Path, name: str | None) -> None:
     """Before any stage runs: a trainer on the GPU (`name`, else params.yaml `trainer:`) needs torch to see a CUDA
     GPU; without one, the error says so here rather than Lightning's from inside the first training stage."""

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from attention_lab.core.config import leaf_values
+from attention_lab.pipeline.scratch import GIT_ID, init_repo
 from attention_lab.results import plots, records
 from tests.conftest import ROOT, copy_project
 
@@ -30,8 +31,6 @@ CLASSIFIERS = ["bow", "han", "self_attentive", "transformer_encoder", "bert", "b
 NO_ATTENTION_CLASSIFIERS = {"bow"}
 ABLATIONS = {"translate": "luong_general_no_feeding", "classify": "self_attentive_no_penalty"}
 REPLICATION = {"translate": {"bahdanau": 2}}
-GIT_ID = {"GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.com", "GIT_COMMITTER_NAME": "test",
-          "GIT_COMMITTER_EMAIL": "test@example.com"}
 
 
 def sh(args: list[str], cwd: Path, check: bool = True, **extra: str) -> subprocess.CompletedProcess:
@@ -49,11 +48,7 @@ def repro_project(dest: Path, params_edit=None, imports: Path | None = None) -> 
     copy_project(dest)
     if params_edit:
         params_edit(dest / "params.yaml")
-    sh(["git", "init", "-q"], dest)  # a git repository, so `dvc exp run` works as it does for users
-    sh(["dvc", "init", "-q"], dest)
-    sh(["dvc", "config", "core.analytics", "false"], dest)
-    sh(["git", "add", "-A"], dest)
-    sh(["git", "commit", "-qm", "project"], dest)
+    init_repo(dest)  # a git repository, so `dvc exp run` works as it does for users
     t0 = time.perf_counter()
     logged = {"STAGE_IMPORTS": str(imports), "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT / "tests" / "stage_imports"), os.environ.get("PYTHONPATH")) if p)} if imports else {}

@@ -49,3 +49,21 @@ def environ(dest: Path, **extra: str) -> dict[str, str]:
     path = os.pathsep.join(p for p in (str(dest / "src"), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1",
             "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", **extra}
+
+
+GIT_ID = {"GIT_AUTHOR_NAME": "attention-lab", "GIT_AUTHOR_EMAIL": "attention-lab@localhost",
+          "GIT_COMMITTER_NAME": "attention-lab", "GIT_COMMITTER_EMAIL": "attention-lab@localhost"}
+
+
+def init_repo(dest: Path) -> None:
+    """Make the copy `dest` a git repository with DVC, its files committed, as a user's clone is (so that
+    `dvc repro` and `dvc exp run` work in it)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, **GIT_ID, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    for args in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
+                 ["git", "add", "-A"], ["git", "commit", "-qm", "project"]):
+        done = subprocess.run(args, cwd=dest, env=env, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise RuntimeError(f"`{' '.join(args)}` failed in {dest}: {done.stderr.strip()}")
