@@ -225,6 +225,28 @@ def test_only_the_ablations_of_families_that_run_have_stages(project):
     assert train["foreach"]["no_feeding"]["model"] == stages["train_translate"]["foreach"]["luong_general"]["model"]
 
 
+PHOTO_KEYS = ["max_images", "max_pixels", "encoder", "feature_batch", "image_size", "height",
+              "width", "feature_dim", "feature_stride"]
+OWN_KEYS = {"image_captions": ["images_dir", "captions_file", "split_field", "split_file"],
+            "coco_captions": ["splits"]}
+
+
+@pytest.mark.parametrize("source", OWN_KEYS)
+def test_the_photo_sources_share_the_photo_keys_of_one_file(project, source):
+    """Both photo layouts take the photo keys from conf/data/caption/shared/photos.yaml, last."""
+    edit_params(project, lambda p: p["caption"].update(data={"source": source}))
+    cfg = load_config(root=project, task="caption", family="show_attend_tell")
+    assert list(cfg.data) == ["source", "path", *OWN_KEYS[source], "valid_fraction",
+                              "test_fraction", "seed", *PHOTO_KEYS]
+    assert [cfg.data[k] for k in PHOTO_KEYS] == [None, 40_000_000, "efficientnet_lite0", 32, 224,
+                                                 224, 224, 1280, 32]
+    assert (cfg.model.height, cfg.model.feature_dim) == (224, 1280)
+    _, origins = explain_config(family="show_attend_tell", task="caption", root=project)
+    shared = "data (conf/data/caption/shared/photos.yaml)"
+    assert origins["data.encoder"] == [(shared, "efficientnet_lite0")]
+    assert origins["data.seed"][0][0] == f"data (conf/data/caption/{source}.yaml)"
+
+
 def every_family():
     params = read_params(ROOT)
     return [(task, family) for task in params["tasks"] for family in families(params, task)]

@@ -1,6 +1,6 @@
 """config_rules.py: what the load_config tests (tests/stages/test_bad_inputs.py, tests/core/test_config.py) leave out:
 the BERT length limits, cross-key checks waiting for well-typed values, several problems in one error, list items,
-the split-file pairs of the test split and Range's wording."""
+the split-file pairs of the test split, coco_captions' splits and Range's wording."""
 
 from __future__ import annotations
 
@@ -112,6 +112,21 @@ def test_escapes_is_a_flag():
     check_config(cfg(data={**CSV, "escapes": True}), WHERE)
     with pytest.raises(ConfigError, match=r"data.escapes = 1: expected one of false, true$"):
         check_config(cfg(data={**CSV, "escapes": 1}), WHERE)
+
+
+def test_coco_splits_need_train_and_both_files_of_each_split_given():
+    """coco_captions' data.splits: train, and valid/test if given, each {annotations, images}."""
+    train = {"annotations": "a/train.json", "images": "images/train2017"}
+    expected = "expected {annotations: <COCO's caption JSON>, images: <the folder of its photos>}"
+    assert split_file_problems({"splits": {"train": train, "valid": None, "test": train}}) == []
+    assert split_file_problems({"splits": {"train": None, "test": {"annotations": "t.json"}}}) == [
+        f"data.splits.train = None: {expected} (train is required)",
+        f"data.splits.test = {{'annotations': 't.json'}}: {expected} or null (carved from train)"]
+    assert split_file_problems({"splits": None}) == [
+        f"data.splits = None: expected {{train: {expected[9:]}}} (valid, test optional)"]
+    bad = {"splits": {"train": train, "valid": {"annotations": 5, "images": "v"}}}
+    with pytest.raises(ConfigError, match=r"splits.valid = \{'annotations': 5, 'images': 'v'\}"):
+        check_config(cfg("caption", data=bad), WHERE)
 
 
 @pytest.mark.parametrize(("rule", "words"), [

@@ -397,7 +397,10 @@ def test_prepare_names_the_bad_split_and_writes_nothing(project, task, data, fil
      r"data.split_field = 'part' and data.test_path both say where the splits are: use one"),
     ("classify", {"source": "label_folders", "path": "imdb", "labels": "pos"},
      r"data.labels = 'pos': expected a list of label folder names \(e.g. \[neg, pos\]\) or null"),
-], ids=["half-a-pair-of-files", "split-field-and-files", "labels-not-a-list"])
+    ("caption", {"source": "coco_captions", "splits": {"val": {"annotations": "v.json",
+                                                               "images": "v"}}},
+     r"Key 'val' is not in struct"),
+], ids=["half-a-pair-of-files", "split-field-and-files", "labels-not-a-list", "coco-split-val"])
 def test_split_file_settings_that_contradict_each_other(project, task, data, message):
     from attention_lab.stages.prepare import main
 

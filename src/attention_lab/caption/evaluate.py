@@ -2,7 +2,7 @@
 image) and exact caption accuracy (equal to a reference), overall and per digit-count bucket, and attention
 localisation: how often the argmax grid cell, while the model emits a gold digit word (teacher forced), has its centre
 inside that digit's gold box, beside the same score of a left-to-right sweep that never sees the image (its control).
-Photos (data image_captions) have no buckets or boxes."""
+Photos (data image_captions, coco_captions) have no buckets or boxes."""
 
 from __future__ import annotations
 
@@ -168,10 +168,11 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
             words = tokens_of(tok, hyps[i].tokens)
             attn = hyps[i].attention.reshape(len(words), *model.grid)
             if "image" in rows[i]:  # a photo: its pixels (as the encoder read them) under the attention, a panel a word
-                from attention_lab.caption.data.photos import read_photo
+                from attention_lab.caption.data.photos import photo_folder, read_photo
 
                 d = cfg.data
-                rgb = read_photo(user_path(cfg, d.path) / d.images_dir / rows[i]["image"], d.height, d.max_pixels)
+                folder = photo_folder(d, user_path(cfg, d.path))
+                rgb = read_photo(folder / rows[i]["image"], d.height, d.max_pixels)
                 overlay(rgb / 255.0, words, attn, scale=1).save(pictures / f"overlay_{k}.png")
             else:
                 overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")

@@ -73,7 +73,7 @@ def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[
     overlays = copy_pictures(cfg, list(results), assets, ("overlay_*.png",))
     d = cfg.data
     what = (f"photos of `{d.path}` through the frozen {d.encoder}, BLEU against every reference"
-            if d.source == "image_captions" else
+            if d.source in ("image_captions", "coco_captions") else
             f"{d.n_train} training canvases of {d.height}×{d.width} pixels from scikit-learn's handwritten digit scans")
     lines = [f"Profile `{cfg.profile}`, data `{d.source}` ({what}), seeds {list(cfg.seeds)}, beam {cfg.evaluate.beam}. "
              + PROTOCOL + " The doubly stochastic regulariser λ of show_attend_tell is its `train.penalty` there."]

@@ -181,6 +181,8 @@ def split_file_problems(d: dict) -> list[str]:
             given, missing = sorted(pair, key=lambda k: pair[k] is None)
             problems.append(f"{given} = {pair[given]!r} but {missing} is null: give both files of the {split} "
                             f"split, or neither (then it is carved from the train files by data.{split}_fraction)")
+    if "splits" in d:  # caption's coco_captions: {train: {annotations, images}, valid, test}
+        problems += coco_split_problems(d["splits"])
     if d.get("split_field") and (named := [f"data.{k}" for k in ("valid_path", "test_path") if d.get(k)]):
         problems.append(f"data.split_field = {d['split_field']!r} and {' and '.join(named)} both say where the "
                         "splits are: use one (split_field: null with per-split files)")
@@ -206,6 +208,22 @@ def column_problems(d: dict) -> list[str]:
         if d.get(key) not in columns:
             problems.append(f"data.columns = {columns} lacks data.{key} = {d.get(key)!r}: expected "
                             "it among the column names")
+    return problems
+
+
+def coco_split_problems(splits) -> list[str]:
+    """data.splits of coco_captions: train, and valid/test if given, each {annotations, images}."""
+    expected = "{annotations: <COCO's caption JSON>, images: <the folder of its photos>}"
+    if not isinstance(splits, dict):
+        return [f"data.splits = {splits!r}: expected {{train: {expected}}} (valid, test optional)"]
+    problems = []
+    for split, files in splits.items():
+        if files is None and split != "train":
+            continue
+        if not isinstance(files, dict) or set(files) != {"annotations", "images"} \
+                or not all(isinstance(v, str) and v for v in files.values()):
+            also = " (train is required)" if split == "train" else " or null (carved from train)"
+            problems.append(f"data.splits.{split} = {files!r}: expected {expected}{also}")
     return problems
 
 
