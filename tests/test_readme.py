@@ -88,10 +88,13 @@ def test_readme_cost_is_the_committed_cost_report(marker, report, render):
 
 def test_readme_verdicts_are_the_committed_ledger():
     """README's front table of claims is the one `attention-lab readme` writes from metrics/claims.json (the
-    report_claims stage), so no verdict or effect there is typed by hand."""
-    from attention_lab.results import ledger
+    report_claims stage) and the real-data ledgers' (results/ledgers/), so no verdict or effect there is
+    typed by hand."""
+    from attention_lab.results import corpus_ledger, ledger
 
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"<!-- results:claims:begin.*?-->\n(.*?)<!-- results:claims:end -->", readme, re.DOTALL)
     assert block, "README.md lost its claims markers"
-    assert block.group(1) == ledger.readme_table(read_json(ROOT / "metrics" / "claims.json")["claims"]) + "\n"
+    found = read_json(ROOT / "metrics" / "claims.json")
+    rows = ledger.headline(found["claims"], found.get("confirmatory") or [])
+    assert block.group(1) == ledger.readme_table(rows, corpus_ledger.verdicts(ROOT)) + "\n"

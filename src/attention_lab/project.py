@@ -49,7 +49,7 @@ def readme(args: argparse.Namespace) -> int:
     from attention_lab.core.files import read_json, write_text
     from attention_lab.core.task import get_task
     from attention_lab.pipeline import provenance
-    from attention_lab.results import ledger, records
+    from attention_lab.results import corpus_ledger, ledger, records
     from attention_lab.results.report import splice_results
 
     root = Path.cwd()
@@ -65,8 +65,8 @@ def readme(args: argparse.Namespace) -> int:
         text = splice_results(text, get_task(task).table(results, cfg), task)
     if (ledger_json := root / "metrics" / "claims.json").is_file():
         found = read_json(ledger_json)
-        text = splice_results(text, ledger.readme_table(ledger.headline(found["claims"], found.get("confirmatory") or [])),
-                              "claims")
+        rows = ledger.headline(found["claims"], found.get("confirmatory") or [])
+        text = splice_results(text, ledger.readme_table(rows, corpus_ledger.verdicts(root)), "claims")
     if (cost := root / "reports" / "cost.json").is_file():
         text = splice_results(text, cost_table(read_json(cost)), "cost")
     if (cost := root / "reports" / "cost-fresh.json").is_file():

@@ -36,7 +36,7 @@ def write_spec(tmp_path: Path, **changes) -> Path:
 @pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "conf" / "ledgers").glob("*.yaml")))
 def test_shipped_specs_load(name):
     spec = corpus_ledger.load_spec(ROOT, name)
-    assert spec.name == name and spec.families and "{files}/" in str(spec.params)
+    assert spec.name == name and spec.families and "{files}" in str(spec.params)
     for entry in spec.published:  # each figure names its source, where, our family and its protocol
         assert {"source", "where", "model", "family", "metric", "value", "protocol"} <= set(
             entry
@@ -100,3 +100,14 @@ def test_the_copy_runs_the_spec_task_alone_on_its_data(tmp_path):
     assert t["train"]["batch_size"] == 64 and t["train"]["lr"] == 0.002
     assert params["classify"]["families"] == [] and params["classify"]["pretrained"] == []
     assert params["caption"]["families"] == []
+
+
+def test_a_folders_checksum_is_that_of_its_files_sha256sum_lines(tmp_path):
+    folder = tmp_path / "corpus"
+    (folder / "images").mkdir(parents=True)
+    (folder / "images" / "b.jpg").write_bytes(b"b")
+    (folder / "a.json").write_bytes(b"{}")
+    lines = "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\n"
+                    for name, data in (("a.json", b"{}"), ("images/b.jpg", b"b")))
+    found = corpus_ledger.checksums([folder], folder)
+    assert found == {"./ (2 files)": hashlib.sha256(lines.encode()).hexdigest()}

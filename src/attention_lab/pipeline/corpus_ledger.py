@@ -139,8 +139,8 @@ def named_files(spec: Spec, files: Path) -> list[Path]:
         elif isinstance(value, list):
             for v in value:
                 walk(v)
-        elif isinstance(value, str) and value.startswith("{files}/"):
-            found.append(value.removeprefix("{files}/"))
+        elif isinstance(value, str) and (value == "{files}" or value.startswith("{files}/")):
+            found.append(value.removeprefix("{files}").lstrip("/"))
 
     walk(spec.params)
     paths = [files / f for f in dict.fromkeys(found)]
@@ -153,16 +153,26 @@ def named_files(spec: Spec, files: Path) -> list[Path]:
 
 
 def checksums(paths: list[Path], files: Path) -> dict[str, str]:
-    """{path under the corpus folder: sha256} of each file (each file of a folder, sorted)."""
+    """{path under the corpus folder: sha256} of each file; a folder's is the sha256 of its files'
+    `sha256sum` lines ("<sha256>  <path under it>"), sorted by path."""
     out = {}
     for path in paths:
-        for f in sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]:
-            digest = hashlib.sha256()
-            with open(f, "rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            out[f.relative_to(files).as_posix()] = digest.hexdigest()
+        name = path.relative_to(files).as_posix() if path != files else "."
+        if path.is_dir():
+            inside = sorted(p for p in path.rglob("*") if p.is_file())
+            lines = "".join(f"{sha256(p)}  {p.relative_to(path).as_posix()}\n" for p in inside)
+            out[f"{name}/ ({len(inside)} files)"] = hashlib.sha256(lines.encode()).hexdigest()
+        else:
+            out[name] = sha256(path)
     return out
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def edit_params(spec: Spec, files: Path):

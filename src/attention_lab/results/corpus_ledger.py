@@ -254,14 +254,17 @@ def compute_table(summary_: dict) -> str:
     )
 
 
+def size_of(stats: dict):
+    """A split's size in its unit (the prepare stage's stats.json): pairs, documents or photos."""
+    return next((stats[k] for k in ("pairs", "documents", "photos", "canvases") if k in stats), "?")
+
+
 def page(
     root: Path, spec, rows: list[dict], summary_: dict, corpus: dict, built_in: dict[str, dict]
 ) -> str:
     origin = corpus["origin"]
     sizes = {k: v for k, v in summary_.get("data", {}).items() if isinstance(v, dict)}
-    size_text = ", ".join(
-        f"{k} {v.get('pairs', v.get('documents', v.get('images', '?')))}" for k, v in sizes.items()
-    )
+    size_text = ", ".join(f"{split} {size_of(stats)}" for split, stats in sizes.items())
     counts = {
         v: sum(r["verdict"] == v for r in rows) for v in dict.fromkeys(r["verdict"] for r in rows)
     }
