@@ -144,6 +144,8 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     tok = load_tokenizer(tokenizer_path(cfg))
     rows, images = load_canvases(prepared_dir(cfg), "test", tok)
     per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["caption"] for r in rows], "seeds": {}}
+    if "captions" in rows[0]:  # photos: every reference caption, as the scores read them (the ledger's resamples)
+        outputs["all_references"] = [r["captions"] for r in rows]
     coverage = vocab_coverage(tok, [r.get("captions", [r["caption"]]) for r in rows])  # the same for every seed
     limit = decode_limit(cfg)
     for run in runs:

@@ -45,9 +45,11 @@ def accuracy_items(predicted: dict[str, Sequence], gold: Sequence, mask: np.ndar
     return Items(stats, lambda k: 100.0 * k[0] / k[1] if k[1] else math.nan)
 
 
-def bleu_items(hypotheses: dict[str, Sequence[str]], refs: Sequence[str], mask: np.ndarray | None = None) -> Items:
+def bleu_items(hypotheses: dict[str, Sequence[str]], refs: Sequence[str | Sequence[str]],
+               mask: np.ndarray | None = None) -> Items:
     """Corpus BLEU (sacreBLEU's defaults, as the evaluate stage scores it) over the items (of `mask`): each item's
-    sys_len, ref_len, matching n-grams and total n-grams (n = 1..4), summed, then sacreBLEU's compute_bleu."""
+    sys_len, ref_len (the closest reference's, where an item has several: a photo's captions), matching n-grams and
+    total n-grams (n = 1..4), summed, then sacreBLEU's compute_bleu."""
     from sacrebleu.metrics import BLEU
 
     bleu = BLEU()
@@ -56,7 +58,7 @@ def bleu_items(hypotheses: dict[str, Sequence[str]], refs: Sequence[str], mask: 
     def per_item(hyps: Sequence[str]) -> np.ndarray:  # (N, 10)
         rows = []
         for h, r in zip(hyps, refs):
-            s = bleu.corpus_score([h], [[r]])
+            s = bleu.corpus_score([h], [[x] for x in r] if isinstance(r, list) else [[r]])
             rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
         return np.asarray(rows, dtype=float) * keep[:, None]
 

@@ -76,7 +76,7 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
     def term_items(family: str, metric: str, labels) -> evidence.Items | None:
         found = predictions(family)
         outs = outputs(found, labels) if found else None
-        refs = (found or {}).get("references")
+        refs = (found or {}).get("all_references") or (found or {}).get("references")  # photos: every caption
         if outs is None:
             return None
         if metric == "test/accuracy":
