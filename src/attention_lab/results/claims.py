@@ -28,9 +28,9 @@ in points: BLEU as it is, fractions (accuracy, AER, overlap) times 100; a `relat
 change, 100 · (plus − minus) / minus. Its standard error counts both sources of variance: the seeds' spread (s² / n)
 and the test set's (the variance of the seeds' mean effect when the test items alone are resampled, 1,000 times,
 the same resamples for both sides of a comparison); its 95% interval and tests are Student-t with Welch-Satterthwaite
-degrees of freedom. AER and localisation are resampled from the counts the evaluate stage keeps item by item;
-where the predictions do not keep what a metric needs item by item (rationales, hops; runs evaluated before the
-counts were kept), the test set's share is not counted and the row says "seeds only". Each claim fixes in advance, in
+degrees of freedom. AER, localisation, rationale accuracy and hop overlap are resampled from the counts the evaluate
+stage keeps item by item; where the predictions do not keep what a metric needs item by item (runs evaluated before
+the counts were kept), the test set's share is not counted and the row says "seeds only". Each claim fixes in advance, in
 conf/claims.yaml, on which side of which threshold the effect must lie (`above`, `below`) or in which margin
 (`within`), and the smallest effect that matters.
 
