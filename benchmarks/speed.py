@@ -26,7 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/speed.py` finds the package
 
-from benchmarks.common import MARKED, ROOT, find_families, keep_marked_sections, machine, table
+from benchmarks.common import (
+    MARKED,
+    ROOT,
+    command,
+    find_families,
+    keep_marked_sections,
+    machine,
+    shown_path,
+    table,
+)
 
 SECTIONS = ("ort", "transformer", "lightning", "flops", "quant", "settings")  # the report's sections 1-6, in order
 RETIRED = ("transformer", "lightning", "quant")  # studies done: kept as measured (docs/benchmarks.md, Retired studies)
@@ -54,7 +63,8 @@ def header(args, info: dict, sizes: dict, load: tuple[float, float, float], seco
             ["onnxruntime", info["onnxruntime"]], ["Python", info["python"]],
             ["torch threads (training sections)", args.threads], ["OMP_NUM_THREADS", info["OMP_NUM_THREADS"]],
             ["load average at start (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in load)],
-            ["models", f"`{args.models}`"], ["data", f"`{args.data}`"], ["mode", mode],
+            ["models", f"`{shown_path(args.models, '--models')}`"],
+            ["data", f"`{shown_path(args.data, '--data')}`"], ["mode", mode],
             ["sections", ", ".join(args.sections)], ["date", args.date], ["run time", f"{seconds:.0f} s"]]
     intro = f"Produced by `{args.command}` (`benchmarks/speed.py`); every figure below comes from that run"
     intro += ", except in the sections marked as kept from an earlier one." if args.kept else "."
@@ -137,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                      "studies)")
     if unknown := sorted(set(args.sections) - set(SECTIONS)):
         parser.error(f"unknown section(s) {unknown}; choose from {', '.join(MEASURED)}")
-    args.command = ("python benchmarks/speed.py " + " ".join(args.argv)).strip()
+    args.command = command(__file__, args.argv)
     args.date = datetime.date.today().isoformat()
     args.data = args.data or args.models.resolve().parent / "data"
     sizes = {**(QUICK if args.quick else FULL), **({"side_steps": args.steps} if args.steps else {})}
