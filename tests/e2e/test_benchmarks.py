@@ -301,3 +301,11 @@ def test_a_report_quotes_a_command_a_clone_can_run(monkeypatch):
     assert command(ROOT / "benchmarks" / "speed.py", ["--out", "../reports", "--sections", "flops"]) == (
         "python benchmarks/speed.py --out reports --sections flops")
 
+
+
+def test_the_committed_reports_quote_no_machine_s_path():
+    """Every `python benchmarks/...` command the committed reports quote runs in any clone: no absolute path."""
+    for name in ("benchmarks.md", "benchmarks.json", "serving.md", "cost.md", "cost.json"):
+        text = (ROOT / "reports" / name).read_text(encoding="utf-8")
+        for quoted in re.findall(r"python benchmarks/[^`\"\n]*", text):
+            assert not re.search(r"(^|[\s=])[/~]", quoted), f"reports/{name}: {quoted}"
