@@ -80,9 +80,10 @@ def best_losses(name: str) -> list[float] | None:
 
 
 def probes(family: str) -> list[dict]:
-    """The family and its ablations (params.yaml `translate.ablations`, one of Joey's choices each) with their seeds'
-    best validation losses as the committed metrics hold them; [] when the family's metrics are missing. An
-    ablation on another corpus is no choice of Joey's (Joey trains on our data): left out."""
+    """The family and its ablations (params.yaml `translate.ablations`, one of Joey's choices each)
+    with their seeds' best validation losses as the committed metrics hold them; [] when the
+    family's metrics are missing. An ablation on another corpus is no choice of Joey's (Joey trains
+    on our data): left out."""
     entries = ablations(read_params(ROOT), "translate").items()
     names = {family: {}} | {name: entry["set"] for name, entry in entries
                             if entry["of"] == family and "corpus" not in entry}
