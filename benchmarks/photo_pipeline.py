@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmar
 
 from attention_lab.pipeline.scratch import copy_project, environ
 from attention_lab.results import records
-from benchmarks.common import GIT_ID, ROOT, machine, table, write_marked_section
+from benchmarks.common import GIT_ID, ROOT, command, machine, table, write_marked_section
 
 SPLITS = ("train", "valid", "test")
 SECTION = "photo_pipeline"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)
@@ -277,7 +277,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerender", action="store_true", help="run nothing: write the section again from the "
                         "figures in --out's .json (after a change to its wording)")
     args = parser.parse_args(argv)
-    argv = sys.argv[1:] if argv is None else argv
     if args.rerender:
         figures = json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))[SECTION]
         write_marked_section(args.out, SECTION, render(figures), figures)
@@ -304,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         epochs = settings["train"]["max_epochs"]
         full = yaml.safe_load((ROOT / "params.yaml").read_text())["caption"]["train"]["max_epochs"]
         results = {
-            "command": "python benchmarks/photo_pipeline.py " + " ".join(argv), "machine": machine(),
+            "command": command(__file__, argv), "machine": machine(),
             "image_size": args.image_size, "grid": args.image_size // 32, "data": data, "draw_seconds": draw_seconds,
             "splits": {s: v["photos"] for s, v in stats.items() if isinstance(v, dict) and "photos" in v},
             "epochs": (f"`caption.train.max_epochs: {epochs}` (params.yaml's)" if epochs == full
