@@ -108,6 +108,13 @@ def test_a_relative_claim_is_a_percentage_change():
     assert zero["verdict"] == claims.NOT_MEASURABLE and "the baseline is 0 on seed 1" in zero["missing"]
 
 
+def test_both_sides_at_one_bound_everywhere_are_not_measurable_but_opposite_bounds_decide():
+    floor = claims.measure(claim(), fake({"a": [0.0, 0.0, 0.0], "b": [0.0, 0.0, 0.0]}))
+    assert floor["verdict"] == claims.NOT_MEASURABLE and "every term scores 0 on every seed" in floor["missing"]
+    apart = claims.measure(claim(), fake({"a": [1.0, 1.0, 1.0], "b": [0.0, 0.0, 0.0]}))
+    assert apart["verdict"] is None and apart["effect"]["mean"] == pytest.approx(100.0)  # decide() judges it
+
+
 def test_a_missing_family_is_not_run_and_a_missing_metric_not_measurable():
     assert claims.measure(claim(), fake({"a": [0.9, 0.9]}))["verdict"] == claims.NOT_RUN
     assert claims.measure(claim(), fake({"a": [0.9, 0.9], "b": [0.8, 0.8]}, metric="test/bleu"))["verdict"] \

@@ -45,7 +45,8 @@ conf/claims.yaml, on which side of which threshold the effect must lie (`above`,
 - **{INCONCLUSIVE}**: anything else, one seed included; the power table says how many seeds would decide it.
 
 A claim whose family has no metrics file is **{NOT_RUN}**; one whose metric the data cannot give (gold alignments,
-rationales and boxes exist in the built-in data alone) is **{NOT_MEASURABLE}**."""
+rationales and boxes exist in the built-in data alone), or whose every term scores one bound of the metric (0 or
+100 points) on every seed and test item, so that nothing tells its sides apart, is **{NOT_MEASURABLE}**."""
 
 
 def points(metric: str, value: float) -> float:
@@ -179,6 +180,11 @@ def measure(claim: dict, metrics: Callable[[str], dict | None],
     per_seed = [float(at(lambda t, v, s=s: v.get(s, v.get("*")))) for s in seeds]
     means, variance = item_means(terms, seeds, items, at)
     est = evidence.combine(per_seed, means)
+    scored = {v for _, t, values in terms if "family" in t for v in values.values()}
+    if est.se == 0 and len(scored) == 1 and scored <= {0.0, 100.0}:  # one bound everywhere: nothing measured
+        return {**row, **empty, "verdict": NOT_MEASURABLE,
+                "missing": (f"{describe(claim)}: every term scores {scored.pop():g} on every seed and test "
+                            "item, the metric's bound, so nothing tells the sides apart here")}
     low_high = est.interval()
     effect = {"n": est.n, "mean": est.mean, "sd": est.seed_sd, "item_sd": math.sqrt(est.item_var),
               "se": est.se, "df": est.df, "low": low_high[0] if low_high else None,
