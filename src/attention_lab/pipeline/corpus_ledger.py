@@ -168,11 +168,9 @@ def checksums(paths: list[Path], files: Path) -> dict[str, str]:
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The file's sha256, hex (hashlib.file_digest: read in blocks)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def edit_params(spec: Spec, files: Path):
