@@ -147,7 +147,7 @@ def test_the_page_shows_checksums_verdicts_published_figures_and_compute(tmp_pat
         "| `bahdanau` | 1.50M | 3 | 11.3 ± 3.2 | 10.0 | early stopping, epoch cap "
         "| 2 of 3 seeds stopped early |" in text
     )
-    assert "Training in all: 30 minutes" in text
+    assert "Training in all: 30 min of runs" in text
 
 
 def test_readme_verdicts_read_every_collected_ledger(tmp_path):

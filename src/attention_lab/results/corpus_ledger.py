@@ -248,7 +248,7 @@ def compute_table(summary_: dict) -> str:
         [
             *out,
             "",
-            (f"Training in all: {total:.0f} minutes of runs (each on one thread); a seed "
+            (f"Training in all: {total:.0f} min of runs (each on one thread); a seed "
             "that reached the epoch cap did not converge by the early-stopping rule."),
         ]
     )
