@@ -55,7 +55,10 @@ def test_the_project_s_plan_covers_every_stage_once():
 def test_a_task_s_plan_holds_its_chains_and_the_reports_that_read_them():
     got = pipeline_plan(ROOT, ["caption"])
     assert list(got.chains) == ["show_tell", "show_attend_tell"]
-    assert got.head == ["prepare_caption", "tokenize_caption"] and got.tail == ["report_caption", "report_claims", "report_index"]
+    # the corpus an ablation trains on (params.yaml caption.corpora) is prepared with the task's data, before the chains
+    assert got.head == ["prepare_caption", "prepare_corpus_caption@frozen_cnn", "tokenize_caption",
+                        "tokenize_corpus_caption@frozen_cnn"]
+    assert got.tail == ["report_caption", "report_claims", "report_index"]
 
 
 def project(root: Path, pipeline: str) -> None:
