@@ -111,3 +111,29 @@ def test_a_folders_checksum_is_that_of_its_files_sha256sum_lines(tmp_path):
                     for name, data in (("a.json", b"{}"), ("images/b.jpg", b"b")))
     found = corpus_ledger.checksums([folder], folder)
     assert found == {"./ (2 files)": hashlib.sha256(lines.encode()).hexdigest()}
+
+
+def test_collect_writes_the_ledger_whole_or_leaves_it_as_it_was(tmp_path, monkeypatch):
+    from attention_lab.results import corpus_ledger as figures
+
+    spec = corpus_ledger.load_spec(ROOT, str(write_spec(tmp_path)))
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "pairs.tsv").write_bytes(b"a\tb\n")
+    work = tmp_path / "work"
+    (work / "metrics").mkdir(parents=True)
+    (work / "metrics" / "claims.json").write_text('{"claims": []}')
+    (work / "dvc.lock").write_text("schema: '2.0'\n")
+    (work / "origin.json").write_text('{"commit": "abc", "dirty": false, "made": "now"}')
+    root = tmp_path / "root"
+    out = corpus_ledger.collect(root, spec, work, tmp_path / "corpus")
+    assert sorted(p.name for p in out.iterdir()) == ["claims.json", "corpus.json", "dvc.lock", "summary.json"]
+    (out / "claims.json").write_text("kept")
+
+    def broken(work, spec):
+        raise RuntimeError("no figures")
+
+    monkeypatch.setattr(figures, "summary", broken)
+    with pytest.raises(RuntimeError, match="no figures"):
+        corpus_ledger.collect(root, spec, work, tmp_path / "corpus")
+    assert (out / "claims.json").read_text() == "kept"  # nothing half-written
+    assert [p.name for p in out.parent.iterdir()] == ["mine"]  # no temporary folder left beside it

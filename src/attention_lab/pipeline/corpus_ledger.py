@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.config import ConfigError, read_params
-from attention_lab.core.files import write_json
+from attention_lab.core.files import atomic_path, write_json
 from attention_lab.core.git import git
 from attention_lab.pipeline.scratch import copy_project, environ, init_repo
 
@@ -270,22 +270,20 @@ def collect(root: Path, spec: Spec, work: Path, files: Path) -> Path:
         raise FileNotFoundError(
             f"{claims_file}: the copy's ledger was not written (its pipeline did not finish)"
         )
+    corpus = {"files": checksums(named_files(spec, files), files),
+              "origin": json.loads((work / "origin.json").read_text())}
+    figures = corpus_ledger.summary(work, spec)  # first: a failure writes nothing
     out = root / RESULTS / spec.name
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copy(work / "dvc.lock", out / "dvc.lock")
-    shutil.copy(claims_file, out / "claims.json")
+    with atomic_path(out) as tmp:
+        tmp.mkdir()
+        shutil.copy(work / "dvc.lock", tmp / "dvc.lock")
+        shutil.copy(claims_file, tmp / "claims.json")
+        write_json(tmp / "corpus.json", corpus)
+        write_json(tmp / "summary.json", figures)
     forest = work / "reports" / "claims" / "forest.png"
     if forest.is_file():
-        (root / PAGES / spec.name).mkdir(parents=True, exist_ok=True)
-        shutil.copy(forest, root / PAGES / spec.name / "forest.png")
-    write_json(
-        out / "corpus.json",
-        {
-            "files": checksums(named_files(spec, files), files),
-            "origin": json.loads((work / "origin.json").read_text()),
-        },
-    )
-    write_json(out / "summary.json", corpus_ledger.summary(work, spec))
+        with atomic_path(root / PAGES / spec.name / "forest.png") as tmp:
+            shutil.copy(forest, tmp)
     return out
 
 
