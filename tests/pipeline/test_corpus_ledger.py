@@ -126,7 +126,8 @@ def test_collect_writes_the_ledger_whole_or_leaves_it_as_it_was(tmp_path, monkey
     (work / "origin.json").write_text('{"commit": "abc", "dirty": false, "made": "now"}')
     root = tmp_path / "root"
     out = corpus_ledger.collect(root, spec, work, tmp_path / "corpus")
-    assert sorted(p.name for p in out.iterdir()) == ["claims.json", "corpus.json", "dvc.lock", "summary.json"]
+    written = sorted(p.name for p in out.iterdir())
+    assert written == ["claims.json", "corpus.json", "dvc.lock", "summary.json"]
     (out / "claims.json").write_text("kept")
 
     def broken(work, spec):
