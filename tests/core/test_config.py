@@ -435,12 +435,32 @@ def test_a_corpus_is_the_tasks_data_with_its_keys_changed_in_folders_of_its_own(
         load_config(root=project, corpus="nope")
     bad = [({"x": {"of": "bahdanau", "corpus": "nope"}}, {}, "ablations.x.corpus: 'nope' is not a corpus"),
            ({}, {"Bad-Name": {"order": "monotone"}}, "corpus name 'Bad-Name'"),
-           ({}, {"tsv": {"source": "tsv"}}, "corpora.tsv.source: a corpus keeps"),
+           ({}, {"tsv": {"source": 3}}, "corpora.tsv.source: expected the data source the corpus is built on"),
            ({}, {"empty": {}}, "corpora.empty: expected")]
     for entries, corpora, message in bad:
         edit_params(project, lambda p, a=entries, c=corpora: p["translate"].update(ablations=a, corpora=c))
         with pytest.raises(ConfigError, match=message):
             load_config(root=project, family="bahdanau")
+
+
+def test_a_corpus_of_the_built_in_data_does_not_exist_on_a_users_corpus(project):
+    """A corpus whose `source` is not the task's data source has no stages, nor have the ablations naming it: the
+    shipped params.yaml runs on a user's TSV (the corpora are the generated data's)."""
+    from attention_lab.core.config import corpus_applies, run_ablations
+    from attention_lab.pipeline.dvc_yaml import render
+
+    params = read_params(project)
+    shipped = {n for n, e in params["translate"]["ablations"].items() if "corpus" in e}
+    assert shipped and all(params["translate"]["corpora"][c]["source"] == "generated"
+                           for c in params["translate"]["corpora"])
+    assert shipped <= set(run_ablations(params, "translate", project))
+    edit_params(project, lambda p: p["translate"].update(data={"source": "tsv", "path": "corpus.tsv"}))
+    params = read_params(project)
+    assert not corpus_applies(params, "translate", "monotone", project)
+    assert not shipped & set(run_ablations(params, "translate", project))
+    stages = yaml.safe_load(render(project))["stages"]
+    assert "prepare_corpus_translate" not in stages and "luong_general_no_feeding" in stages[
+        "train_ablation_translate"]["foreach"]
 
 
 def test_an_ablation_on_a_corpus_has_that_corpus_prepared_and_tokenized(project):

@@ -74,7 +74,9 @@ def pretrained_families(params: dict, task: str) -> list[str]:
 def corpora(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
     """params.yaml `<task>.corpora`: {name: {data key: value, ...}}, each the task's `data` with those keys changed
     (or added: a transform the task's prepare reads, e.g. translate's `order`), prepared and tokenized on its own
-    under data/prepared/<task>_<name> and data/tokenized/<task>_<name>, for the ablations that name it; checked."""
+    under data/prepared/<task>_<name> and data/tokenized/<task>_<name>, for the ablations that name it; checked.
+    An entry's `source` names the data source it is built on: it exists only while `<task>.data.source` is that
+    one (a corpus of the built-in data does not exist on a user's corpus: corpus_applies)."""
     where = f"{(root or Path()) / PARAMS_FILE} {task}.corpora"
     entries = (params.get(task) or {}).get("corpora") or {}
     if not isinstance(entries, dict):
@@ -85,10 +87,17 @@ def corpora(params: dict, task: str, root: Path | None = None) -> dict[str, dict
         if not isinstance(entry, dict) or not entry:
             raise ConfigError(f"{where}.{name}: expected {{<data key>: <value>, ...}} (what differs from "
                               f"`{task}.data`), got {entry!r}")
-        if "source" in entry:
-            raise ConfigError(f"{where}.{name}.source: a corpus keeps `{task}.data.source`; it changes the "
-                              "source's keys")
+        if "source" in entry and not isinstance(entry["source"], str):
+            raise ConfigError(f"{where}.{name}.source: expected the data source the corpus is built on (e.g. "
+                              f"generated), got {entry['source']!r}")
     return entries
+
+
+def corpus_applies(params: dict, task: str, corpus: str, root: Path | None = None) -> bool:
+    """Whether `<task>.corpora.<corpus>` exists on the task's data: its `source`, where it names one, is
+    `<task>.data.source`."""
+    source = corpora(params, task, root)[corpus].get("source")
+    return source is None or source == ((params.get(task) or {}).get("data") or {}).get("source")
 
 
 def corpus_suffix(corpus: str | None) -> str:
@@ -142,9 +151,11 @@ def replication(params: dict, task: str, root: Path | None = None) -> dict[str, 
 
 
 def run_ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
-    """The ablations (`ablations`) the pipeline runs: those of a family in `<task>.families`."""
+    """The ablations (`ablations`) the pipeline runs: those of a family in `<task>.families`, on a corpus that
+    exists on the task's data (corpus_applies)."""
     own = families(params, task)
-    return {name: entry for name, entry in ablations(params, task, root).items() if entry["of"] in own}
+    return {name: entry for name, entry in ablations(params, task, root).items()
+            if entry["of"] in own and ("corpus" not in entry or corpus_applies(params, task, entry["corpus"], root))}
 
 
 def family_params(params: dict, path: Path, task: str, family: str | None) -> dict:
