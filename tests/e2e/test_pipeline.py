@@ -346,8 +346,11 @@ def test_the_replication_trains_fresh_seeds_and_the_ledger_reads_them(tiny):
     assert sorted(record["per_seed"]) == ["1000", "1001"]
     ledger = json.loads((tiny / "metrics" / "claims.json").read_text())
     again = {r["id"]: r for r in ledger["confirmatory"]}
-    assert again["bahdanau2015-no-drop"]["seeds"] == ["1000", "1001"]
-    assert {r["id"] for r in ledger["confirmatory"]} <= {r["id"] for r in ledger["claims"]}
+    # every confirmatory row reads the fresh seeds alone; on the tiny profile a row can be left out as not
+    # measurable (bahdanau's BLEU by length at 0 on every seed and sentence: the metric's bound)
+    assert all(r["seeds"] == ["1000", "1001"] and r["families"] == ["bahdanau"] for r in again.values())
+    alone = {r["id"]: r for r in ledger["claims"] if r["families"] == ["bahdanau"]}
+    assert alone and set(again) <= set(alone)
     assert "## The confirmatory ledger" in (tiny / "reports" / "claims.md").read_text()
 
 
