@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.config import ConfigError, read_params
+from attention_lab.core.config import ConfigError, leaf_values, read_params
 from attention_lab.core.files import atomic_path, write_json
 from attention_lab.core.git import git
 from attention_lab.pipeline.scratch import copy_project, environ, init_repo
@@ -130,19 +130,8 @@ def with_files(value, files: Path):
 def named_files(spec: Spec, files: Path) -> list[Path]:
     """The files the spec's params name under the corpus folder (its `{files}/...` values), each
     checked to exist."""
-    found: list[str] = []
-
-    def walk(value) -> None:
-        if isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-        elif isinstance(value, str) and (value == "{files}" or value.startswith("{files}/")):
-            found.append(value.removeprefix("{files}").lstrip("/"))
-
-    walk(spec.params)
+    found = [v.removeprefix("{files}").lstrip("/") for v in leaf_values(spec.params).values()
+             if isinstance(v, str) and (v == "{files}" or v.startswith("{files}/"))]
     paths = [files / f for f in dict.fromkeys(found)]
     if missing := [str(p) for p in paths if not p.exists()]:
         raise FileNotFoundError(

@@ -5,7 +5,6 @@ field's published figures (the spec's `published`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -360,6 +359,6 @@ def verdicts(root: Path) -> dict[str, dict[str, dict]]:
     out = {}
     for path in sorted((root / "results" / "ledgers").glob("*/claims.json")):
         out[path.parent.name] = {
-            r["id"]: r for r in json.loads(path.read_text(encoding="utf-8"))["claims"]
+            r["id"]: r for r in read_json(path)["claims"]
         }
     return out
