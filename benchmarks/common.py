@@ -1,5 +1,6 @@
-"""What the benchmarks share: the machine, timing, the model folders found, markdown tables, the marked sections of
-reports/benchmarks.md, and the settings of a git revision with data prepared from them (speed.py's section 6)."""
+"""What the benchmarks share: the machine, timing, the model folders found, markdown tables, the
+command a report quotes, the marked sections of reports/benchmarks.md, and the settings of a git
+revision with data prepared from them (speed.py's section 6)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -121,6 +123,50 @@ def torch_threads(n: int):
         torch.set_num_threads(before)
 
 
+# How a report quotes its command: runnable in any clone, from its root
+
+RENAMED = {"work": "scratch", "out": "output"}  # option -> its placeholder's word, where clearer
+
+
+def shown_path(path: Path | str, option: str = "") -> str:
+    """path as a report shows it: relative to the repository's root when inside it (a relative path
+    is the working directory's), else a placeholder named after its option: `--models` -> `<models
+    folder>`, `--work` -> `<scratch folder>`, `--out x.md` -> `<output file>` (no option: `<folder>`
+    or `<file>`)."""
+    path = Path(path).expanduser()
+    for where in (Path(os.path.abspath(path)), path.resolve()):
+        if where.is_relative_to(ROOT):
+            return where.relative_to(ROOT).as_posix() or "."
+    name = option.lstrip("-")
+    words = [RENAMED.get(name, name.replace("-", " ").replace("_", " "))] if name else []
+    is_file = path.is_file() if path.exists() else bool(path.suffix)
+    if not words or words[0].split()[-1] not in ("dir", "folder", "file", "path"):
+        words.append("file" if is_file else "folder")
+    return f"<{' '.join(words)}>"
+
+
+def command(script: Path | str, argv: list[str] | None = None) -> str:
+    """`python <script> <argv>` (argv: default sys.argv[1:]) as a report quotes it, for a user to
+    run in their clone from its root: an option's value that is a path (absolute, or found from a
+    working directory other than the root) shown by shown_path, every other word quoted for the
+    shell."""
+    argv = sys.argv[1:] if argv is None else argv
+    words, option = [], ""
+    for arg in argv:
+        name, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if arg.startswith("-") and not eq:
+            words.append(shlex.quote(arg))
+            option = arg
+            continue
+        option = name or option
+        elsewhere = Path.cwd() != ROOT and Path(value).exists()  # typed from another folder
+        is_path = os.path.isabs(value) or bool(option and elsewhere)
+        shown = shown_path(value, option) if is_path else shlex.quote(value)
+        words.append(f"{name}={shown}" if eq else shown)
+        option = ""
+    return " ".join(["python", shown_path(script), *words])
+
+
 MARKED = re.compile(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", re.DOTALL)  # a section another script writes and keeps
 
 
@@ -173,7 +219,7 @@ def describe(rev: str) -> str:
 def settings_of(before: str, work: Path) -> tuple[Path, str]:
     """(root, label) of the 'before' settings: a folder with params.yaml and conf/ as it is, else a git revision's."""
     if Path(before).is_dir():
-        return Path(before).resolve(), f"folder `{before}`"
+        return Path(before).resolve(), f"folder `{shown_path(before, '--before')}`"
     return checkout_settings(before, work / "before"), f"revision {describe(before)}"
 
 

@@ -1,7 +1,8 @@
 """The pipeline against its compute floor: per family and stage kind, FLOPs trained (step FLOPs × updates), the floor
 at the matmul peak of the machine that ran the logs (measured in this run, or by benchmarks/speed.py on that CPU), the
 measured time and their ratio -> a section of reports/cost.md and key `compute_floor` of reports/cost.json. Reads
-committed artifacts only: reports/cost.json, reports/benchmarks.json, metrics/, tuned/, params.yaml.
+committed artifacts only: reports/cost.json, reports/benchmarks.json, the families' records
+(metrics/, results/), tuned/, params.yaml.
 
     python benchmarks/compute_floor.py [--out reports/cost] [--side-by-side LOG,LOG]
 """
@@ -98,7 +99,8 @@ def step_gflop(bench: dict, metrics: dict) -> dict:
 
 def training_work(kind: str, m: dict, tuned: dict, reused: bool) -> tuple[int, float] | str:
     """(runs, updates) a family's stage of `kind` trained, or a str: why it trains nothing. m: its
-    metrics/<task>/<family>.json; tuned: its tuned/<family>.yaml; reused: its train stage took seed 0 from the study."""
+    record (results.records); tuned: its tuned/<family>.yaml; reused: its train stage took seed 0
+    from the study."""
     if kind == "tune":
         trials = tuned.get("trials") or []
         return len(trials), float(sum(t["updates"] for t in trials))
@@ -134,7 +136,7 @@ def inputs(root: Path, cost_json: Path) -> dict:
             "attempts": cost["attempts"], "logs": cost["logs"], "logs_cpu": cost["cpu"],
             "spans": optional.get("spans", {}), "skipped": skipped_only(optional.get("skipped", {}), cost["attempts"]),
             "bench": read(bench, "results", "flops"), "bench_cpu": read(bench, "machine", "cpu"),
-            "metrics": {f: runs_of(root / "metrics" / t / f"{f}.json") for f, t in family_task.items()},
+            "metrics": {f: runs_of(root, t, f) for f, t in family_task.items()},
             "tuned": {f: trials_of(root / "tuned" / f"{f}.yaml") for f in family_task}}
 
 
@@ -144,12 +146,17 @@ def skipped_only(skipped: dict[str, list[str]], attempts: list[dict]) -> list[st
     return sorted({stage for stages in skipped.values() for stage in stages} - ran)
 
 
-def runs_of(path: Path) -> dict:
-    """A metrics/<task>/<family>.json with the fields training_work reads: seeds and train/steps, per label fraction."""
-    m = read(path)
+def runs_of(root: Path, task: str, family: str) -> dict:
+    """A family's record with what training_work reads: seeds, train/steps, per label share."""
+    from attention_lab.results import records
+
+    try:
+        m = records.read_at(root, task, family)
+    except (OSError, TypeError, ValueError) as err:
+        raise ArtifactError(str(err)) from err
     for where, g in [("", m), *((f"label_fractions.{k}.", v) for k, v in m.get("label_fractions", {}).items())]:
         if missing := [key for key in ("seeds", "train/steps") if key not in g]:
-            raise ArtifactError(f"{path}: no field {where}{missing[0]}")
+            raise ArtifactError(f"{task}/{family}'s record: no field {where}{missing[0]}")
     return m
 
 
@@ -431,7 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "cost", help="writes a section of <out>.md and "
                     "a key of <out>.json (reads the stage times of <out>.json)")
-    ap.add_argument("--root", type=Path, default=ROOT, help="the project whose metrics/, tuned/, reports/ it reads")
+    ap.add_argument("--root", type=Path, default=ROOT,
+                    help="the project whose metrics/, results/, tuned/, reports/ it reads")
     ap.add_argument("--side-by-side", action="append", metavar="LOG,LOG",
                     help="logs (names in <out>.json) that ran at the same time, started together: their machine time "
                     "is the longest one's wall time, not the sum (repeatable; default: the groups named before)")

@@ -33,7 +33,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/gpu.py` finds the package
 
 from attention_lab.pipeline.scratch import copy_project, drop_orphan_ablations, environ
-from benchmarks.common import GIT_ID, ROOT, cpu_model, num, table, write_marked_section
+from benchmarks.common import GIT_ID, ROOT, command, cpu_model, num, table, write_marked_section
 
 SECTION = "gpu"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)
 KINDS = {"translate": ["seq2seq_lstm", "bahdanau", "luong_general", "transformer"],  # tests/e2e/test_pipeline.py's
@@ -220,8 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(" ".join(c) for c in cmds))
             return 0
         result = run(dest, cmds, work / "repro.log")
-        argv_text = " ".join(sys.argv[1:] if argv is None else argv)
-        figures = {"command": f"python benchmarks/gpu.py {argv_text}".strip(), "machine": machine(),
+        figures = {"command": command(__file__, argv), "machine": machine(),
                    "profile": args.profile, "seeds": seeds, "trainer": args.trainer, "jobs": args.jobs,
                    "run": result, "committed_cpu": committed_cpu(result["runs"]) if args.profile == yaml.safe_load(
                        (ROOT / "params.yaml").read_text(encoding="utf-8"))["profile"] else {}}

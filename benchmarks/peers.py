@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/peers.py` finds the package
 
 from attention_lab.infer.tokenization import PAD
-from benchmarks.common import ROOT, cpu_model, num, prepared, table, write_marked_section
+from benchmarks.common import ROOT, command, cpu_model, num, prepared, table, write_marked_section
 
 SECTION = "peers"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)
 # our family -> Joey's model: its RNN as Bahdanau's nearest (GRU, bridge; sized to ours), its RNN as Luong's global
@@ -570,8 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="peers-") as tmp:
         work = args.work or Path(tmp)
         rows = [pair(f, seeds, args.data, work / f, python, sizes) for f in families]
-    argv_text = " ".join(sys.argv[1:] if argv is None else argv)
-    figures = {"command": f"python benchmarks/peers.py {argv_text}".strip(), "date": datetime.date.today().isoformat(),
+    figures = {"command": command(__file__, argv), "date": datetime.date.today().isoformat(),
                "cpu": cpu_model(), "cores": os.cpu_count(), "threads": torch.get_num_threads(), "sizes": sizes,
                "quality_tolerance": QUALITY, "load_before": load, "load_after": os.getloadavg(),
                "seconds": time.perf_counter() - t0, "torch": torch.__version__, "joeynmt": JOEY.split("==")[1],

@@ -8,9 +8,10 @@ the section `peers_converged` of reports/benchmarks.md and .json.
 
 Where Joey ends better, the differences are tried one at a time as ablations of our family (params.yaml
 `translate.ablations` of it: `bahdanau_xavier` is Joey's initialisation), trained and evaluated by the pipeline on
-every seed; the section reads their best validation losses from the committed metrics (metrics/translate/). A
-difference that lives in Joey's pipeline rather than in our model is tried on Joey's side instead (`--joey-switch`,
-JOEY_SWITCHES): Joey's model trains again with it under the same rule, beside its figures of the last full run.
+every seed; the section reads their best validation losses from the committed records
+(results/translate/). A difference that lives in Joey's pipeline rather than in our model is tried
+on Joey's side instead (`--joey-switch`, JOEY_SWITCHES): Joey's model trains again with it under
+the same rule, beside its figures of the last full run.
 
 Ours is the train stage's seed-0 run as the committed study records it (tuned/<family>.yaml: its best trial, trained
 on seed 0 with the family's tuned values, is the train stage's seed 0): the validation loss of its best checkpoint and
@@ -37,7 +38,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attention_lab.core.config import ablations, leaf_values, read_params
-from benchmarks.common import ROOT, cpu_model, num, prepared, table, write_marked_section
+from attention_lab.results import records
+from benchmarks.common import ROOT, command, cpu_model, num, prepared, table, write_marked_section
 from benchmarks.peers import (
     JOEY,
     NAMES,
@@ -70,19 +72,21 @@ def ours(family: str) -> dict:
 
 
 def best_losses(name: str) -> list[float] | None:
-    """Each seed's best validation loss (seed order) from metrics/translate/<name>.json, None without the file."""
-    path = ROOT / "metrics" / "translate" / f"{name}.json"
-    if not path.is_file():
+    """Each seed's best validation loss (seed order) in translate's committed <name>, or None."""
+    if not records.exists_at(ROOT, "translate", name):
         return None
-    curves = json.loads(path.read_text(encoding="utf-8"))["val_curves"]
+    curves = records.read_at(ROOT, "translate", name)["val_curves"]
     return [min(loss for _, loss in curves[seed]["curve"]) for seed in sorted(curves, key=int)]
 
 
 def probes(family: str) -> list[dict]:
-    """The family and its ablations (params.yaml `translate.ablations`, one of Joey's choices each) with their seeds'
-    best validation losses as the committed metrics hold them; [] when the family's metrics are missing."""
-    names = {family: {}} | {name: entry["set"] for name, entry in ablations(read_params(ROOT), "translate").items()
-                            if entry["of"] == family}
+    """The family and its ablations (params.yaml `translate.ablations`, one of Joey's choices each)
+    with their seeds' best validation losses as the committed metrics hold them; [] when the
+    family's metrics are missing. An ablation on another corpus is no choice of Joey's (Joey trains
+    on our data): left out."""
+    entries = ablations(read_params(ROOT), "translate").items()
+    names = {family: {}} | {name: entry["set"] for name, entry in entries
+                            if entry["of"] == family and "corpus" not in entry}
     rows = [{"name": name, "set": changed, "losses": best_losses(name)} for name, changed in names.items()]
     return [r for r in rows if r["losses"]] if rows[0]["losses"] else []
 
@@ -134,7 +138,8 @@ def explained(row: dict, tolerance: float) -> list[str]:
         header = ["ours", "set", "seed 0", "mean over seeds", "seeds"]
         lines += ["", (f"  Joey's choices tried one at a time on ours (the ablations of `{family}`, every seed "
                        "trained and evaluated by the pipeline; best validation loss per token, from "
-                       f"metrics/translate/): {found}."), "", *("  " + line for line in table(header, cells)), "",
+                       f"results/translate/): {found}."), "",
+                  *("  " + line for line in table(header, cells)), "",
                   (f"  `{family}` keeps its paper's version; each ablation's effect on the test set is a row of the "
                    "claims ledger ([claims.md](claims.md)).")]
     for name, j in row.get("joey_switches", {}).items():
@@ -202,12 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     if args.joey_switch:
-        return switched(args, python, families, t0)
+        return switched(args, python, families, t0, command(__file__, argv))
     with tempfile.TemporaryDirectory(prefix="peers-converged-") as tmp:
         work = args.work or Path(tmp)
         rows = [{"family": f, "ours": ours(f), "joey": joey(f, args.data, work / f, python, args.max_epochs)}
                 for f in families]
-    figures = {"command": " ".join(["python benchmarks/peers_converged.py", *(sys.argv[1:] if argv is None else argv)]),
+    figures = {"command": command(__file__, argv),
                "date": datetime.date.today().isoformat(), "cpu": cpu_model(), "cores": os.cpu_count(),
                "joeynmt": JOEY.split("==")[1], "quality_tolerance": QUALITY, "seconds": time.perf_counter() - t0,
                "rows": rows}
@@ -216,9 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def switched(args, python: Path, families: list[str], t0: float) -> int:
+def switched(args, python: Path, families: list[str], t0: float, quoted: str) -> int:
     """Joey's model of each family trained again with args.joey_switch, its figures kept in the family's row of the
-    last full run (--out's .json) under joey_switches; the section written again."""
+    last full run (--out's .json) under joey_switches, with the command that ran it (quoted); the
+    section written again."""
     figures = json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))[SECTION]
     rows = {r["family"]: r for r in figures["rows"]}
     if missing := [f for f in families if f not in rows]:
@@ -228,10 +234,10 @@ def switched(args, python: Path, families: list[str], t0: float) -> int:
         for family in families:
             run = joey(family, args.data, work / f"{family}-{args.joey_switch}", python, args.max_epochs,
                        JOEY_SWITCHES[args.joey_switch][1])
-            command = " ".join(["python benchmarks/peers_converged.py", *sys.argv[1:]])
             keep = ("val_loss", "best_update", "updates", "stopped_by", "curve", "params")
             rows[family].setdefault("joey_switches", {})[args.joey_switch] = {
-                **{k: run[k] for k in keep}, "command": command, "date": datetime.date.today().isoformat(),
+                **{k: run[k] for k in keep}, "command": quoted,
+                "date": datetime.date.today().isoformat(),
                 "seconds": time.perf_counter() - t0}
     write_marked_section(args.out, SECTION, render(figures), figures)
     print(f"wrote the section {SECTION} of {args.out} in {time.perf_counter() - t0:.0f} s", file=sys.stderr)

@@ -31,7 +31,8 @@ from PIL import Image, ImageDraw, ImageFilter
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/photo_pipeline.py` finds the package
 
 from attention_lab.pipeline.scratch import copy_project, environ
-from benchmarks.common import GIT_ID, ROOT, machine, table, write_marked_section
+from attention_lab.results import records
+from benchmarks.common import GIT_ID, ROOT, command, machine, table, write_marked_section
 
 SPLITS = ("train", "valid", "test")
 SECTION = "photo_pipeline"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)
@@ -276,7 +277,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerender", action="store_true", help="run nothing: write the section again from the "
                         "figures in --out's .json (after a change to its wording)")
     args = parser.parse_args(argv)
-    argv = sys.argv[1:] if argv is None else argv
     if args.rerender:
         figures = json.loads(args.out.with_suffix(".json").read_text(encoding="utf-8"))[SECTION]
         write_marked_section(args.out, SECTION, render(figures), figures)
@@ -299,11 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         after = os.getloadavg()
         during = sampler.samples or [after[0]]
         stats = json.loads((dest / "data" / "prepared" / "caption" / "stats.json").read_text())
-        bleu = {f: json.loads((dest / "metrics" / "caption" / f"{f}.json").read_text()) for f in settings["families"]}
+        bleu = {f: records.read_at(dest, "caption", f) for f in settings["families"]}
         epochs = settings["train"]["max_epochs"]
         full = yaml.safe_load((ROOT / "params.yaml").read_text())["caption"]["train"]["max_epochs"]
         results = {
-            "command": "python benchmarks/photo_pipeline.py " + " ".join(argv), "machine": machine(),
+            "command": command(__file__, argv), "machine": machine(),
             "image_size": args.image_size, "grid": args.image_size // 32, "data": data, "draw_seconds": draw_seconds,
             "splits": {s: v["photos"] for s, v in stats.items() if isinstance(v, dict) and "photos" in v},
             "epochs": (f"`caption.train.max_epochs: {epochs}` (params.yaml's)" if epochs == full

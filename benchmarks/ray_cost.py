@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/ray_cost.py` finds the package
-from benchmarks.common import ROOT, machine, median, num, table, write_marked_section
+from benchmarks.common import ROOT, command, machine, median, num, table, write_marked_section
 
 SECTION = "ray"
 ARGV = ["task=translate", "family=bahdanau"]  # the stage config a run's task rebuilds
@@ -94,7 +94,7 @@ def measure(repeats: int) -> dict:
     return figures
 
 
-def report(figures: dict, repeats: int) -> tuple[list[str], dict]:
+def report(figures: dict, repeats: int, quoted: str) -> tuple[list[str], dict]:
     about = machine()
     rows = [["start this machine's instance (`attention-lab repro`, once per pipeline)", "start"],
             ["stop it", "stop"],
@@ -105,7 +105,7 @@ def report(figures: dict, repeats: int) -> tuple[list[str], dict]:
             ["a trial's task opening its study through the gRPC proxy (30 trials)", "study"]]
     import ray
 
-    intro = (f"`python benchmarks/ray_cost.py --repeats {repeats}` ({about['cpu']}, {about['cores']} cores; ray "
+    intro = (f"`{quoted}` ({about['cpu']}, {about['cores']} cores; ray "
              f"{ray.__version__}): seconds of each step, {repeats} instances of 2 CPUs started in turn (a task's "
              "figure is the median of its repeats within an instance).")
     lines = ["## The Ray pool's own cost", "", intro, "",
@@ -115,12 +115,12 @@ def report(figures: dict, repeats: int) -> tuple[list[str], dict]:
     return lines, {"machine": about, "repeats": repeats, "seconds": figures}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks.md")
-    args = ap.parse_args()
-    lines, summary = report(measure(args.repeats), args.repeats)
+    args = ap.parse_args(argv)
+    lines, summary = report(measure(args.repeats), args.repeats, command(__file__, argv))
     write_marked_section(args.out, SECTION, lines, summary)
     print("\n".join(lines))
 

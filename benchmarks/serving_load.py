@@ -25,7 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: finds the package
+from benchmarks.common import ROOT, command, shown_path
+
 INPUTS = {
     "translate": ["the young man reads a book in the library", "the cat sat on the mat", "a dog runs in the park",
                   "my friend reads the book", "the bird sings a song"],
@@ -142,9 +144,9 @@ def load(port: int, task: str, model: str, n: int, concurrency: int, beam: int, 
             "throughput": n / wall, "wall": wall}
 
 
-def render(rows: list[dict], args: argparse.Namespace, models_desc: str) -> str:
+def render(rows: list[dict], args: argparse.Namespace, models_desc: str, quoted: str) -> str:
     lines = ["# Serving load test", "",
-             (f"`python benchmarks/serving_load.py {' '.join(sys.argv[1:])}`: one `attention-lab serve` process "
+             (f"`{quoted}`: one `attention-lab serve` process "
              f"(uvicorn, onnxruntime with 1 intra-op thread per session) on 127.0.0.1, {args.requests} requests per "
              f"task, {args.concurrency} concurrent keep-alive connections, after a warm-up of "
              f"{2 * args.concurrency}. Client and server share the machine: {os.cpu_count()} CPU cores "
@@ -167,7 +169,7 @@ def render(rows: list[dict], args: argparse.Namespace, models_desc: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=Path, default=None, help="folder of <family>/onnx exports")
     parser.add_argument("--tiny", action="store_true", help="serve tiny random-weight exports (made with torch)")
@@ -178,7 +180,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--beam", type=int, default=1, help="translation beam (1 = greedy)")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "serving.md")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.tiny == (args.models is not None):
         parser.error("pass exactly one of --models DIR and --tiny")
     if args.tiny:
@@ -204,9 +206,10 @@ def main() -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    desc = "tiny random-weight exports (`tests/tiny_models.py`)" if args.tiny else f"`{args.models}`"
+    desc = ("tiny random-weight exports (`tests/tiny_models.py`)" if args.tiny else
+            f"`{shown_path(args.models, '--models')}`")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(rows, args, desc), encoding="utf-8")
+    args.out.write_text(render(rows, args, desc, command(__file__, argv)), encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0 if rows and all(r["errors"] == 0 for r in rows) else 1
 

@@ -274,7 +274,7 @@ def settings_rates(before: str, only: list[str] | None, models: Path, sizes: dic
     import tempfile
 
     from attention_lab.core.config import TASKS, families, read_params
-    from benchmarks.common import prepare_data, settings_of, torch_threads
+    from benchmarks.common import prepare_data, settings_of, shown_path, torch_threads
 
     with torch_threads(os.cpu_count()):
         roof = matmul_rate(sizes["mm_n"], sizes["mm_repeats"])
@@ -290,7 +290,9 @@ def settings_rates(before: str, only: list[str] | None, models: Path, sizes: dic
                     rows.append(family_sides(name, task, roots, data, models, sizes, roof))
                 except (FileNotFoundError, KeyError, ValueError, RuntimeError) as err:
                     errors.append((name, f"{type(err).__name__}: {err}"))
-    return {"before": label, "after": "the working tree" if after == ROOT else f"folder `{after}`", "roof_gflops": roof / 1e9, "cores": os.cpu_count(), "mm_n": sizes["mm_n"],
+    shown = "the working tree" if after == ROOT else f"folder `{shown_path(after)}`"
+    return {"before": label, "after": shown, "roof_gflops": roof / 1e9, "cores": os.cpu_count(),
+            "mm_n": sizes["mm_n"],
             "steps": sizes["side_steps"], "warmup": sizes["side_warmup"], "repeats": sizes["side_repeats"],
             "rows": rows, "errors": errors}
 

@@ -106,8 +106,9 @@ def project(tmp_path, monkeypatch) -> Path:
     return dest
 
 
-# The longest files, longest first (minutes of one CI worker, 2026-11-26: 24 and 17; the next is under 6).
-LONGEST = ("e2e/test_pipeline.py", "e2e/test_user_corpora.py")
+# The longest files, longest first (minutes of one CI worker, 2026-11-26: 24 and 17; the next is under 6; the real
+# ledgers' two pipelines, 2026-12-07: about 20 on a loaded 2-core machine).
+LONGEST = ("e2e/test_pipeline.py", "e2e/test_user_corpora.py", "e2e/test_corpus_ledger.py")
 
 
 def pytest_collection_modifyitems(items):

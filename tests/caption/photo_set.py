@@ -1,8 +1,10 @@
-"""A tiny photo set in Flickr8k's layout, drawn by the tests: coloured shapes of several sizes and modes, saved as
-JPEG and PNG, three captions each ("a red circle", ...)."""
+"""A tiny photo set in Flickr8k's layout, drawn by the tests: coloured shapes of several sizes and
+modes, saved as JPEG and PNG, three captions each ("a red circle", ...); and tiny PNGs with COCO's
+caption JSON."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from PIL import Image, ImageDraw
@@ -45,3 +47,26 @@ def write_photo_set(base: Path, per_pair: int = 2, header: str = "image,caption"
                          f'{name},"a {shape}, {colour}, in the middle"']
     (base / "captions.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
     return names
+
+
+COCO_CAPTIONS = ("A {colour} {shape}.", "a {shape} , {COLOUR} !", "the {colour} {shape} on white")
+
+
+def write_coco_split(base: Path, annotations: str, images: str, n: int, first_id: int = 1) -> dict:
+    """base/<images>/<id:012d>.png (48×32 shapes) and base/<annotations>, COCO's caption JSON."""
+    (base / images).mkdir(parents=True, exist_ok=True)
+    data = {"info": {"description": "drawn"}, "licenses": [], "images": [], "annotations": []}
+    drawn = [(SHAPES[k % 3], list(COLOURS)[k // 3 % 3], first_id + k) for k in range(n)]
+    for shape, colour, image_id in drawn:
+        name = f"{image_id:012d}.png"
+        draw(shape, colour, 48, 32).save(base / images / name)
+        data["images"].append({"license": 1, "file_name": name, "height": 32, "width": 48,
+                               "id": image_id})
+    for j, text in enumerate(COCO_CAPTIONS):  # photo by photo in turn, as COCO lists them
+        for shape, colour, image_id in drawn:
+            caption = text.format(shape=shape, colour=colour, COLOUR=colour.upper())
+            data["annotations"].append({"image_id": image_id, "id": 10 * image_id + j,
+                                        "caption": caption})
+    (base / annotations).parent.mkdir(parents=True, exist_ok=True)
+    (base / annotations).write_text(json.dumps(data), encoding="utf-8")
+    return data

@@ -2,7 +2,7 @@
 
 from omegaconf import OmegaConf
 
-from attention_lab.caption.evaluate import bucket_scores, sweep_localisation
+from attention_lab.caption.evaluate import bucket_scores, hit_counts, localisation, sweep_hits
 
 WORDS = ["zero", "one", "two", "three", "four", "five"]
 
@@ -51,7 +51,7 @@ def test_the_decoding_cap_follows_the_training_captions_and_cuts_none_of_that_le
     images = np.zeros((2, 16, 64), np.uint8)
     test = [{"caption": long, "captions": [long]}] * 2
     for cap in (25, 10):
-        _, hyps, _ = evaluate(model, tok, test, images, cfg, cap)
+        _, hyps, _, _ = evaluate(model, tok, test, images, cfg, cap)
         assert {len(h.tokens) for h in hyps} == {cap}
     assert 10 < len(long.split()) + 1 <= 25  # the derived cap holds the 16 words and eos; the old one 9 words
 
@@ -63,5 +63,8 @@ def test_the_sweep_attends_each_digits_mean_centre_in_the_middle_row():
     data = OmegaConf.create({"digit_size": [12, 18], "max_gap": 2, "max_offset": 16, "height": 32, "width": 128})
     on = [[0, 12, 15, 27], [17, 10, 32, 25], [33, 14, 48, 29]]  # each box holds its swept centre
     off = [[60, 0, 75, 15], [17, 0, 32, 15], [33, 14, 48, 29]]  # right, too high, right place
-    assert sweep_localisation([{"boxes": on}], (2, 8), 16, data) == 1.0
-    assert sweep_localisation([{"boxes": on}, {"boxes": off}], (2, 8), 16, data) == 4 / 6
+    assert localisation(sweep_hits([{"boxes": on}], (2, 8), 16, data)) == 1.0
+    both = sweep_hits([{"boxes": on}, {"boxes": off}], (2, 8), 16, data)
+    assert both == [[True, True, True], [False, False, True]]
+    assert localisation(both) == 4 / 6
+    assert hit_counts(both) == [[3, 3], [1, 3]]  # the ledger's per-item counts: Σ hits / Σ digits = 4 / 6

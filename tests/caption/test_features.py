@@ -18,3 +18,23 @@ def test_pretrained_weights_recognise_a_real_photo(one_torch_thread):
         assert int(load_encoder()(x).argmax()) == 985
     grid = annotations(flower[None])
     assert grid.shape == (1, 49, 1280) and grid.dtype == np.float16 and np.isfinite(grid).all()
+
+
+def test_canvases_through_the_frozen_cnn_give_a_grid_per_feature_stride(one_torch_thread):
+    """A corpus's data.encoder: canvases upscaled by 32 / feature_stride, grey in three channels, through the CNN:
+    a 32×128 canvas at feature_stride 16 is a 2×8 grid of 1,280-d annotations; a stride the CNN's does not divide
+    is named."""
+    import pytest
+    from omegaconf import OmegaConf
+
+    from attention_lab.caption.prepare import canvas_features
+    from attention_lab.core.config import ConfigError
+
+    data = {"encoder": "efficientnet_lite0", "feature_dim": 1280, "feature_stride": 16, "height": 32, "width": 128}
+    canvases = np.random.default_rng(0).integers(0, 256, (3, 32, 128), dtype=np.uint8)
+    grid = canvas_features(OmegaConf.create({"data": data}), canvases)
+    assert grid.shape == (3, 16, 1280) and grid.dtype == np.float16 and np.isfinite(grid).all()
+    big = np.repeat(canvases[:1].repeat(2, axis=1).repeat(2, axis=2)[..., None], 3, axis=3)
+    np.testing.assert_array_equal(grid[:1], annotations(big))
+    with pytest.raises(ConfigError, match="feature_dim/feature_stride must be 1280 and a divisor of 32"):
+        canvas_features(OmegaConf.create({"data": {**data, "feature_stride": 12}}), canvases)

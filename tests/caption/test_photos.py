@@ -1,21 +1,32 @@
-"""The photo reader (Flickr8k's layout): captions, splits by image, every mode and size of photo, and every bad input
-named (docs/bad_inputs.md, "Photos and captions")."""
+"""The photo reader (Flickr8k's layout and COCO's): captions, splits by image, every mode and size
+of photo, and every bad input named (docs/bad_inputs.md, "Photos and captions")."""
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from attention_lab.caption.data.photos import normalise_caption, photo_splits, read_photo, split_by_image
+from attention_lab.caption.data.photos import (
+    coco_captions,
+    flickr_captions,
+    normalise_caption,
+    photo_folder,
+    photo_rows,
+    read_coco,
+    read_photo,
+    split_by_image,
+)
 from attention_lab.core.readers import DataError
-from tests.caption.photo_set import write_photo_set
+from tests.caption.photo_set import write_coco_split, write_photo_set
 
 
 def splits_of(base: Path, **kw) -> dict:
     args = {"split_field": None, "split_file": None, "valid_fraction": 0.2, "test_fraction": 0.2, "seed": 1,
             "max_images": None, **kw}
-    return photo_splits(base, "Images", "captions.txt", **args)
+    captions = flickr_captions(base, "Images", "captions.txt", **args)
+    return photo_rows(captions, base / "captions.txt")
 
 
 def test_captions_grouped_by_image_and_split_by_image(tmp_path):
@@ -133,3 +144,162 @@ def test_a_missing_images_folder_and_a_bad_split_value(tmp_path):
     write_photo_set(tmp_path, per_pair=1, header="image,caption,split")
     with pytest.raises(DataError, match=r"captions.txt:2: split must be train, valid \(val, dev\) or test, got ''"):
         splits_of(tmp_path, split_field="split")
+
+
+# ------------------------------------------------------------------------------- COCO's layout
+
+TRAIN = {"annotations": "annotations/captions_train2017.json", "images": "images/train2017"}
+VAL = {"annotations": "annotations/captions_val2017.json", "images": "images/val2017"}
+
+
+def coco_of(base: Path, splits: dict | None = None, **kw) -> dict:
+    args = {"valid_fraction": 0.25, "test_fraction": 0.25, "seed": 1, "max_images": None, **kw}
+    return coco_captions(base, splits or {"train": TRAIN}, **args)
+
+
+def test_coco_captions_grouped_by_image_and_split_by_image(tmp_path, capsys):
+    data = write_coco_split(tmp_path, TRAIN["annotations"], TRAIN["images"], 12)
+    splits = coco_of(tmp_path)
+    assert [len(splits[s]) for s in ("train", "valid", "test")] == [6, 3, 3]
+    seen = [name for part in splits.values() for name in part]
+    assert sorted(seen) == [f"images/train2017/{i['file_name']}" for i in data["images"]]
+    first = "images/train2017/000000000001.png"
+    captions = next(part[first] for part in splits.values() if first in part)
+    assert captions == ["a red circle", "a circle red", "the red circle on white"]  # in file order
+    assert coco_of(tmp_path) == splits and coco_of(tmp_path, seed=2) != splits  # seeded
+    assert capsys.readouterr().out == ""  # one file: split as image_captions splits, silently
+    rows = photo_rows(splits, tmp_path / TRAIN["annotations"])
+    assert rows["valid"][0]["caption"] == rows["valid"][0]["captions"][0]
+
+
+def test_coco_files_per_split_and_the_rest_carved_from_train(tmp_path, capsys):
+    write_coco_split(tmp_path, TRAIN["annotations"], TRAIN["images"], 12)
+    write_coco_split(tmp_path, VAL["annotations"], VAL["images"], 4, first_id=101)
+    splits = coco_of(tmp_path, {"train": TRAIN, "valid": None, "test": VAL})
+    assert list(splits["test"]) == [f"images/val2017/{101 + k:012d}.png" for k in range(4)]
+    assert [len(splits[s]) for s in ("train", "valid")] == [9, 3]  # test_fraction ignored
+    assert ("prepare_caption: valid: carved from annotations/captions_train2017.json (25% of the "
+            "photos, seed 1): no valid split given") in capsys.readouterr().out
+    capped = coco_of(tmp_path, {"train": TRAIN, "test": VAL}, max_images=8)
+    assert [len(capped[s]) for s in ("train", "valid", "test")] == [6, 2, 4]  # 8 of each file
+    assert photo_folder({"source": "coco_captions"}, tmp_path) == tmp_path  # rows name images/...
+    flickr = {"source": "image_captions", "images_dir": "Images"}
+    assert photo_folder(flickr, tmp_path) == tmp_path / "Images"
+
+
+def test_real_coco_json_of_coco_mini(shared_data):
+    """The 159 photos of shared/data/coco_mini's COCO JSON: five captions each, normalised."""
+    base = shared_data / "coco_mini"
+    files = {"train": {"annotations": "annotations/captions_train2017.cocomini.json",
+                       "images": "images/train2017"},
+             "test": {"annotations": "annotations/captions_val2017.cocomini.json",
+                      "images": "images/val2017"}}
+    splits = coco_of(base, files, valid_fraction=0.1)
+    assert [len(splits[s]) for s in ("train", "valid", "test")] == [72, 8, 79]
+    photos = {name: captions for part in splits.values() for name, captions in part.items()}
+    assert len(photos) == 159 and all((base / name).is_file() for name in photos)
+    assert {len(captions) for captions in photos.values()} == {5}
+    assert all(c and c == normalise_caption(c) for captions in photos.values() for c in captions)
+    captions, ids = read_coco(base / files["test"]["annotations"])
+    assert ids["000000397133.jpg"] == 397133
+    assert captions["000000397133.jpg"][0] == "a man is in a kitchen making pizzas"
+
+
+def drop_captions(data: dict, *image_ids: int) -> None:
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] not in image_ids]
+
+
+EXPECTED = r"; expected COCO's caption JSON, "
+BAD_COCO = [  # (edit of the JSON, or the file's text; the message after `captions_train2017.json`)
+    pytest.param(
+        "{images: []}",
+        r":1: not JSON \(Expecting property name enclosed in double quotes, column 2\)" + EXPECTED
+        + r"an object with `images` and `annotations`", id="not-json"),
+    pytest.param(
+        "[]",
+        r": a JSON list at the top level" + EXPECTED + "an object with `images` and `annotations`",
+        id="not-an-object"),
+    pytest.param(
+        lambda d: d.pop("images"),
+        r": no `images` list at the top level \(keys: info, licenses, annotations\)" + EXPECTED
+        + r"with `images`: \[\{id, file_name, ...\}, ...\]", id="no-images"),
+    pytest.param(
+        lambda d: d.pop("annotations"),
+        r": no `annotations` list at the top level \(keys: info, licenses, images\)" + EXPECTED
+        + r"with `annotations`: \[\{image_id, id, caption\}, ...\]", id="no-annotations"),
+    pytest.param(
+        lambda d: d["annotations"][4].update(image_id=999),
+        r": annotations\[4\]: image_id 999 is not in `images`; expected the id of one of its 6 "
+        r"photos",
+        id="image-id-not-in-images"),
+    pytest.param(
+        lambda d: drop_captions(d, 2, 5),
+        r": 2 image\(s\) in `images` without a caption in `annotations`, e.g. images\[1\] \(id 2, "
+        r"000000000002.png\); expected one or more per photo", id="image-without-caption"),
+    pytest.param(
+        lambda d: d["annotations"][0].update(caption=" . !"),
+        r": annotations\[0\]: empty caption for 000000000001.png \(image 1; no word left after "
+        r"lower-casing and dropping punctuation\)", id="empty-caption"),
+    pytest.param(
+        lambda d: d["images"][3].update(id=1),
+        r": images\[3\]: image id 1 twice \(images\[0\] has it too\); expected one entry per photo",
+        id="image-id-twice"),
+    pytest.param(
+        lambda d: d["images"][3].update(file_name="000000000001.png"),
+        r": images\[3\]: file_name 000000000001.png twice \(images\[0\] has it too\); expected one "
+        r"entry per photo", id="file-name-twice"),
+    pytest.param(
+        lambda d: d["images"][2].pop("file_name"),
+        r": images\[2\]: expected an object with `id` \(an integer\) and `file_name` \(a string\), "
+        r"got \{\"license\": 1, ", id="image-without-file-name"),
+    pytest.param(
+        lambda d: d["annotations"][1].update(caption=None),
+        r": annotations\[1\]: expected an object with `image_id` and `caption` \(a string\), got "
+        r"\{\"image_id\": 2, ", id="caption-not-text"),
+    pytest.param(
+        lambda d: d.update(images=[]), r": `images` is empty; expected one entry per photo",
+        id="no-images-listed"),
+]
+
+
+@pytest.mark.parametrize(("edit", "message"), BAD_COCO)
+def test_bad_coco_json_is_named(tmp_path, edit, message):
+    """Each bad COCO caption JSON names the file, the JSON index and what was expected."""
+    data = write_coco_split(tmp_path, TRAIN["annotations"], TRAIN["images"], 6)
+    if callable(edit):
+        edit(data)
+    text = edit if isinstance(edit, str) else json.dumps(data)
+    (tmp_path / TRAIN["annotations"]).write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match="captions_train2017.json" + message):
+        coco_of(tmp_path)
+
+
+def test_bad_coco_splits_are_named(tmp_path):
+    """A photo in two splits (by id or by file), a missing folder or file, an empty carved split."""
+    write_coco_split(tmp_path, TRAIN["annotations"], TRAIN["images"], 12)
+    write_coco_split(tmp_path, VAL["annotations"], VAL["images"], 4, first_id=5)  # train's ids
+    with pytest.raises(DataError, match=r"captions_val2017.json: image id 5 is in train "
+                                        r"\(annotations/captions_train2017.json\) and in test: a "
+                                        r"photo's captions stay in one split"):
+        coco_of(tmp_path, {"train": TRAIN, "test": VAL})
+    data = write_coco_split(tmp_path, VAL["annotations"], VAL["images"], 4, first_id=101)
+    for image in data["images"]:  # the same photos under other ids
+        image["id"] += 100
+    for note in data["annotations"]:
+        note["image_id"] += 100
+    (tmp_path / "annotations/copy.json").write_text(json.dumps(data))
+    copy = VAL | {"annotations": "annotations/copy.json"}
+    with pytest.raises(DataError, match=r"copy.json: images/val2017/000000000101.png is in valid "
+                                        r"\(annotations/captions_val2017.json\) and in test"):
+        coco_of(tmp_path, {"train": TRAIN, "valid": VAL, "test": copy})
+    with pytest.raises(DataError, match=r"images/test2017: folder not found \(data.path/data."
+                                        r"splits.test.images: the photos of "
+                                        r"annotations/captions_val2017.json\)"):
+        coco_of(tmp_path, {"train": TRAIN, "test": VAL | {"images": "images/test2017"}})
+    with pytest.raises(DataError, match=r"captions_test2017.json: file not found \(expected COCO's "
+                                        r"caption JSON\)"):
+        coco_of(tmp_path, {"train": TRAIN, "test": VAL | {"annotations": "captions_test2017.json"}})
+    with pytest.raises(DataError, match=r"captions_train2017.json: no photo in the valid split "
+                                        r"\(12 photos; raise data.valid_fraction or give the "
+                                        r"split\)"):
+        photo_rows(coco_of(tmp_path, valid_fraction=0.01), tmp_path / TRAIN["annotations"])

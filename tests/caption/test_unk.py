@@ -101,7 +101,7 @@ def test_evaluate_texts_are_the_words_joined(unk_loving):
     rows = [{"caption": "one two", "captions": ["one two", "three"]}, {"caption": "four", "captions": ["four"]}]
     cfg = OmegaConf.create({"evaluate": {"batch_size": 2, "beam": 2, "len_penalty": 1.0},
                             "task": {"buckets": []}})
-    _, hyps, texts = evaluate(model, tok, rows, images, cfg, MAX_LEN)
+    _, hyps, texts, _ = evaluate(model, tok, rows, images, cfg, MAX_LEN)
     assert texts == [" ".join(tok.id_to_token(t) for t in h.tokens) for h in hyps]
     assert all(len(t.split()) == MAX_LEN and "<unk>" not in t for t in texts)
 

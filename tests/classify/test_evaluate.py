@@ -8,7 +8,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from attention_lab.classify.evaluate import evaluate, shuffle_tokens, split_attention
+from attention_lab.classify.evaluate import evaluate, item_counts, shuffle_tokens, split_attention
+from attention_lab.results import evidence
 
 IDS = [[[5, 6, 7], [8, 9]], [[10, 11, 12, 13]], [[5, 9], [6], [7, 8, 9]]]
 
@@ -51,6 +52,12 @@ def test_evaluate_reports_the_metrics_of_the_family(family):
     assert ("test/hop_overlap" in scores) == (family == "self_attentive")
     if family != "bow":
         assert [len(w) for w in attentions[2].words] == [2, 1, 3]
+    # item by item, for the ledger's test-item resamples: their sums score what the metrics file holds
+    counts = item_counts(rows(), attentions)
+    assert set(counts) == {k for k in ("test/rationale_acc", "test/hop_overlap") if k in scores}
+    for metric, pairs in counts.items():
+        items = evidence.counted_items({"0": pairs}, "share")
+        assert items.score(items.stats["0"].sum(axis=0)) == pytest.approx(100 * scores[metric])
 
 
 def test_shuffle_tokens_permutes_each_document_deterministically():

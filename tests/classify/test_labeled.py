@@ -1,6 +1,7 @@
 """Bring-your-own labelled documents: splitting real prose, JSONL/CSV readers and their errors, stratified splits."""
 
 import json
+import re
 import statistics
 import time
 from collections import Counter
@@ -17,6 +18,7 @@ from attention_lab.classify.data.labeled import (
     split_sentences,
     split_words,
     stratified_split,
+    unescape,
 )
 from attention_lab.core.readers import DataError
 
@@ -108,6 +110,95 @@ def test_bad_files_name_file_line_and_field(tmp_path, name, data, message):
     f = write(tmp_path / name, data)
     with pytest.raises(DataError, match=rf"{tmp_path}/{message}"):
         read_labeled(f, name.split(".")[1], "text", "label")
+
+
+# Zhang et al.'s CSV: no header row, a line break written as \n, JSON's escapes; a blank row skipped
+ZHANG = r'''3,"Great tacos, cheap beer.\nCame back the next day."
+1,"The ""special"" was cold. Never again."
+
+5,"Multi\nline, \""quoted\"" and caf\u00e9: 1\\2 off."
+'''
+
+
+def test_csv_without_a_header_row(tmp_path):
+    """Zhang et al.'s layout: `label,"text"` rows, no header; the first row is a document."""
+    f = write(tmp_path / "z.csv", '3,"Great tacos, cheap beer. Came back the next day."\n'
+                                  '1,"The ""special"" was cold."\n\n2,"Two\nlines."\n')
+    rows = read_labeled(f, "csv", "text", "label", columns=["label", "text"])
+    assert [r["label"] for r in rows] == ["3", "1", "2"]
+    assert rows[0]["sentences"] == [["Great", "tacos", ",", "cheap", "beer", "."],
+                                    ["Came", "back", "the", "next", "day", "."]]
+    assert rows[1]["sentences"] == [["The", '"', "special", '"', "was", "cold", "."]]
+    assert rows[2]["sentences"] == [["Two"], ["lines", "."]]
+    three = write(tmp_path / "t.csv", '2,"Storm hits coast","Rain fell. Roads closed."\n')
+    rows = read_labeled(three, "csv", "text", "label", title_field="title",
+                        columns=["label", "title", "text"])
+    assert rows[0]["sentences"] == [["Storm", "hits", "coast"], ["Rain", "fell", "."],
+                                    ["Roads", "closed", "."]]
+    message = ("z.csv:1: no field 'text' (fields present: 3, Great tacos, cheap beer. Came…); "
+               "for a file without a header row, set data.columns (e.g. [label, text])")
+    with pytest.raises(DataError, match=re.escape(message)):
+        read_labeled(f, "csv", "text", "label")
+
+
+def test_escapes_on_and_off(tmp_path):
+    """escapes: true reads \\n as a line break (a sentence end), \\" \\\\ \\uXXXX as characters."""
+    f = write(tmp_path / "z.csv", ZHANG)
+    on = read_labeled(f, "csv", "text", "label", columns=["label", "text"], escapes=True)
+    assert on[0]["sentences"] == [["Great", "tacos", ",", "cheap", "beer", "."],
+                                  ["Came", "back", "the", "next", "day", "."]]
+    assert on[2]["sentences"] == [["Multi"], ["line", ",", '"', "quoted", '"', "and", "café", ":",
+                                               "1", "\\", "2", "off", "."]]
+    off = read_labeled(f, "csv", "text", "label", columns=["label", "text"])
+    assert off[0]["sentences"] == [["Great", "tacos", ",", "cheap", "beer", ".", "\\", "nCame",
+                                    "back", "the", "next", "day", "."]]
+    assert off[1] == on[1]  # no backslash: the same either way
+    assert "caf" in off[2]["sentences"][0] and "u00e9" in off[2]["sentences"][0]
+    titled = jsonl(tmp_path / "d.jsonl", {"text": "One.\\nTwo.", "title": "A\\u00e9", "label": "x"})
+    assert read_labeled(titled, "jsonl", "text", "label", title_field="title",
+                        escapes=True)[0]["sentences"] == [["Aé"], ["One", "."], ["Two", "."]]
+    u = write(tmp_path / "u.csv", '"First.\\nSecond."\n')
+    assert read_unlabelled(u, "csv", "text", columns=["text"], escapes=True) == [
+        {"sentences": [["First", "."], ["Second", "."]]}]
+
+
+@pytest.mark.parametrize(("text", "read"), [
+    (r"a\\nb", "a\\nb"),  # an escaped backslash, then a plain n: not a line break
+    (r"a\\\nb", "a\\\nb"),
+    (r"\r\n\t\/\"", '\r\n\t/"'),
+    (r"\ud83d\ude00 \u00E9", "\U0001F600 é"),  # a surrogate pair is one character
+    (r"C:\band \x41 \u12 end\\", r"C:\band \x41 \u12 end" + "\\"),  # not escapes: kept
+    ("no backslash", "no backslash"),
+])
+def test_unescape(text, read):
+    assert unescape(text, "f.csv:1") == read
+
+
+@pytest.mark.parametrize(("name", "data", "kwargs", "message"), [
+    ("f.csv", '1,"A."\n2,"B.",extra\n', {},
+     "f.csv:2: 3 fields, expected 2 (data.columns: label, text)"),
+    ("t.csv", '1,"A."\n', {"columns": ["label", "text", "text"]},
+     ("t.csv: column(s) 'text' appear more than once in data.columns (label, text, text); "
+      "expected one column per name")),
+    ("m.csv", '1,"A."\n', {"columns": ["label", "body"]},
+     ("m.csv: no column 'text' (data.text_field) in data.columns (label, body); expected it "
+      "among the column names")),
+    ("l.csv", '1,"A."\n', {"columns": ["stars", "text"]},
+     ("l.csv: no column 'label' (data.label_field) in data.columns (stars, text); expected it "
+      "among the column names")),
+    ("j.jsonl", '{"text": "A.", "label": "1"}\n', {"fmt": "jsonl"},
+     ("j.jsonl: data.columns is for format csv (a file without a header row), not jsonl; "
+      "expected columns: null")),
+    ("b.csv", ",\n , \n", {}, "b.csv: no documents, only blank rows"),
+    ("s.csv", '1,"A."\n2,"B \\ud800 C."\n', {"escapes": True},
+     (r"s.csv:2: a \u escape is a lone surrogate ('\ud800'), not a character; expected valid "
+      "Unicode text (data.escapes)")),
+])
+def test_bad_csv_without_a_header_row(tmp_path, name, data, kwargs, message):
+    f = write(tmp_path / name, data)
+    kwargs = {"fmt": "csv", "columns": ["label", "text"], **kwargs}
+    with pytest.raises(DataError, match=f"^{re.escape(f'{tmp_path}/{message}')}$"):
+        read_labeled(f, kwargs.pop("fmt"), "text", "label", **kwargs)
 
 
 def test_split_field(tmp_path):
@@ -241,3 +332,17 @@ def test_real_bbc_corpus(shared_data):
     train, valid, test = stratified_split(rows, 0.1, 0.1, seed=0)
     assert len(train) + len(valid) + len(test) == 2225 and 215 <= len(valid) <= 230 and 215 <= len(test) <= 230
     assert check_labels({"train": train, "valid": valid, "test": test}) == sorted({r["label"] for r in rows})
+
+
+def test_real_yelp_reviews_in_zhangs_csv(shared_data):
+    """Zhang et al.'s Yelp Review Full sample: no header row, JSON escapes in the text."""
+    yelp = shared_data / "yelp_review_full" / "train.csv"
+    if not yelp.is_file():
+        pytest.fail(f"{yelp} is missing: {shared_data} is there but lacks the Yelp reviews")
+    assert b"\\n" in yelp.read_bytes()  # the escapes are there to read
+    rows = read_labeled(yelp, "csv", "text", "label", columns=["label", "text"], escapes=True)
+    assert len(rows) == 5000
+    assert {r["label"] for r in rows} == {"1", "2", "3", "4", "5"}
+    texts = ["".join(words) for r in rows for words in r["sentences"]]  # "\\" is a word of its own
+    assert not [t for t in texts if re.search(r'\\[n"u]', t)]
+    assert sum("é" in t for t in texts) > 10  # \u00e9 is é

@@ -154,7 +154,8 @@ def test_an_explicit_setting_beats_the_tuned_value(project):
 DECOY = {"window": 7, "penalty": 0.5, "penalty_warmup": 100, "input_feeding": True, "reverse_source": True,
          "schedule": "linear", "image_input": "every_step", "positions": "alibi", "init_range": 0.05, "init": "torch",
          "query": "previous", "label_fractions": [0.1, 1.0], "attention": "concat", "metric": "val/accuracy",
-         "direction": "minimize", "val_bleu_sentences": 7, "min_delta": 0.5, "per": "epoch", "k": 9.0}
+         "direction": "minimize", "val_bleu_sentences": 7, "min_delta": 0.5, "per": "epoch", "k": 9.0,
+         "min_epochs": 3, "max_epochs": 7}
 
 
 def every_ablation():
@@ -167,7 +168,7 @@ def test_each_ablation_trains_its_family_with_its_switch(project, task, name, en
     """An ablation (params.yaml `<task>.ablations`) is its family's config, tuned values included, with `set` on top:
     `set` beats the family's tuned/<family>.yaml and family_params, and everything else is the family's."""
     (project / "tuned").mkdir(exist_ok=True)
-    changed = leaf_values(entry["set"])
+    changed = leaf_values(entry.get("set") or {})
     tuned: dict = {"params": {"train": {"lr": 0.0123}}}
     for key in changed:
         *parents, leaf = key.split(".")
@@ -176,12 +177,21 @@ def test_each_ablation_trains_its_family_with_its_switch(project, task, name, en
             node = node.setdefault(part, {})
         node[leaf] = DECOY[leaf]
     (project / "tuned" / f"{entry['of']}.yaml").write_text(yaml.safe_dump(tuned))
-    edit_params(project, lambda p: p[task].setdefault("ablations", {}).update({name: entry}))
+    corpora = read_params(ROOT)[task].get("corpora") or {}
+    key = "corpus_ablations" if "corpus" in entry else "ablations"
+    edit_params(project, lambda p: p[task].setdefault(key, {}).update({name: entry}))
+    edit_params(project, lambda p: p[task].update(corpora=corpora))
     family = load_config(root=project, task=task, family=entry["of"])
     cfg = load_config(root=project, task=task, family=name)
     assert cfg.family == name and cfg.train.lr == family.train.lr == 0.0123  # the family's tuned value
     for key, value in changed.items():
         assert OmegaConf.select(cfg, key) == value != OmegaConf.select(family, key) and key in cfg.explicit
+    if "corpus" in entry:  # its corpus's data keys, and its own folders for the prepared and tokenized corpus
+        moved = {f"paths.{k}": f"{OmegaConf.select(family, f'paths.{k}')}_{entry['corpus']}"
+                 for k in ("prepared", "tokenized")}
+        changed = {**changed, **leaf_values({"data": corpora[entry["corpus"]]}), **moved}
+        for key, value in changed.items():
+            assert OmegaConf.select(cfg, key) == value
     rest = {k: v for k, v in leaf_values(OmegaConf.to_container(cfg)).items() if k not in changed}
     assert rest == {**{k: v for k, v in leaf_values(OmegaConf.to_container(family)).items() if k not in changed},
                     "family": name, "explicit": rest["explicit"]}
@@ -227,6 +237,28 @@ def test_every_ablation_has_stages_and_those_of_families_that_run_reach_the_repo
     resolved = expand(project)
     assert {f"train_ablation_translate@{a}" for a in ("no_feeding", "forward")} <= set(resolved)
     assert "conf/model/seq2seq_lstm.py" in resolved["train_ablation_translate@forward"]["deps"]
+
+
+PHOTO_KEYS = ["max_images", "max_pixels", "encoder", "feature_batch", "image_size", "height",
+              "width", "feature_dim", "feature_stride"]
+OWN_KEYS = {"image_captions": ["images_dir", "captions_file", "split_field", "split_file"],
+            "coco_captions": ["splits"]}
+
+
+@pytest.mark.parametrize("source", OWN_KEYS)
+def test_the_photo_sources_share_the_photo_keys_of_one_file(project, source):
+    """Both photo layouts take the photo keys from conf/data/caption/shared/photos.yaml, last."""
+    edit_params(project, lambda p: p["caption"].update(data={"source": source}))
+    cfg = load_config(root=project, task="caption", family="show_attend_tell")
+    assert list(cfg.data) == ["source", "path", *OWN_KEYS[source], "valid_fraction",
+                              "test_fraction", "seed", *PHOTO_KEYS]
+    assert [cfg.data[k] for k in PHOTO_KEYS] == [None, 40_000_000, "efficientnet_lite0", 32, 224,
+                                                 224, 224, 1280, 32]
+    assert (cfg.model.height, cfg.model.feature_dim) == (224, 1280)
+    _, origins = explain_config(family="show_attend_tell", task="caption", root=project)
+    shared = "data (conf/data/caption/shared/photos.yaml)"
+    assert origins["data.encoder"] == [(shared, "efficientnet_lite0")]
+    assert origins["data.seed"][0][0] == f"data (conf/data/caption/{source}.yaml)"
 
 
 def every_family():
@@ -392,3 +424,94 @@ def test_a_replication_entry_of_a_family_left_out_has_no_runs(project):
     edit_params(project, lambda p: p["translate"].update(families=["bahdanau"], replication={"bahdanau": 3,
                                                                                             "luong_dot": 3}))
     assert replication(read_params(project), "translate", project) == {"bahdanau": 3}
+
+
+def test_a_corpus_is_the_tasks_data_with_its_keys_changed_in_folders_of_its_own(project, capsys):
+    """`<task>.corpora.<name>` layers over `data` (a key the source lacks added: prepare reads it) for the stage's
+    corpus=<name> and for an ablation that names it; its folders are data/<kind>/<task>_<name>."""
+    edit_params(project, lambda p: p["translate"].update(
+        corpora={"even": {"length_mix": {"1-10": 0.5, "11-20": 0.5}}, "mono": {"order": "monotone"}},
+        corpus_ablations={"b_even": {"of": "bahdanau", "corpus": "even"}}, replication={}))
+    base, even = load_config(root=project), load_config(root=project, corpus="even")
+    assert dict(even.data.length_mix) == {"1-10": 0.5, "11-20": 0.5} != dict(base.data.length_mix)
+    assert (even.paths.prepared, even.paths.tokenized) == ("data/prepared/translate_even",
+                                                           "data/tokenized/translate_even")
+    assert load_config(root=project, corpus="mono").data.order == "monotone" and "order" not in base.data
+    ablation = load_config(root=project, family="b_even")
+    assert ablation.paths.prepared == even.paths.prepared and ablation.model == load_config(
+        root=project, family="bahdanau").model
+    for items in (["corpus=mono"], ["family=b_even"]):  # `attention-lab config` of a corpus or an ablation
+        assert main(["config", "task=translate", *items, "--explain", "data"]) == 0
+    out = capsys.readouterr().out
+    assert "data.order: monotone  <- params.yaml translate.corpora.mono" in out
+    assert "data.length_mix.11-20: 0.5  <- params.yaml translate.corpora.even" in out
+    with pytest.raises(ConfigError, match="corpus='nope': not a corpus of .* `translate.corpora` \\(even, mono\\)"):
+        load_config(root=project, corpus="nope")
+    bad = [({"x": {"of": "bahdanau", "corpus": "nope"}}, {}, "corpus_ablations.x.corpus: 'nope' is not a"),
+           ({"x": {"of": "bahdanau"}}, {}, "corpus_ablations.x: expected {of: <family>, corpus: <name>"),
+           ({}, {"Bad-Name": {"order": "monotone"}}, "corpus name 'Bad-Name'"),
+           ({}, {"tsv": {"source": 3}}, "corpora.tsv.source: expected the data source the corpus is built on"),
+           ({}, {"empty": {}}, "corpora.empty: expected")]
+    for entries, corpora, message in bad:
+        edit_params(project, lambda p, a=entries, c=corpora: p["translate"].update(
+            ablations={}, corpus_ablations=a, corpora=c))
+        with pytest.raises(ConfigError, match=message):
+            load_config(root=project, family="bahdanau")
+    on_corpus = {"of": "bahdanau", "corpus": "mono"}  # in `ablations`: named, with where it belongs
+    edit_params(project, lambda p: p["translate"].update(
+        ablations={"x": on_corpus}, corpus_ablations={}, corpora={"mono": {"order": "monotone"}}))
+    with pytest.raises(ConfigError, match="ablations.x: expected .* `translate.corpus_ablations`"):
+        load_config(root=project, family="bahdanau")
+    edit_params(project, lambda p: p["translate"].update(ablations={"x": {"of": "bahdanau", "set": {
+        "model": {"init": "xavier"}}}}, corpus_ablations={"x": on_corpus}))
+    with pytest.raises(ConfigError, match="corpus_ablations.x: also an entry of `translate.ablations`"):
+        load_config(root=project, family="bahdanau")
+
+
+def test_a_corpus_of_the_built_in_data_does_not_exist_on_a_users_corpus(project):
+    """A corpus whose `source` is not the task's data source has no stages, nor have the ablations naming it: the
+    shipped params.yaml runs on a user's TSV (the corpora are the generated data's)."""
+    from attention_lab.core.config import corpus_applies, run_ablations
+    from attention_lab.pipeline.dvc_yaml import render
+
+    params = read_params(project)
+    shipped = set(params["translate"]["corpus_ablations"])
+    assert shipped and all(params["translate"]["corpora"][c]["source"] == "generated"
+                           for c in params["translate"]["corpora"])
+    assert shipped <= set(run_ablations(params, "translate", project))
+    edit_params(project, lambda p: p["translate"].update(data={"source": "tsv", "path": "corpus.tsv"}))
+    params = read_params(project)
+    assert not corpus_applies(params, "translate", "monotone", project)
+    assert not shipped & set(run_ablations(params, "translate", project))
+    stages = yaml.safe_load(render(project))["stages"]
+    assert not {"prepare_corpus_translate", "train_corpus_ablation_translate"} & set(stages)
+    assert stages["train_ablation_translate"]["foreach"] == "${translate.ablations}"
+    edit_params(project, lambda p: p["translate"]["corpora"].update(mine={"source": "tsv", "order": "monotone"}))
+    with pytest.raises(ConfigError, match="translate.corpora.uniform_lengths: built on another data source .*\\(mine "
+                                          "are on it"):
+        render(project)  # a mix: dvc.yaml's groups loop over `corpora` whole
+
+
+def test_an_ablation_on_a_corpus_has_that_corpus_prepared_and_tokenized(project):
+    """`<task>.corpora` and `<task>.corpus_ablations` have groups of their own that loop over params.yaml's
+    dicts; a corpus ablation reads its corpus's folders."""
+    from attention_lab.pipeline.dvc_yaml import expand, render
+
+    edit_params(project, lambda p: p["translate"].update(
+        families=["bahdanau"], replication={}, corpora={"mono": {"order": "monotone"}, "unused": {"order": "korean"}},
+        ablations={}, corpus_ablations={"b_mono": {"of": "bahdanau", "corpus": "mono"}}))
+    stages = yaml.safe_load(render(project))["stages"]
+    prepare, tokenize = stages["prepare_corpus_translate"], stages["tokenize_corpus_translate"]
+    assert prepare["foreach"] == tokenize["foreach"] == "${translate.corpora}"  # `dvc exp run -S` can change it
+    assert prepare["do"]["cmd"] == "python -m attention_lab.stages.prepare task=translate corpus=${key}"
+    assert prepare["do"]["outs"] == ["data/prepared/translate_${key}"]
+    assert "translate.corpora.${key}" in prepare["do"]["params"]
+    assert tokenize["do"]["deps"][0] == "data/prepared/translate_${key}/train.jsonl"
+    for kind in ("train_corpus_ablation_translate", "evaluate_corpus_ablation_translate"):
+        assert stages[kind]["foreach"] == "${translate.corpus_ablations}"
+        assert {"data/prepared/translate_${item.corpus}", "data/tokenized/translate_${item.corpus}"} <= set(
+            stages[kind]["do"]["deps"])
+    resolved = expand(project)
+    assert {"prepare_corpus_translate@mono", "prepare_corpus_translate@unused"} <= set(resolved)
+    assert "data/prepared/translate_mono" in resolved["train_corpus_ablation_translate@b_mono"]["deps"]
+    assert "data/prepared/translate_mono/test.jsonl" in stages["report_claims"]["deps"]

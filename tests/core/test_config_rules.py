@@ -1,8 +1,10 @@
 """config_rules.py: what the load_config tests (tests/stages/test_bad_inputs.py, tests/core/test_config.py) leave out:
 the BERT length limits, cross-key checks waiting for well-typed values, several problems in one error, list items,
-the split-file pairs of the test split and Range's wording."""
+the split-file pairs of the test split, coco_captions' splits and Range's wording."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from omegaconf import OmegaConf
@@ -12,6 +14,7 @@ from attention_lab.core.config_rules import (
     Range,
     check_config,
     check_missing,
+    column_problems,
     split_file_problems,
 )
 
@@ -72,6 +75,58 @@ def test_half_a_pair_of_test_files_names_both_keys(given, missing):
                                        "train files by data.test_fraction)")]
     assert split_file_problems({**d, f"test_{missing}_path": "m/test.y"}) == []
     assert split_file_problems({"test_src_path": None, "test_tgt_path": None}) == []
+
+
+CSV = {"format": "csv", "text_field": "text", "label_field": "label", "columns": ["label", "text"]}
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    ({"columns": "label,text"},
+     "data.columns = 'label,text': expected a list of column names (e.g. [label, text])"),
+    ({"columns": []}, "data.columns = []: expected a list of column names (e.g. [label, text])"),
+    ({"columns": ["label", 1]},
+     "data.columns = ['label', 1]: expected a list of column names (e.g. [label, text])"),
+    ({"format": "jsonl"},
+     ("data.columns = ['label', 'text'] but data.format = 'jsonl': columns name the fields of a "
+      "CSV file without a header row (format: csv)")),
+    ({"columns": ["label", "text", "label"]},
+     ("data.columns = ['label', 'text', 'label'] names 'label' more than once: expected one name "
+      "per column")),
+    ({"columns": ["stars", "text"]},
+     ("data.columns = ['stars', 'text'] lacks data.label_field = 'label': expected it among the "
+      "column names")),
+    ({"text_field": "review"},
+     ("data.columns = ['label', 'text'] lacks data.text_field = 'review': expected it among the "
+      "column names")),
+])
+def test_columns_of_a_csv_without_a_header_row(data, problem):
+    """data.columns: a list of names, format csv only, each name once, the text and label fields."""
+    assert column_problems({**CSV, "columns": None}) == column_problems(CSV) == []
+    assert column_problems({**CSV, **data}) == [problem]
+    with pytest.raises(ConfigError, match=f"^{re.escape(f'{WHERE}: {problem}')}$"):
+        check_config(cfg(data={**CSV, **data}), WHERE)
+
+
+def test_escapes_is_a_flag():
+    """data.escapes: YAML true or false, not 1 or "yes"."""
+    check_config(cfg(data={**CSV, "escapes": True}), WHERE)
+    with pytest.raises(ConfigError, match=r"data.escapes = 1: expected one of false, true$"):
+        check_config(cfg(data={**CSV, "escapes": 1}), WHERE)
+
+
+def test_coco_splits_need_train_and_both_files_of_each_split_given():
+    """coco_captions' data.splits: train, and valid/test if given, each {annotations, images}."""
+    train = {"annotations": "a/train.json", "images": "images/train2017"}
+    expected = "expected {annotations: <COCO's caption JSON>, images: <the folder of its photos>}"
+    assert split_file_problems({"splits": {"train": train, "valid": None, "test": train}}) == []
+    assert split_file_problems({"splits": {"train": None, "test": {"annotations": "t.json"}}}) == [
+        f"data.splits.train = None: {expected} (train is required)",
+        f"data.splits.test = {{'annotations': 't.json'}}: {expected} or null (carved from train)"]
+    assert split_file_problems({"splits": None}) == [
+        f"data.splits = None: expected {{train: {expected[9:]}}} (valid, test optional)"]
+    bad = {"splits": {"train": train, "valid": {"annotations": 5, "images": "v"}}}
+    with pytest.raises(ConfigError, match=r"splits.valid = \{'annotations': 5, 'images': 'v'\}"):
+        check_config(cfg("caption", data=bad), WHERE)
 
 
 @pytest.mark.parametrize(("rule", "words"), [

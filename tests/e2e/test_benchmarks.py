@@ -283,3 +283,31 @@ def test_the_photo_pipeline_section_states_the_vocabulary_s_coverage():
     covered = {**before, "coverage": {"show_tell": {"test/vocab_coverage": 0.97, "test/references_in_vocab": 0.8}}}
     assert ("Vocabulary coverage of the test references: 97.0% of their words are in the tokenizer's vocabulary, and "
             "80.0% of the reference captions") in "\n".join(render(covered))
+
+
+def test_a_report_quotes_a_command_a_clone_can_run(monkeypatch):
+    """benchmarks/common.command: a path inside the repository relative to its root (a relative one
+    typed elsewhere too), any other a placeholder named after its option, other words quoted."""
+    from benchmarks.common import command
+
+    speed, report = ROOT / "benchmarks" / "speed.py", str(ROOT / "reports" / "x.md")
+    argv = ["--models", "/srv/run/models", "--data=/srv/run/data", "--out", report,
+            "--work", "/tmp/w", "--families", "a,b", "--stop-rule", '{"start": 5}', "--quick"]
+    assert command(speed, argv) == (
+        "python benchmarks/speed.py --models <models folder> --data=<data folder> "
+        "--out reports/x.md --work <scratch folder> --families a,b --stop-rule '{\"start\": 5}' "
+        "--quick")
+    assert command(ROOT / "benchmarks" / "gpu.py", ["--out", "/srv/r.md", "--venv", "/srv/.v"]) == (
+        "python benchmarks/gpu.py --out <output file> --venv <venv folder>")
+    monkeypatch.chdir(ROOT / "benchmarks")
+    assert command(speed, ["--out", "../reports", "--sections", "flops"]) == (
+        "python benchmarks/speed.py --out reports --sections flops")
+
+
+def test_the_committed_reports_quote_no_machine_s_path():
+    """Every `python benchmarks/...` command the committed reports quote runs in any clone: no
+    absolute path."""
+    for name in ("benchmarks.md", "benchmarks.json", "serving.md", "cost.md", "cost.json"):
+        text = (ROOT / "reports" / name).read_text(encoding="utf-8")
+        for quoted in re.findall(r"python benchmarks/[^`\"\n]*", text):
+            assert not re.search(r"(^|[\s=])[/~]", quoted), f"reports/{name}: {quoted}"

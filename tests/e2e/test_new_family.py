@@ -7,12 +7,12 @@ tuned (it has no search space: not tuned, and it says so), trained, evaluated an
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from attention_lab.results import records
 from tests.conftest import copy_project
 from tests.e2e.test_pipeline import sh
 
@@ -46,6 +46,6 @@ def test_a_new_family_takes_three_edits_and_runs_its_stages(tmp_path, monkeypatc
     assert {f"{kind}_translate@toy_search" for kind in ("tune", "train", "evaluate", "export")} <= set(stages)
     log = sh(["dvc", "repro", "export_translate@toy_search", "evaluate_translate@toy_search"], dest).stdout
     assert "not tuned" in log
-    metrics = json.loads((dest / "metrics" / "translate" / "toy_search.json").read_text())
-    assert metrics["family"] == "toy_search" and "test/bleu" in metrics
+    record = records.read_at(dest, "translate", "toy_search")
+    assert record["family"] == "toy_search" and "test/bleu" in record
     assert (dest / "models" / "toy_search" / "onnx" / "parity.json").is_file()

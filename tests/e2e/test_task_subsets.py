@@ -1,7 +1,7 @@
 """Any subset of `tasks` runs to its end: with params.yaml `tasks: [<task>]`, `attention-lab stages` then a plain
 `dvc repro` (as docs/data.md tells users) finish with that task's report, and no committed file of another task is
-touched (the project is a git repository holding the committed tuned/, metrics/ and reports/; the family's own
-study journal, committed with tuned/, gains the tiny profile's study)."""
+touched (the project is a git repository holding the committed tuned/, metrics/, results/ and
+reports/; the family's own study journal, committed with tuned/, gains the tiny profile's study)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ ONE_FAMILY = {"translate": "bahdanau", "classify": "han", "caption": "show_atten
 @pytest.mark.parametrize("task", list(ONE_FAMILY))
 def test_one_task_runs_to_its_report_and_touches_no_other_task(task, tmp_path):
     dest = copy_project(tmp_path / "project")
-    for name in ("tuned", "metrics", "reports"):
+    for name in ("tuned", "metrics", "results", "reports"):
         shutil.copytree(ROOT / name, dest / name)
     sh(["git", "init", "-q"], dest)
     sh(["dvc", "init", "-q"], dest)

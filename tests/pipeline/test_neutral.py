@@ -140,10 +140,11 @@ def test_a_key_the_change_adds_is_left_out_of_each_run_s_config_too(tmp_path):
     (run / "config.yaml").write_text("pool:\n  gpu_share: 0.25\ntune:\n  in_flight: 1\n  trials: 4\n")
     assert fingerprints(tmp_path, ["tune.in_flight"]) != before
     assert fingerprints(tmp_path, ["tune.in_flight", "pool"]) == before
-    metrics = tmp_path / "metrics" / "t" / "f.json"  # the evaluate stage's record of the run's settings: dotted keys
-    metrics.parent.mkdir(parents=True)
-    metrics.write_text(json.dumps({"trained_config": {"model.dropout": 0.1}}))
+    details = tmp_path / "results" / "t" / "f" / "details.json"  # the run's settings: dotted keys
+    details.parent.mkdir(parents=True)
+    details.write_text(json.dumps({"trained_config": {"model.dropout": 0.1}}))
     before = fingerprints(tmp_path, ["tune.in_flight", "pool"])
-    metrics.write_text(json.dumps({"trained_config": {"model.dropout": 0.1, "model.init": "torch"}}))
+    settings = {"model.dropout": 0.1, "model.init": "torch"}
+    details.write_text(json.dumps({"trained_config": settings}))
     assert fingerprints(tmp_path, ["tune.in_flight", "pool"]) != before
     assert fingerprints(tmp_path, ["tune.in_flight", "pool", "model.init"]) == before

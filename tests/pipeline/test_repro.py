@@ -41,7 +41,8 @@ def test_the_project_s_plan_covers_every_stage_once():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     families = [f for t in params["tasks"] for f in params[t]["families"] + params[t].get("pretrained", [])]
     assert list(got.chains) == families
-    ablations = {name: entry["of"] for t in params["tasks"] for name, entry in (params[t].get("ablations") or {}).items()}
+    ablations = {name: entry["of"] for t in params["tasks"] for key in ("ablations", "corpus_ablations")
+                 for name, entry in (params[t].get(key) or {}).items()}
     for family, stages in got.chains.items():  # the family's stages to its export, and those of its ablations
         own = [s for s in stages if s.rpartition("@")[2] == family]
         assert own[-1].startswith("export") and all(ablations[s.rpartition("@")[2]] == family
@@ -55,7 +56,10 @@ def test_the_project_s_plan_covers_every_stage_once():
 def test_a_task_s_plan_holds_its_chains_and_the_reports_that_read_them():
     got = pipeline_plan(ROOT, ["caption"])
     assert list(got.chains) == ["show_tell", "show_attend_tell"]
-    assert got.head == ["prepare_caption", "tokenize_caption"] and got.tail == ["report_caption", "report_claims", "report_index"]
+    # the corpus an ablation trains on (params.yaml caption.corpora) is prepared with the task's data, before the chains
+    assert got.head == ["prepare_caption", "prepare_corpus_caption@frozen_cnn", "tokenize_caption",
+                        "tokenize_corpus_caption@frozen_cnn"]
+    assert got.tail == ["report_caption", "report_claims", "report_index"]
 
 
 def project(root: Path, pipeline: str) -> None:

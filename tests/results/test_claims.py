@@ -104,6 +104,15 @@ def test_the_test_sets_share_counts_where_the_predictions_give_the_items():
 def test_a_relative_claim_is_a_percentage_change():
     row = claims.measure(claim(relative=True), fake({"a": [0.9, 0.9, 0.9], "b": [0.6, 0.6, 0.6]}))
     assert row["effect"]["mean"] == pytest.approx(50.0) and "100 · (" in row["measures"]
+    zero = claims.measure(claim(relative=True), fake({"a": [0.9, 0.9, 0.9], "b": [0.6, 0.0, 0.6]}))
+    assert zero["verdict"] == claims.NOT_MEASURABLE and "the baseline is 0 on seed 1" in zero["missing"]
+
+
+def test_both_sides_at_one_bound_everywhere_are_not_measurable_but_opposite_bounds_decide():
+    floor = claims.measure(claim(), fake({"a": [0.0, 0.0, 0.0], "b": [0.0, 0.0, 0.0]}))
+    assert floor["verdict"] == claims.NOT_MEASURABLE and "every term scores 0 on every seed" in floor["missing"]
+    apart = claims.measure(claim(), fake({"a": [1.0, 1.0, 1.0], "b": [0.0, 0.0, 0.0]}))
+    assert apart["verdict"] is None and apart["effect"]["mean"] == pytest.approx(100.0)  # decide() judges it
 
 
 def test_a_missing_family_is_not_run_and_a_missing_metric_not_measurable():

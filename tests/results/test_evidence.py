@@ -43,6 +43,29 @@ def test_per_item_bleu_sums_to_sacrebleus_corpus_bleu_and_a_mask_to_the_subsets(
         BLEU().corpus_score(GOOD[::2], [REFS[::2]]).score)
 
 
+def test_per_item_bleu_with_several_references_sums_to_sacrebleus_multi_reference_bleu():
+    """A photo's captions: each item's closest reference length and n-grams clipped by its references, as the
+    caption evaluate stage's corpus BLEU against all references of each photo."""
+    refs = [["a dog runs on the grass", "the dog is running"], ["two men talk", "a pair of men talking here"]]
+    hyps = ["a dog is running on grass", "two men talking"]
+    items = evidence.bleu_items({"0": hyps}, refs)
+    streams = [[r[k] for r in refs] for k in range(2)]
+    assert items.score(items.stats["0"].sum(axis=0)) == pytest.approx(BLEU().corpus_score(hyps, streams).score)
+
+
+def test_counted_items_sum_to_the_corpus_aer_and_localisation_and_a_bad_score_is_named():
+    from attention_lab.results import metrics
+    from attention_lab.translate.evaluate import aer_counts
+
+    predicted, gold = [{(0, 0), (1, 1)}, {(0, 0)}, set()], [{(0, 0), (1, 1)}, {(1, 0)}, {(0, 0)}]
+    aer = evidence.counted_items({"0": aer_counts(predicted, gold)}, "aer")
+    assert aer.score(aer.stats["0"].sum(axis=0)) == pytest.approx(100 * metrics.aer(predicted, gold))
+    share = evidence.counted_items({"0": [[2, 3], [0, 2], [5, 5]]}, "share")
+    assert share.score(share.stats["0"].sum(axis=0)) == pytest.approx(70.0)
+    with pytest.raises(ValueError, match="item_stats score 'mean'"):
+        evidence.counted_items({"0": [[1, 2]]}, "mean")
+
+
 def test_per_item_accuracy_and_a_caption_right_when_it_is_one_of_its_references():
     items = evidence.accuracy_items({"0": [1, 0, 2, 2]}, [1, 1, 2, 0])
     assert items.score(items.stats["0"].sum(axis=0)) == 50.0

@@ -31,3 +31,13 @@ def test_each_retest_stands_beside_its_claim_and_says_whether_the_verdict_moved(
     assert len(lines) == 5 and lines[4].endswith("| not run | — |") and lines[2].startswith("| **a** |") and "**a-regime**" in lines[2]
     assert "the paper's \\| schedule" in lines[2] and lines[2].endswith("| holds | contradicted → holds |")
     assert "beside a control" in lines[3] and lines[3].endswith("| no |")
+
+
+def test_readme_table_adds_a_column_per_real_corpus():
+    rows = [{"id": "a", "claim": "A", "paper": "P, 2015", "effect": None, "verdict": "holds"},
+            {"id": "b", "claim": "B", "paper": "Q, 2016", "effect": None, "verdict": "inconclusive"}]
+    text = ledger.readme_table(rows, {"multi30k": {"a": {"verdict": "contradicted"}}})
+    lines = text.splitlines()
+    assert lines[0].endswith("| verdict | [multi30k](reports/ledgers/multi30k.md) |")
+    assert lines[2].endswith("| **holds** | contradicted |") and lines[3].endswith("| **inconclusive** | — |")
+    assert "Each real corpus's column" in text and "Each real corpus" not in ledger.readme_table(rows)

@@ -14,8 +14,8 @@ def test_protocol_gaps_name_short_studies_capped_runs_and_missing_seeds():
     metrics["classify/bow"] = {"seeds": [0], "train/stopped_by": ["early stopping", "time limit"]}
     del metrics["classify/bert_minilm"], studies["han"]
     assert protocol.protocol_gaps(params, studies, metrics) == [
-        "metrics/classify/bow.json: seeds [0], params.yaml says [0, 1, 2]",
-        ("metrics/classify/bow.json: final runs stopped by ['early stopping', 'time limit'], expected ['early "
-        "stopping'] (a run cut by a cap has not converged)"),
+        "results/classify/bow/details.json: seeds [0], params.yaml says [0, 1, 2]",
+        ("results/classify/bow/details.json: final runs stopped by ['early stopping', 'time "
+         "limit'], expected ['early stopping'] (a run cut by a cap has not converged)"),
         "tuned/han.yaml: missing, or without `study.trials`",
         "metrics/classify/bert_minilm.json: missing"]

@@ -172,6 +172,25 @@ def test_labeled_files_format_and_max_documents(project):
         load_config(["data.max_documents=0"], task="classify", root=project)
 
 
+def test_labeled_files_columns_and_escapes(project):
+    """data.columns (CSV without a header row) and data.escapes, from params.yaml or an override."""
+    zhang = {"source": "labeled_files", "path": "d.csv", "format": "csv",
+             "columns": ["label", "text"], "escapes": True}
+    set_params(project, lambda p: p["classify"].update(data=zhang))
+    assert load_config(task="classify", root=project).data.columns == ["label", "text"]
+    with pytest.raises(ConfigError, match=r"data.columns = \['label', 'text'\] but data.format = "
+                                          r"'jsonl': columns name the fields of a CSV file"):
+        load_config(["data.format=jsonl"], task="classify", root=project)
+    with pytest.raises(ConfigError, match=r"data.columns = \['label', 'text', 'text'\] names "
+                                          r"'text' more than once: expected one name per column"):
+        load_config(["data.columns=[label,text,text]"], task="classify", root=project)
+    with pytest.raises(ConfigError, match=r"data.columns = \['stars', 'text'\] lacks "
+                                          r"data.label_field = 'label': expected it among"):
+        load_config(["data.columns=[stars,text]"], task="classify", root=project)
+    with pytest.raises(ConfigError, match=r"data.escapes = 1: expected one of false, true"):
+        load_config(["data.escapes=1"], task="classify", root=project)
+
+
 @pytest.mark.parametrize(("override", "message"), [
     ("train.lr", r"override 'train.lr': expected key=value \(e.g. train.lr=0.001\)"),
     ("=3", r"override '=3': expected key=value"),
@@ -378,7 +397,10 @@ def test_prepare_names_the_bad_split_and_writes_nothing(project, task, data, fil
      r"data.split_field = 'part' and data.test_path both say where the splits are: use one"),
     ("classify", {"source": "label_folders", "path": "imdb", "labels": "pos"},
      r"data.labels = 'pos': expected a list of label folder names \(e.g. \[neg, pos\]\) or null"),
-], ids=["half-a-pair-of-files", "split-field-and-files", "labels-not-a-list"])
+    ("caption", {"source": "coco_captions", "splits": {"val": {"annotations": "v.json",
+                                                               "images": "v"}}},
+     r"Key 'val' is not in struct"),
+], ids=["half-a-pair-of-files", "split-field-and-files", "labels-not-a-list", "coco-split-val"])
 def test_split_file_settings_that_contradict_each_other(project, task, data, message):
     from attention_lab.stages.prepare import main
 

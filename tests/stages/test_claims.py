@@ -2,6 +2,7 @@
 claims the data cannot give marked so, and the rows logged to the task's MLflow comparison run."""
 
 import mlflow
+import pytest
 
 from attention_lab.core.files import read_json
 from attention_lab.results import claims
@@ -20,7 +21,10 @@ def test_the_ledger_of_a_task_with_its_comparison_run(project):
     assert soft["effect"]["mean"] == 70.0 and soft["seeds"] == ["0", "1", "2"]
     assert soft["variance"] == "seeds and test items" and soft["effect"]["item_sd"] > 0
     assert soft["verdict"] == claims.HOLDS and soft["effect"]["sd"] == 0.0  # every seed's difference is 7 of 10
-    assert rows["xu2015-where"]["verdict"] == claims.NOT_MEASURABLE  # the fake metrics have no localisation
+    where = rows["xu2015-where"]  # localisation from the evaluate stage's per-canvas counts of hits and digits
+    assert where["variance"] == "seeds and test items" and where["effect"]["item_sd"] > 0
+    assert where["effect"]["mean"] == pytest.approx(100 * (18 + 19 + 18) / 90 - 50)  # k = 8, 9, 8 canvases
+    assert rows["xu2015-where-sweep"]["verdict"] == claims.NOT_MEASURABLE  # no localisation_sweep in the fakes
     assert rows["vinyals2015-once"]["verdict"] == claims.NOT_RUN  # no show_tell_once family
     page = (project / "reports" / "claims.md").read_text()
     assert "## The rule" in page and "**xu2015-soft**" in page and "## The seeds that would decide" in page
@@ -44,6 +48,7 @@ def test_an_ablation_is_measured_by_the_ledger_and_tabled_against_its_family(pro
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for kind in ("metrics", "predictions"):
         shutil.copy(project / kind / "caption" / "show_tell.json", project / kind / "caption" / "show_tell_once.json")
+    shutil.copytree(project / "results" / "caption" / "show_tell", project / "results" / "caption" / "show_tell_once")
     report_stage.main(["task=caption"])
     claims_stage.main([])
     rows = {r["id"]: r for r in read_json(project / "metrics" / "claims.json")["claims"]}

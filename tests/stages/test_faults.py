@@ -386,9 +386,12 @@ def evaluated(translate_data):
     train.main([*TRAIN, "train.max_epochs=1"])
     evaluate.main(TRAIN)
     cfg = stage_config(TRAIN)
-    outputs = (translate_data / "plots" / "translate" / "bahdanau", translate_data / "metrics" / "translate",
-               translate_data / "predictions" / "translate")
+    outputs = (translate_data / "plots" / "translate" / "bahdanau",
+               translate_data / "metrics" / "translate",
+               translate_data / "predictions" / "translate",
+               translate_data / "results" / "translate" / "bahdanau")
     assert (outputs[0] / "attention_0.png").is_file() and (outputs[1] / "bahdanau.json").is_file()
+    assert (outputs[3] / "details.json").is_file()
     return seed_dir(cfg, 0) / "best.ckpt", outputs
 
 
@@ -405,7 +408,9 @@ def test_a_damaged_best_ckpt_stops_evaluate_and_export_naming_the_file(evaluated
                 stage.main(TRAIN)
         assert snapshot(*outputs) == before, damage
         assert not onnx_dir(stage_config(TRAIN)).exists() and not (best.parent / "pwned").exists(), damage
-        assert [p.name for p in outputs[0].parent.iterdir()] == ["bahdanau"], f"{damage}: a temporary folder is left"
+        for folder in (outputs[0], outputs[3]):
+            left = [p.name for p in folder.parent.iterdir()]
+            assert left == ["bahdanau"], f"{damage}: a temporary folder is left"
 
 
 def test_evaluate_and_export_failing_midway_leave_their_outputs_as_they_were(evaluated, monkeypatch):
@@ -430,7 +435,9 @@ def test_evaluate_and_export_failing_midway_leave_their_outputs_as_they_were(eva
             with pytest.raises(error):
                 evaluate.main([*TRAIN, "evaluate.heatmaps=2"])  # other settings: other outputs, were they written
         assert snapshot(*outputs) == before, name
-        assert [p.name for p in outputs[0].parent.iterdir()] == ["bahdanau"], f"{name}: a temporary folder is left"
+        for folder in (outputs[0], outputs[3]):  # plots/ and results/
+            left = [p.name for p in folder.parent.iterdir()]
+            assert left == ["bahdanau"], f"{name}: a temporary folder is left"
 
     def half_export(model, out_dir, *args, **kwargs):
         Path(out_dir).mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ import yaml
 
 from attention_lab.core.files import read_json, read_jsonl
 from attention_lab.core.readers import DataError
+from attention_lab.results import records
 from attention_lab.stages import evaluate, prepare, tokenizer, train
 from tests.caption.photo_set import write_photo_set
 from tests.tiny_models import stage_overrides
@@ -43,7 +44,7 @@ def test_photos_prepare_train_evaluate(project, one_torch_thread, family):
     small = ["task=caption", f"family={family}", *SIZES[family], "train.max_epochs=2", "train.batch_size=8"]
     train.main(small)
     evaluate.main(small)
-    metrics = read_json(Path(f"metrics/caption/{family}.json"))
+    metrics = records.read_at(Path.cwd(), "caption", family)
     assert all(0 <= metrics[f"test/bleu_{n}"] <= 100 for n in range(1, 5))
     assert metrics["test/bleu"] == metrics["test/bleu_4"] and "test/localisation" not in metrics
     # the tokenizer's coverage of the test references: the evaluate stage's, the same for every seed

@@ -11,7 +11,7 @@ from attention_lab.core.config import ConfigError
 from attention_lab.core.files import read_json, read_jsonl
 from attention_lab.core.readers import DataError
 from attention_lab.stages.prepare import main
-from tests.caption.photo_set import write_photo_set
+from tests.caption.photo_set import write_coco_split, write_photo_set
 from tests.conftest import ROOT
 
 REPO = ROOT
@@ -56,17 +56,30 @@ def write_corpus(root: Path, data: dict, n: int = 20) -> None:
             write_lines(root / data["split_file"], ["image,split", *(f"{n},{('train', 'train', 'train', 'val', 'test')[i % 5]}"
                                                                      for i, n in enumerate(names))])
         return
+    if data["source"] == "coco_captions":  # tiny PNGs and COCO's JSON for each split given as files
+        for k, files in enumerate(f for f in data["splits"].values() if f):
+            write_coco_split(root / data["path"], files["annotations"], files["images"],
+                             n if k == 0 else 3, first_id=1 + 1000 * k)
+        return
     paths = {k: root / v for k, v in data.items() if k.endswith("path") and v}
     for key, path in paths.items():
         if data["source"] == "parallel_files":
             write_lines(path, (f"{'src' if 'src' in key else 'tgt'} {key} sentence {i}" for i in range(n)))
         elif data["source"] == "tsv":
             write_lines(path, (f"{key} sentence {i}\t{key} 문장 {i}" for i in range(n)))
+        elif data["source"] == "labeled_files" and data.get("columns"):
+            write_lines(path, (zhang_row(data["columns"], key, i) for i in range(n)))
         elif data["source"] == "labeled_files":
             write_lines(path, (json.dumps({"text": f"{key} document {i}.", "label": "ab"[i % 2]}) for i in range(n)))
         else:
             labels = {label: n // 2 for label in data.get("labels") or ["neg", "pos"]}
             write_label_folders(path, {"train": {**labels, "unsup": 3}, "test": labels})
+
+
+def zhang_row(columns: list[str], key: str, i: int) -> str:
+    """A row of Zhang et al.'s CSV: label 1 or 2, a quoted text with a comma, "" and \\n."""
+    text = f'"{key} review {i}, the ""best"" yet.\\nCame back."'
+    return ",".join(str(i % 2 + 1) if name == "label" else text for name in columns)
 
 
 def test_generated(repo, capsys):
@@ -191,12 +204,34 @@ def test_every_example_config_prepares(repo, example):
     stats = read_json(Path("data/prepared") / task / "stats.json")
     unit = {"translate": "pairs", "classify": "documents", "caption": "photos"}[task]
     assert all(stats[s][unit] > 0 for s in ("train", "valid", "test"))
+    if data.get("escapes"):  # zhang_row's \n ends a sentence; the quote and the comma are words
+        rows = read_jsonl(Path("data/prepared/classify/test.jsonl"))
+        assert [r["sentences"][1] for r in rows] == [["Came", "back", "."]] * len(rows)
+        assert all(r["sentences"][0][3:7] == [",", "the", '"', "best"] for r in rows)
 
 
 def test_there_is_an_example_per_layout():
     assert {f"{p.parent.parent.name}/{yaml.safe_load(p.read_text())['source']}" for p in EXAMPLES} == {
         "translate/parallel_files", "translate/tsv", "classify/labeled_files", "classify/label_folders",
-        "caption/image_captions"}
+        "caption/image_captions", "caption/coco_captions"}
+
+
+def test_coco_photos_missing_are_all_counted_before_any_is_decoded(repo, monkeypatch):
+    """COCO's layout: every missing photo named at once, before any is decoded; nothing written."""
+    from attention_lab.caption.data import photos
+
+    data = yaml.safe_load((REPO / "conf/data/caption/examples/coco.yaml").read_text())
+    write_corpus(repo, data)
+    set_data(repo, data, "caption")
+    for name in ("images/train2017/000000000002.png", "images/val2017/000000001001.png"):
+        (repo / data["path"] / name).unlink()
+    monkeypatch.setattr(photos, "read_photo", lambda *a, **k: pytest.fail("a photo was decoded"))
+    with pytest.raises(DataError, match=r"corpora/coco: 2 image\(s\) named in annotations/"
+                                        r"captions_train2017.json, annotations/captions_val2017"
+                                        r".json not found, e.g. images/train2017/000000000002.png, "
+                                        r"images/val2017/000000001001.png$"):
+        main(["task=caption"])
+    assert not Path("data/prepared/caption").exists()
 
 
 def test_unlabelled_documents_beside_the_labelled_splits(repo):

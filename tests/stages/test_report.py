@@ -13,6 +13,7 @@ from attention_lab.core.config import load_config
 from attention_lab.core.files import read_json, write_json, write_text
 from attention_lab.core.paths import predictions_path, seed_dir
 from attention_lab.core.task import get_task
+from attention_lab.results import records
 from attention_lab.stages import report as report_stage
 from attention_lab.stages.evaluate import summarize
 from tests.results.test_report import rows
@@ -22,8 +23,9 @@ CAPTIONS = ["one two", "three four five", "six seven", "eight nine zero one", "t
 
 
 def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
-    """metrics/, predictions/ and checkpoints/seed<k>/{train,run}.json of show_tell (mostly wrong) and
-    show_attend_tell (mostly right) as the evaluate stage writes them, with one MLflow run per seed."""
+    """metrics/, results/, predictions/ and checkpoints/seed<k>/{train,run}.json of show_tell
+    (mostly wrong) and show_attend_tell (mostly right) as the evaluate stage writes them, with one
+    MLflow run per seed."""
     params = project / "params.yaml"
     text = params.read_text().replace("seeds: [0]", f"seeds: {seeds}", 1).replace(
         "tasks: [translate, classify, caption]", "tasks: [caption]", 1)
@@ -32,13 +34,16 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
     for f, right in (("show_tell", 1), ("show_attend_tell", 8)):
         cfg = load_config(root=project, family=f, task="caption")
         mlflow.set_tracking_uri(tracking.tracking_uri(cfg))
-        per_seed, outputs = {}, {}
+        per_seed, outputs, hits = {}, {}, {}
         for s in seeds:
             k = right + (s % 2)  # right on the first k canvases: the seeds differ a little
             outputs[str(s)] = CAPTIONS[:k] + ["zero"] * (len(CAPTIONS) - k)
             bleu = BLEU().corpus_score(outputs[str(s)], [CAPTIONS]).score  # as the predictions score
             per_seed[str(s)] = {"test/bleu": bleu, "test/accuracy": k / len(CAPTIONS),
                                 "test/accuracy_len_2_2": k / 12, "test/decode_images_per_s": 500.0}
+            if f == "show_attend_tell":  # localisation: 2 of 3 digits of canvas i hit where i < k, else 1
+                hits[str(s)] = [[2 if i < k else 1, 3] for i in range(len(CAPTIONS))]
+                per_seed[str(s)]["test/localisation"] = sum(h for h, _ in hits[str(s)]) / 30
             with mlflow.start_run(experiment_id=tracking.experiment_id(cfg), run_name=f"{f}-seed{s}",
                                   tags={"family": f, "seed": str(s)}) as run:  # as tracking.run_tags names them
                 mlflow.log_metrics(per_seed[str(s)])
@@ -48,9 +53,14 @@ def fake_evaluation(project, seeds: list[int]) -> dict[str, list[str]]:
                                                           "train_tokens_per_s": 100.0, "epochs": 1, "steps": 40,
                                                           "stopped_by": "early stopping"})
             write_text(seed_dir(cfg, s) / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))  # as train_one does
+        counted = {"item_stats": {"test/localisation": {"score": "share", "seeds": hits}}} if hits else {}
         write_json(predictions_path(cfg), {"ids": [f"test-{i}" for i in range(10)], "references": CAPTIONS,
-                                           "seeds": outputs})
-        write_json(project / "metrics" / "caption" / f"{f}.json", {"family": f, **summarize(cfg, get_task("caption"), per_seed, get_task("caption").runs(cfg))})
+                                           "seeds": outputs, **counted})
+        task = get_task("caption")
+        record = {"family": f, **summarize(cfg, task, per_seed, task.runs(cfg))}
+        metrics, details = records.split(record, task.variants)  # as the evaluate stage writes them
+        write_json(records.metrics_path(cfg), metrics)
+        write_json(records.results_dir(cfg) / records.DETAILS, details)
     return run_ids
 
 

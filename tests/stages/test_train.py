@@ -183,10 +183,12 @@ def test_max_source_words_keeps_short_training_pairs_only(prepared):
 
 
 def test_the_replication_trains_and_evaluates_its_fresh_seeds_apart(prepared):
-    """train and evaluate with replication=true: params.yaml `translate.replication.bahdanau` seeds from 1000, under
-    models/, metrics/, predictions/ and plots/ replication/, beside nothing of the family's own runs."""
+    """train and evaluate with replication=true: params.yaml `translate.replication.bahdanau` seeds
+    from 1000, under models/, metrics/, results/, predictions/ and plots/ replication/, beside
+    nothing of the family's own runs."""
     import yaml
 
+    from attention_lab.results import records
     from attention_lab.stages import evaluate
 
     params = yaml.safe_load((prepared / "params.yaml").read_text())
@@ -197,7 +199,9 @@ def test_the_replication_trains_and_evaluates_its_fresh_seeds_apart(prepared):
     runs = prepared / "models" / "replication" / "bahdanau" / "checkpoints"
     assert sorted(p.name for p in runs.iterdir()) == ["seed1000", "seed1001"]
     assert not (prepared / "models" / "bahdanau").exists()
-    metrics = read_json(prepared / "metrics" / "replication" / "translate" / "bahdanau.json")
+    record = records.read_at(prepared, "translate", "bahdanau", replication=True)
     predictions = read_json(prepared / "predictions" / "replication" / "translate" / "bahdanau.json")
-    assert sorted(metrics["per_seed"]) == sorted(predictions["seeds"]) == ["1000", "1001"]
+    assert sorted(record["per_seed"]) == sorted(predictions["seeds"]) == ["1000", "1001"]
     assert (prepared / "plots" / "replication" / "translate" / "bahdanau").is_dir()
+    curves = prepared / "results" / "replication" / "translate" / "bahdanau"
+    assert {records.curve_file(s) for s in (1000, 1001)} <= {p.name for p in curves.iterdir()}

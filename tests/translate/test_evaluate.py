@@ -101,7 +101,7 @@ def test_evaluate_scores_the_hypotheses_in_row_order(tok, tmp_path):
     the detokenized texts in row order; test/aer (test/aer_fed) 0 when the gold alignment is the attention's own hard
     alignment (of the rows that read each token)."""
     model, rows = model_of(tok), rows_of(tok, tmp_path)
-    scores, texts, attentions = evaluate(model, tok, rows, config(batch_size=4))
+    scores, texts, attentions, counts = evaluate(model, tok, rows, config(batch_size=4))
     hyps, _ = decode_corpus(model, [r["src_ids"] for r in rows], 2, 1.0, 0.5, 4, never_emitted(tok))
     assert texts == tok.decode_batch([h.tokens for h in hyps], skip_special_tokens=True) and all(texts)
     assert {"test/bleu", "test/chrf", "test/exact_match", "test/bleu_signature", "test/chrf_signature",
@@ -111,6 +111,9 @@ def test_evaluate_scores_the_hypotheses_in_row_order(tok, tmp_path):
     assert scores["test/decode_tokens_per_s"] == pytest.approx(n_tokens / scores["test/decode_seconds"])
     assert scores["test/decode_sentences_per_s"] == pytest.approx(len(rows) / scores["test/decode_seconds"])
     assert 0 <= scores["test/aer"] <= 1 and len(attentions) == len(rows)
+    for name in ("test/aer", "test/aer_fed"):  # the ledger's per-item counts sum to the corpus AER
+        hit, total = np.sum(counts[name], axis=0)
+        assert len(counts[name]) == len(rows) and scores[name] == pytest.approx(1 - 2 * hit / total)
     for r, a in zip(rows, attentions, strict=True):
         r["align"] = [list(p) for p in metrics.hard_alignment(a)]
     assert evaluate(model, tok, rows, config())[0]["test/aer"] == 0.0
@@ -122,7 +125,9 @@ def test_evaluate_scores_the_hypotheses_in_row_order(tok, tmp_path):
 
 def test_no_alignment_scores_without_gold_alignments_or_attention(tok, tmp_path):
     """Rows without `align`, or a family without attention (seq2seq_gru): no test/aer and no word attentions."""
-    scores, texts, attentions = evaluate(model_of(tok), tok, rows_of(tok, tmp_path, align=False), config())
+    scores, texts, attentions, counts = evaluate(model_of(tok), tok, rows_of(tok, tmp_path, align=False),
+                                                config())
     assert not {"test/aer", "test/aer_fed"} & set(scores) and attentions is None and len(texts) == len(TEST)
-    scores, _, attentions = evaluate(model_of(tok, "seq2seq_gru"), tok, rows_of(tok, tmp_path), config())
-    assert "test/aer" not in scores and attentions is None and "test/bleu" in scores
+    assert counts == {}
+    scores, _, attentions, counts = evaluate(model_of(tok, "seq2seq_gru"), tok, rows_of(tok, tmp_path), config())
+    assert "test/aer" not in scores and attentions is None and "test/bleu" in scores and counts == {}

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from attention_lab.translate.data.generator import generate, generated_splits, sample_pair
+from attention_lab.translate.data.generator import generate, generated_splits, monotone, sample_pair
 from attention_lab.translate.data.korean import ADJECTIVES, NOUNS, VERBS, Verb, has_batchim, particle
 
 MIX = {"1-10": 0.3, "11-20": 0.3, "21-30": 0.2, "31-40": 0.1, "41-60": 0.1}
@@ -32,6 +32,31 @@ def test_alignment_indices_in_range_and_every_korean_word_aligned(pairs):
 def test_alignment_is_non_monotonic(pairs):
     crossing = sum(any(i1 < i2 and j1 > j2 for i1, j1 in p["align"] for i2, j2 in p["align"]) for p in pairs)
     assert crossing > len(pairs) // 2
+
+
+def test_the_monotone_control_keeps_the_words_and_follows_the_source_order(pairs):
+    """monotone: the same Korean words, each at its first aligned English word, the alignment renumbered: no pair
+    crosses by first-aligned word, where most built-in pairs do."""
+    for p in pairs:
+        m, words = monotone(p), p["tgt"].split()
+        assert m["src"] == p["src"] and sorted(m["tgt"].split()) == sorted(words)
+        moved = {j: m["tgt"].split().index(w) for j, w in enumerate(words) if words.count(w) == 1}
+        assert sorted(m["align"]) == m["align"]
+        assert all([i, moved[j]] in m["align"] for i, j in p["align"] if j in moved)
+        first = [min(i for i, j in m["align"] if j == t) for t in range(len(words))]
+        assert first == sorted(first), m
+
+
+def test_a_bad_order_is_named():
+    """data.order must be korean or monotone, and monotone needs the generator's alignments."""
+    from omegaconf import OmegaConf
+
+    from attention_lab.core.config import ConfigError
+    from attention_lab.translate.prepare import splits
+
+    for data in ({"source": "generated", "order": "sideways"}, {"source": "tsv", "order": "monotone"}):
+        with pytest.raises(ConfigError, match=f"data.order='{data['order']}': expected one of korean, monotone"):
+            splits(OmegaConf.create({"data": data}))
 
 
 def test_text_is_lowercase_single_spaced_hangul():

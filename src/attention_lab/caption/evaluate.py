@@ -2,7 +2,7 @@
 image) and exact caption accuracy (equal to a reference), overall and per digit-count bucket, and attention
 localisation: how often the argmax grid cell, while the model emits a gold digit word (teacher forced), has its centre
 inside that digit's gold box, beside the same score of a left-to-right sweep that never sees the image (its control).
-Photos (data image_captions) have no buckets or boxes."""
+Photos (data image_captions, coco_captions) have no buckets or boxes."""
 
 from __future__ import annotations
 
@@ -39,10 +39,11 @@ def localisation_hits(attn: np.ndarray, boxes: list[list[int]], centres: np.ndar
     return hits
 
 
-def sweep_localisation(rows: list[dict], grid: tuple[int, int], stride: int, data: DictConfig) -> float:
-    """Localisation of a left-to-right sweep that knows the caption's length and the generator's average layout but
-    never sees the image (the control of Xu et al. 2015's "fix its gaze"): digit t attends the cell holding its
-    mean centre, max_offset/2 + t·(mean size + mean gap) + mean size/2 from the left, in the canvas's middle row."""
+def sweep_hits(rows: list[dict], grid: tuple[int, int], stride: int, data: DictConfig) -> list[list[bool]]:
+    """Localisation hits, row by row, of a left-to-right sweep that knows the caption's length and the generator's
+    average layout but never sees the image (the control of Xu et al. 2015's "fix its gaze"): digit t attends the
+    cell holding its mean centre, max_offset/2 + t·(mean size + mean gap) + mean size/2 from the left, in the
+    canvas's middle row."""
     size, gap = sum(data.digit_size) / 2, data.max_gap / 2
     centres = cell_centres(grid, stride)
     hits = []
@@ -52,14 +53,25 @@ def sweep_localisation(rows: list[dict], grid: tuple[int, int], stride: int, dat
             x = min(data.max_offset / 2 + t * (size + gap) + size / 2, data.width - 1)
             col, row = int(x // stride), min(int(data.height / 2 // stride), grid[0] - 1)
             attn[t, row * grid[1] + min(col, grid[1] - 1)] = 1.0
-        hits += localisation_hits(attn, r["boxes"], centres)
-    return float(np.mean(hits))
+        hits.append(localisation_hits(attn, r["boxes"], centres))
+    return hits
+
+
+def hit_counts(hits: list[list[bool]]) -> list[list[int]]:
+    """Localisation's sufficient statistics item by item: [digits hit, digits] per canvas (N, 2)."""
+    return [[sum(h), len(h)] for h in hits]
+
+
+def localisation(hits: list[list[bool]]) -> float:
+    """The share of digits whose attended cell lies in their box, over every canvas."""
+    return float(np.mean([h for per_row in hits for h in per_row]))
 
 
 def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, cfg: DictConfig, max_len: int
-             ) -> tuple[dict, list[Hypothesis], list[str]]:
-    """test/* scores, the hypotheses (for the overlays) and their caption strings, in row order, of one trained
-    captioner on the test canvases, decoding at most max_len steps (decode_limit)."""
+             ) -> tuple[dict, list[Hypothesis], list[str], list[list[bool]]]:
+    """test/* scores, the hypotheses (for the overlays), their caption strings and the localisation hits canvas by
+    canvas (none without attention or boxes), in row order, of one trained captioner on the test canvases, decoding
+    at most max_len steps (decode_limit)."""
     e, buckets = cfg.evaluate, [tuple(b) for b in cfg.task.buckets]
     hyps, hits, seconds = [], [], 0.0
     centres = cell_centres(model.grid, model.cnn.stride)
@@ -76,7 +88,7 @@ def evaluate(model: torch.nn.Module, tok, rows: list[dict], images: np.ndarray, 
     texts = [" ".join(tokens_of(tok, h.tokens)) for h in hyps]  # as serving's Caption.text: every word
     scores = _scores(texts, rows, hits) | (bucket_scores(texts, rows, hits, buckets) if "n_digits" in rows[0] else {})
     scores["test/decode_images_per_s"] = len(rows) / max(seconds, 1e-9)
-    return scores, hyps, texts
+    return scores, hyps, texts, hits
 
 
 def vocab_coverage(tok, references: list[list[str]]) -> dict[str, float]:
@@ -119,7 +131,7 @@ def _scores(texts: list[str], rows: list[dict], hits: list[list[bool]]) -> dict[
     refs = [r.get("captions", [r["caption"]]) for r in rows]
     out = {**bleu_scores(texts, refs), "test/accuracy": float(np.mean([t in r for t, r in zip(texts, refs)]))}
     if hits:
-        out["test/localisation"] = float(np.mean([h for per_row in hits for h in per_row]))
+        out["test/localisation"] = localisation(hits)
     return out
 
 
@@ -132,31 +144,37 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     tok = load_tokenizer(tokenizer_path(cfg))
     rows, images = load_canvases(prepared_dir(cfg), "test", tok)
     per_seed, outputs = {}, {"ids": [r["id"] for r in rows], "references": [r["caption"] for r in rows], "seeds": {}}
+    if "captions" in rows[0]:  # photos: every reference caption, as the scores read them (the ledger's resamples)
+        outputs["all_references"] = [r["captions"] for r in rows]
     coverage = vocab_coverage(tok, [r.get("captions", [r["caption"]]) for r in rows])  # the same for every seed
     limit = decode_limit(cfg)
     for run in runs:
         seed = run.seed
         model, _ = load_model(run.out / "best.ckpt")
-        scores, hyps, outputs["seeds"][str(seed)] = evaluate(model, tok, rows, images, cfg, limit)
+        scores, hyps, outputs["seeds"][str(seed)], hits = evaluate(model, tok, rows, images, cfg, limit)
         per_seed[str(seed)] = {**scores, **coverage}
-        if model.has_attention and "boxes" in rows[0]:  # the same for every seed: the control beside each
-            per_seed[str(seed)]["test/localisation_sweep"] = sweep_localisation(rows, model.grid, model.cnn.stride,
-                                                                               cfg.data)
+        if hits:  # the same sweep for every seed: the control beside each
+            swept = sweep_hits(rows, model.grid, model.cnn.stride, cfg.data)
+            per_seed[str(seed)]["test/localisation_sweep"] = localisation(swept)
+            for metric, found in (("test/localisation", hits), ("test/localisation_sweep", swept)):
+                entry = outputs.setdefault("item_stats", {}).setdefault(metric, {"score": "share", "seeds": {}})
+                entry["seeds"][str(seed)] = hit_counts(found)  # the ledger's test-item resamples
         if cut := sum(len(h.tokens) >= limit for h in hyps):  # stopped by the cap, not by eos
             print(f"{cfg.family} seed {seed}: {cut} of {len(hyps)} test captions reached the decoding cap of {limit} "
                   "steps (conf/task/caption.yaml evaluate.max_len_ratio)")
-        if seed != cfg.seeds[0] or not model.has_attention:
-            continue
+        if seed != cfg.seeds[0] or not model.has_attention or images.dtype != np.uint8 and "image" not in rows[0]:
+            continue  # canvases read as a CNN's annotations (a corpus's data.encoder) keep no pixels to draw on
         shown = (spread_over_buckets([r["n_digits"] for r in rows], cfg.task.buckets, cfg.evaluate.overlays)
                  if "n_digits" in rows[0] else range(min(cfg.evaluate.overlays, len(rows))))
         for k, i in enumerate(shown):
             words = tokens_of(tok, hyps[i].tokens)
             attn = hyps[i].attention.reshape(len(words), *model.grid)
             if "image" in rows[i]:  # a photo: its pixels (as the encoder read them) under the attention, a panel a word
-                from attention_lab.caption.data.photos import read_photo
+                from attention_lab.caption.data.photos import photo_folder, read_photo
 
                 d = cfg.data
-                rgb = read_photo(user_path(cfg, d.path) / d.images_dir / rows[i]["image"], d.height, d.max_pixels)
+                folder = photo_folder(d, user_path(cfg, d.path))
+                rgb = read_photo(folder / rows[i]["image"], d.height, d.max_pixels)
                 overlay(rgb / 255.0, words, attn, scale=1).save(pictures / f"overlay_{k}.png")
             else:
                 overlay(images[i] / 255.0, words, attn, boxes=rows[i]["boxes"]).save(pictures / f"overlay_{k}.png")

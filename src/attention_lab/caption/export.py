@@ -112,8 +112,9 @@ def export_captioner(model: nn.Module, out_dir: str | Path, family: str, tokeniz
                      max_len: int, opset: int = 20, beam: int = 1, len_penalty: float = 1.0) -> dict:
     """Write encoder.onnx, decoder_step.onnx (+ .data), meta.json and tokenizer.json into out_dir; return meta."""
     if getattr(model, "features", False):
-        raise ExportError(f"{family}: reads cached annotations of a pretrained CNN (data image_captions); export "
-                          "PhotoCaptioner(model, data.encoder, data.max_pixels), the CNN and the model as one path")
+        raise ExportError(f"{family}: reads cached annotations of a pretrained CNN (data "
+                          "image_captions or coco_captions); export PhotoCaptioner(model, "
+                          "data.encoder, data.max_pixels), the CNN and the model as one path")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.eval()

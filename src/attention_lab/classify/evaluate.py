@@ -81,6 +81,22 @@ def predict(model, rows: list[dict], batch_size: int) -> tuple[np.ndarray, list[
     return np.concatenate(probs), attentions, time.perf_counter() - t0
 
 
+def item_counts(rows: list[dict], attentions: list[DocumentAttention | None]) -> dict[str, list[list[float]]]:
+    """The attention metrics item by item, as [a, b] pairs whose sums score them (results.evidence.COUNTED share:
+    100 · Σa / Σb): each gold document's rationale hit [hit, 1], each document's hop overlap [overlap, 1]; none
+    without attention (or gold rationales, or hops)."""
+    if not attentions or attentions[0] is None:
+        return {}
+    out = {}
+    gold = [{"sentence_weights": a.sentence, "gold": r.get("rationale")} for a, r in zip(attentions, rows)
+            if r.get("rationale")]
+    if hits := metrics.rationale_hits(gold):
+        out["test/rationale_acc"] = [[float(h), 1.0] for h in hits]
+    if attentions[0].hops is not None:
+        out["test/hop_overlap"] = [[metrics.hop_overlap(a.hops), 1.0] for a in attentions]
+    return out
+
+
 def evaluate(model, rows: list[dict], cfg) -> tuple[dict, np.ndarray, list[DocumentAttention | None]]:
     """test/* metrics of one model on prepared rows (with ids and y), its probabilities and attentions."""
     num_classes = len(cfg.task.labels)
@@ -124,6 +140,9 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
         per_seed[str(seed)], probs, attentions = evaluate(model, rows, cfg)
         outputs.update(ids=[r["id"] for r in rows], references=[r["y"] for r in rows], labels=labels)
         outputs["seeds"][str(seed)] = probs.argmax(-1).tolist()
+        for metric, counts in item_counts(rows, attentions).items():  # the ledger's test-item resamples
+            entry = outputs.setdefault("item_stats", {}).setdefault(metric, {"score": "share", "seeds": {}})
+            entry["seeds"][str(seed)] = counts
         if pictures is None or seed != cfg.seeds[0] or attentions[0] is None:
             continue
         for k, i in enumerate(spread_over_buckets([len(r["ids"]) for r in rows], cfg.task.buckets,

@@ -48,7 +48,7 @@ def unlabelled(cfg: DictConfig) -> list[dict]:
         return []
     try:
         return read_unlabelled(user_path(cfg, d.unlabelled_path), d.get("format", "jsonl"), d.get("text_field", "text"),
-                               d.encoding)
+                               d.encoding, columns(cfg), d.get("escapes", False))
     except DataError as err:
         raise DataError(f"unlabelled documents (data.unlabelled_path): {err}") from err
 
@@ -57,7 +57,13 @@ def read_file(cfg: DictConfig, path: str, split_field: str | None = None) -> lis
     """The documents of one JSONL or CSV file, read with the data section's fields."""
     d = cfg.data
     return read_labeled(user_path(cfg, path), d.format, d.text_field, d.label_field, d.encoding, d.title_field,
-                        split_field=split_field)
+                        split_field=split_field, columns=columns(cfg), escapes=d.escapes)
+
+
+def columns(cfg: DictConfig) -> list[str] | None:
+    """data.columns as a list (the column names of a CSV file without a header row), or None."""
+    names = cfg.data.get("columns")
+    return None if names is None else [str(name) for name in names]
 
 
 def split_field_splits(cfg: DictConfig) -> dict[str, list[dict]]:

@@ -112,13 +112,16 @@ class Source:
         return seen
 
     def base_family(self, family: str) -> str:
-        """The family itself, or for an ablation (params.yaml `<task>.ablations.<name>`, beside conf/) the family it
-        is `of`: the one whose model file it runs."""
-        if (self.conf / "model" / f"{family}.yaml").is_file() or not (params := self.conf.parent / "params.yaml").is_file():
+        """The family itself, or for an ablation (params.yaml `<task>.ablations.<name>` or
+        `<task>.corpus_ablations.<name>`, beside conf/) the family it is `of`: the one whose model file
+        it runs."""
+        params = self.conf.parent / "params.yaml"
+        if (self.conf / "model" / f"{family}.yaml").is_file() or not params.is_file():
             return family
         tasks = (yaml.safe_load(params.read_text(encoding="utf-8")) or {}).values()
-        return next((t["ablations"][family]["of"] for t in tasks if isinstance(t, dict)
-                     and family in (t.get("ablations") or {})), family)
+        entries = [t.get(key) or {} for t in tasks if isinstance(t, dict)
+                   for key in ("ablations", "corpus_ablations")]
+        return next((e[family]["of"] for e in entries if family in e), family)
 
     def model_module(self, family: str) -> str:
         """The module of conf/model/<family>.yaml's `_target_` (an ablation: its family's, base_family)."""

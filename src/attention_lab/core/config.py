@@ -21,7 +21,8 @@ PARAMS_FILE = "params.yaml"
 MISSING = "???"  # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml (check_missing)
 REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
-NOT_KNOBS = ("families", "pretrained", "family_params", "ablations", "replication")  # params.yaml `<task>:` lists
+NOT_KNOBS = ("families", "pretrained", "family_params", "ablations", "corpus_ablations", "replication",
+             "corpora")  # params.yaml lists
 REPLICATION_SEED = 1000  # the replication's first seed: far from params.yaml `seeds`, none seen by a study
 REPLICATED = ("models", "metrics", "predictions")  # paths the replication's runs keep under <path>/replication
 AUTO = "auto"  # params.yaml `trainer: auto`: conf/trainer/gpu.yaml where torch sees a CUDA GPU, else cpu.yaml
@@ -71,26 +72,92 @@ def pretrained_families(params: dict, task: str) -> list[str]:
     return list(params.get(task, {}).get("pretrained") or [])
 
 
-def ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
-    """params.yaml `<task>.ablations`: {name: {of: family, set: {key: value, ...}}}, each one family with one switch
-    changed (trained on every seed with that family's tuned values, evaluated as it), checked."""
-    where = f"{(root or Path()) / PARAMS_FILE} {task}.ablations"
-    entries = (params.get(task) or {}).get("ablations") or {}
+def corpora(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
+    """params.yaml `<task>.corpora`: {name: {data key: value, ...}}, each the task's `data` with those keys changed
+    (or added: a transform the task's prepare reads, e.g. translate's `order`), prepared and tokenized on its own
+    under data/prepared/<task>_<name> and data/tokenized/<task>_<name>, for the ablations that name it; checked.
+    An entry's `source` names the data source it is built on: it exists only while `<task>.data.source` is that
+    one (a corpus of the built-in data does not exist on a user's corpus: corpus_applies)."""
+    where = f"{(root or Path()) / PARAMS_FILE} {task}.corpora"
+    entries = (params.get(task) or {}).get("corpora") or {}
     if not isinstance(entries, dict):
-        raise ConfigError(f"{where}: expected a mapping {{<name>: {{of: <family>, set: {{...}}}}}}, got {entries!r}")
-    pretrained = pretrained_families(params, task)
+        raise ConfigError(f"{where}: expected a mapping {{<name>: {{<data key>: <value>, ...}}}}, got {entries!r}")
     for name, entry in entries.items():
-        if not isinstance(entry, dict) or set(entry) != {"of", "set"} or not isinstance(entry["set"], dict) \
-                or not entry["set"]:
-            raise ConfigError(f"{where}.{name}: expected {{of: <family>, set: {{<key>: <value>, ...}}}} (the family "
-                              f"and what the ablation changes), got {entry!r}")
-        if entry["of"] in pretrained or not isinstance(entry["of"], str):
-            raise ConfigError(f"{where}.{name}.of: expected a family trained from scratch (not one of "
-                              f"`{task}.pretrained`), got {entry['of']!r}")
-        if root is not None and (root / CONF_DIR / "model" / f"{name}.yaml").is_file():
-            raise ConfigError(f"{where}.{name}: a family has this name (conf/model/{name}.yaml); name the ablation "
-                              "otherwise")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+            raise ConfigError(f"{where}: corpus name {name!r}: expected lowercase letters, digits and _")
+        if not isinstance(entry, dict) or not entry:
+            raise ConfigError(f"{where}.{name}: expected {{<data key>: <value>, ...}} (what differs from "
+                              f"`{task}.data`), got {entry!r}")
+        if "source" in entry and not isinstance(entry["source"], str):
+            raise ConfigError(f"{where}.{name}.source: expected the data source the corpus is built on (e.g. "
+                              f"generated), got {entry['source']!r}")
     return entries
+
+
+def corpus_applies(params: dict, task: str, corpus: str, root: Path | None = None) -> bool:
+    """Whether `<task>.corpora.<corpus>` exists on the task's data: its `source`, where it names one, is
+    `<task>.data.source`."""
+    source = corpora(params, task, root)[corpus].get("source")
+    return source is None or source == ((params.get(task) or {}).get("data") or {}).get("source")
+
+
+def corpus_suffix(corpus: str | None) -> str:
+    """A corpus's folders are <task>_<name> beside the task's own <task>: the suffix `_<name>` ('' for none)."""
+    return f"_{corpus}" if corpus else ""
+
+
+ABLATION_KEYS = ("ablations", "corpus_ablations")  # a task's two dicts of ablations (ablations())
+
+
+def ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
+    """params.yaml `<task>.ablations` and `<task>.corpus_ablations`, one dict: {name: {of: family, set: {key:
+    value, ...}[, corpus: name]}}, each one family with one switch changed (`ablations`) or trained on another
+    corpus of `<task>.corpora` (`corpus_ablations`, corpus required), on every seed with that family's tuned
+    values, evaluated as it; checked. Two dicts because dvc.yaml's groups loop over each (an item of the
+    second reads data/prepared/<task>_<corpus>)."""
+    pretrained, known, found = pretrained_families(params, task), corpora(params, task, root), {}
+    for key in ABLATION_KEYS:
+        where = f"{(root or Path()) / PARAMS_FILE} {task}.{key}"
+        entries = (params.get(task) or {}).get(key) or {}
+        if not isinstance(entries, dict):
+            raise ConfigError(f"{where}: expected a mapping {{<name>: {{of: <family>, set: {{...}}}}}}, "
+                              f"got {entries!r}")
+        on_corpus = key == "corpus_ablations"
+        for name, entry in entries.items():
+            allowed = {"of", "set", "corpus"} if on_corpus else {"of", "set"}
+            if not isinstance(entry, dict) or "of" not in entry or not set(entry) <= allowed \
+                    or not isinstance(entry.get("set", {}), dict) \
+                    or not (entry.get("corpus") if on_corpus else entry.get("set")):
+                shape = ("{of: <family>, corpus: <name>[, set: {<key>: <value>, ...}]}" if on_corpus else
+                         "{of: <family>, set: {<key>: <value>, ...}} (one on another corpus: "
+                         f"`{task}.corpus_ablations`)")
+                raise ConfigError(f"{where}.{name}: expected {shape}, got {entry!r}")
+            if on_corpus and entry["corpus"] not in known:
+                raise ConfigError(f"{where}.{name}.corpus: {entry['corpus']!r} is not a corpus of "
+                                  f"`{task}.corpora` ({', '.join(known) or 'none'})")
+            if entry["of"] in pretrained or not isinstance(entry["of"], str):
+                raise ConfigError(f"{where}.{name}.of: expected a family trained from scratch (not one "
+                                  f"of `{task}.pretrained`), got {entry['of']!r}")
+            if root is not None and (root / CONF_DIR / "model" / f"{name}.yaml").is_file():
+                raise ConfigError(f"{where}.{name}: a family has this name (conf/model/{name}.yaml); "
+                                  "name the ablation otherwise")
+            if name in found:
+                raise ConfigError(f"{where}.{name}: also an entry of `{task}.ablations`; name it once")
+            found[name] = entry
+    return found
+
+
+def corpora_apply(params: dict, task: str, root: Path | None = None) -> bool:
+    """Whether the task's corpora exist on its data (corpus_applies): all of them or none (a mix is a
+    ConfigError, since dvc.yaml's corpus groups loop over `<task>.corpora` whole)."""
+    names = list(corpora(params, task, root))
+    applies = [n for n in names if corpus_applies(params, task, n, root)]
+    if applies and len(applies) < len(names):
+        gone = [n for n in names if n not in applies]
+        raise ConfigError(f"{(root or Path()) / PARAMS_FILE} {task}.corpora.{gone[0]}: built on another "
+                          f"data source than `{task}.data.source` ({', '.join(applies)} are on it): "
+                          "remove it with its corpus ablations")
+    return bool(applies) or not names
 
 
 def replication(params: dict, task: str, root: Path | None = None) -> dict[str, int]:
@@ -113,9 +180,11 @@ def replication(params: dict, task: str, root: Path | None = None) -> dict[str, 
 
 
 def run_ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
-    """The ablations (`ablations`) the pipeline runs: those of a family in `<task>.families`."""
+    """The ablations (`ablations`) the pipeline runs: those of a family in `<task>.families`, on a corpus that
+    exists on the task's data (corpus_applies)."""
     own = families(params, task)
-    return {name: entry for name, entry in ablations(params, task, root).items() if entry["of"] in own}
+    return {name: entry for name, entry in ablations(params, task, root).items()
+            if entry["of"] in own and ("corpus" not in entry or corpus_applies(params, task, entry["corpus"], root))}
 
 
 def family_params(params: dict, path: Path, task: str, family: str | None) -> dict:
@@ -307,7 +376,8 @@ def params_layers(params: dict, root: Path, task: str, family: str | None, tuned
             Layer(f"{TUNED_DIR}/{base}.yaml", tuned_params(root, base) if tuned else {}),
             Layer(f"params.yaml {task}.family_params.{base}", family_params(params, root / PARAMS_FILE, task, base)),
             Layer(f"{where}.family_params.{base}", own),
-            *([Layer(f"params.yaml {task}.ablations.{family}.set", ablation["set"])] if ablation else [])]
+            *([Layer(f"params.yaml {task}.ablations.{family}.set", ablation["set"])]
+              if ablation and ablation.get("set") else [])]
 
 
 def _compose(root: Path, choices: list[str]) -> tuple[DictConfig, dict[str, str], list[Layer]]:
@@ -359,6 +429,20 @@ def _command_line(cfg: DictConfig, cli: list[str], task: str) -> tuple[DictConfi
     return cfg, Layer("command line", values)
 
 
+def _corpus_layer(cfg: DictConfig, params: dict, root: Path, task: str, corpus: str) -> tuple[DictConfig, Layer]:
+    """cfg with `<task>.corpora.<corpus>` merged over its `data` (keys the source lacks added: the task's prepare
+    reads them), and the layer it makes."""
+    known = corpora(params, task, root)
+    if corpus not in known:
+        raise ConfigError(f"corpus={corpus!r}: not a corpus of {root / PARAMS_FILE} `{task}.corpora` "
+                          f"({', '.join(known) or 'none'})")
+    layer = Layer(f"params.yaml {task}.corpora.{corpus}", {"data": known[corpus]}, replace=REPLACED)
+    OmegaConf.set_struct(cfg, False)
+    cfg = _merge_layer(cfg, layer)
+    OmegaConf.set_struct(cfg, True)
+    return cfg, layer
+
+
 @dataclass
 class Resolved:
     """load_config's config and what made it: the group files chosen, and the layers merged over them."""
@@ -369,7 +453,7 @@ class Resolved:
 
 
 def resolve_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
-                   task: str = "translate", tuned: bool = True) -> Resolved:
+                   task: str = "translate", tuned: bool = True, corpus: str | None = None) -> Resolved:
     """load_config, with the layers it merged (see load_config)."""
     root = (root or Path.cwd()).resolve()
     params = read_params(root)
@@ -397,6 +481,11 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
         raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`), {root / TUNED_DIR / f'{family}.yaml'} or "
                           f"{root / CONF_DIR / 'profile' / (params.get('profile', 'quick') + '.yaml')}: {err}") from err
+    # 4b. the corpus (`<task>.corpora.<name>`): the stage's corpus=<name>, else the ablation's
+    corpus = corpus or (ablations(params, task, root).get(family) or {}).get("corpus")
+    if corpus is not None:
+        cfg, layer = _corpus_layer(cfg, params, root, task, corpus)
+        layers.append(layer)
     # 5. the command line
     cfg, command_line = _command_line(cfg, cli, task)
     layers.append(command_line)
@@ -415,6 +504,8 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
         for key in REPLICATED:
             cfg.paths[key] = f"{cfg.paths[key]}/replication"
         cfg.paths.plots = f"plots/replication/{task}"
+    for key in ("prepared", "tokenized") if corpus is not None else ():  # data/<kind>/<task>_<corpus>
+        cfg.paths[key] = f"{cfg.paths[key]}{corpus_suffix(corpus)}"
     OmegaConf.set_struct(cfg, False)
     for key, value in set_here.items():
         cfg[key] = value
@@ -433,7 +524,7 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
 
 
 def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
-                task: str = "translate", tuned: bool = True) -> DictConfig:
+                task: str = "translate", tuned: bool = True, corpus: str | None = None) -> DictConfig:
     """The config a stage of `task` runs `family` with, checked (check_config). Layers, later wins:
 
     1. conf/ composed by Hydra: conf/config.yaml < conf/task/<task>.yaml < conf/data/<task>/<source>.yaml (params.yaml
@@ -442,6 +533,8 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
     3. tuned/<family>.yaml (unless tuned=False: the tune stage searches from the untuned config);
     4. params.yaml `<task>.family_params.<family>` (only what differs from the layers below; none: {}); for an
        ablation (`<task>.ablations.<name>`, family=<name>), 1.-4. are those of the family it is `of`, then its `set`;
+       then, for corpus=<name> or an ablation's `corpus`, `<task>.corpora.<name>` over `data` (its folders are
+       data/prepared/<task>_<name> and data/tokenized/<task>_<name>);
     5. command-line overrides `key=value` (and `data=`, `model=`, `trainer=`, which pick the group's file in 1).
 
     conf/profile/<profile>.yaml overlays params.yaml in its shape: its `<task>:` keys layer 2 (its `data` keys only
@@ -450,15 +543,16 @@ def load_config(overrides: list[str] | None = None, family: str | None = None, r
     value, and the tune stage does not search it). A value lives in one of 1 and 2: conf/ declares what params.yaml
     sets as ???, and a key still ??? after every layer is a ConfigError naming it (check_missing).
     """
-    return resolve_config(overrides, family, root, task, tuned).cfg
+    return resolve_config(overrides, family, root, task, tuned, corpus).cfg
 
 
 def explain_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
-                   task: str = "translate", tuned: bool = True) -> tuple[DictConfig, dict[str, list[tuple[str, object]]]]:
+                   task: str = "translate", tuned: bool = True, corpus: str | None = None
+                   ) -> tuple[DictConfig, dict[str, list[tuple[str, object]]]]:
     """load_config's config and, for each of its leaf keys (`model.input_feeding`; a list is one leaf), every layer
     that set it, in order, with the value it set there: [(layer, value), ...], the last one the value's origin. A
     conf/ file's ??? declares a key without setting it: it is not in the list."""
-    resolved = resolve_config(overrides, family, root, task, tuned)
+    resolved = resolve_config(overrides, family, root, task, tuned, corpus)
     history: dict[str, list[tuple[str, object]]] = {}
     for layer in resolved.layers:
         for key in layer.replace:  # a layer that sets a replaced key drops the lower layers' values under it

@@ -54,6 +54,7 @@ SIZE = Range(1, 65536, integer=True)  # widths, heads, layers, batch sizes: past
 COUNT = Range(0, None, integer=True)
 POSITIVE = Range(1, None, integer=True)
 SHARE = Range(0, 1, open_high=True)  # dropout, label smoothing, held-out shares: [0, 1)
+FLAG = (False, True)  # a yes/no knob: YAML true or false, not 1 or 0
 # What every numeric or named knob allows, checked by load_config after every layer is merged. A key takes the first
 # pattern it matches (fnmatch, `*` spans dots); list values (train.label_fractions, model.channels) are checked item
 # by item. Keys without a pattern are not checked.
@@ -129,6 +130,7 @@ RULES: dict[str, Range | tuple] = {
     "data.max_pixels": Range(1, None, integer=True), "data.feature_batch": Range(1, 4096, integer=True),
     "data.src_column": COUNT, "data.tgt_column": COUNT,
     "data.format": ("jsonl", "csv"),
+    "data.escapes": FLAG,
     "data.height": Range(1, 4096, integer=True), "data.width": Range(1, 4096, integer=True),
     "data.image_size": Range(32, 4096, integer=True),
     "data.digit_size": Range(1, 4096, integer=True),
@@ -138,7 +140,6 @@ RULES: dict[str, Range | tuple] = {
     "trainer.accelerator": ("auto", "cpu", "cuda", "gpu", "mps"),
     "trainer.log_every_n_steps": POSITIVE,
 }
-FLAG = (False, True)  # a yes/no knob: YAML true or false, not 1 or 0
 TASK_RULES: dict[str, dict[str, tuple]] = {"translate": {
     "tokenize.model": ("bpe", "unigram"),
     "tokenize.normalization": NORMALIZATIONS,
@@ -180,9 +181,49 @@ def split_file_problems(d: dict) -> list[str]:
             given, missing = sorted(pair, key=lambda k: pair[k] is None)
             problems.append(f"{given} = {pair[given]!r} but {missing} is null: give both files of the {split} "
                             f"split, or neither (then it is carved from the train files by data.{split}_fraction)")
+    if "splits" in d:  # caption's coco_captions: {train: {annotations, images}, valid, test}
+        problems += coco_split_problems(d["splits"])
     if d.get("split_field") and (named := [f"data.{k}" for k in ("valid_path", "test_path") if d.get(k)]):
         problems.append(f"data.split_field = {d['split_field']!r} and {' and '.join(named)} both say where the "
                         "splits are: use one (split_field: null with per-split files)")
+    return problems
+
+
+def column_problems(d: dict) -> list[str]:
+    """What is wrong with data.columns, the column names of a CSV file without a header row."""
+    columns = d.get("columns")
+    if columns is None:
+        return []
+    names = isinstance(columns, list) and all(c and isinstance(c, str) for c in columns)
+    if not (names and columns):
+        return [f"data.columns = {columns!r}: expected a list of column names (e.g. [label, text])"]
+    problems = []
+    if d.get("format") != "csv":
+        problems.append(f"data.columns = {columns} but data.format = {d.get('format')!r}: columns "
+                        "name the fields of a CSV file without a header row (format: csv)")
+    if twice := sorted({c for c in columns if columns.count(c) > 1}):
+        problems.append(f"data.columns = {columns} names {', '.join(map(repr, twice))} more than "
+                        "once: expected one name per column")
+    for key in ("text_field", "label_field"):
+        if d.get(key) not in columns:
+            problems.append(f"data.columns = {columns} lacks data.{key} = {d.get(key)!r}: expected "
+                            "it among the column names")
+    return problems
+
+
+def coco_split_problems(splits) -> list[str]:
+    """data.splits of coco_captions: train, and valid/test if given, each {annotations, images}."""
+    expected = "{annotations: <COCO's caption JSON>, images: <the folder of its photos>}"
+    if not isinstance(splits, dict):
+        return [f"data.splits = {splits!r}: expected {{train: {expected}}} (valid, test optional)"]
+    problems = []
+    for split, files in splits.items():
+        if files is None and split != "train":
+            continue
+        if not isinstance(files, dict) or set(files) != {"annotations", "images"} \
+                or not all(isinstance(v, str) and v for v in files.values()):
+            also = " (train is required)" if split == "train" else " or null (carved from train)"
+            problems.append(f"data.splits.{split} = {files!r}: expected {expected}{also}")
     return problems
 
 
@@ -212,7 +253,7 @@ def check_config(cfg: DictConfig, where: str) -> None:
         if d.get("valid_fraction", 0) + d.get("test_fraction", 0) >= 1:
             problems.append(f"data.valid_fraction + data.test_fraction = {d['valid_fraction']} + "
                             f"{d['test_fraction']}: expected a sum below 1 (the rest is training data)")
-        problems += split_file_problems(d)
+        problems += split_file_problems(d) + column_problems(d)
         width = next((k for k in ("d_model", "hidden") if k in m), None)
         if width and "heads" in m and m[width] % m["heads"]:
             problems.append(f"model.{width} = {m[width]} is not divisible by model.heads = {m['heads']}")

@@ -1,8 +1,8 @@
 """dvc.yaml, written from params.yaml and the code's imports (core.code_deps); never edit dvc.yaml.
 
-The family groups loop over params.yaml's own lists (`foreach: ${translate.families}`,
-`${translate.ablations}`), so `dvc exp run -S translate.families=[...]` runs the families it
-names. An item's own deps are named from its family alone: conf/model/<family>.py (a link to the
+The family groups loop over params.yaml's own lists and dicts (`foreach: ${translate.families}`,
+`${translate.ablations}`; the corpora and their ablations where they exist on the task's data), so
+`dvc exp run -S translate.families=[...]` runs the families it names. An item's own deps are named from its family alone: conf/model/<family>.py (a link to the
 module its `_target_` names: links()), conf/tune/<family>.yaml, `<task>.family_params.<family>`.
 `attention-lab stages` writes dvc.yaml, the links, an empty search space for a family without
 one and docs/pipeline.md's re-run table; `attention-lab repro` writes dvc.yaml alone;
@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.code_deps import PACKAGE, Source
+from attention_lab.core.config import corpus_suffix
 
 STAGES = "attention_lab.stages"
 DOC = "docs/pipeline.md"
@@ -40,37 +41,52 @@ class Kind:
     module: str                     # attention_lab.stages.<module>
     comment: str
     deps: tuple[str, ...] = ()      # data and conf deps: {task}, {item} (the family or task), {of} (the family whose
-    #                                 model and tuned values it runs: an ablation's family, else the item), {profile}
+    #                                 model and tuned values it runs: an ablation's family, else the item), {profile},
+    #                                 {data} (the folder name of its corpus: <task>, or <task>_<corpus>)
     params: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
     outs_no_cache: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     plots: tuple[str, ...] = ()
-    families: str = "families"      # "families", "pretrained", "ablations", "replication" (its families and ablations),
-    #                                 "replication_pretrained" (its pretrained families) or "" (one item per task)
+    families: str = "families"      # "families", "pretrained", "ablations", "corpus_ablations" (those on another
+    #                                 corpus), "replication" (its families and ablations), "replication_pretrained"
+    #                                 (its pretrained families), "corpora" (the command says corpus=) or "" (per task)
     overrides: str = ""             # appended to the command: replication=true
 
 
-SET = "{set}"  # ${item.set}: a replicated ablation's `<task>.ablations.<name>`, else its `<task>.replication.<name>`
+RECORDS = ("metrics", "results", "predictions")  # what report_claims reads of each evaluated family
+# an evaluate stage's outputs besides metrics and plots (results/: the record's rest, data plots)
+EVALUATED = ("predictions/{task}/{item}.json", "results/{task}/{item}")
+REPLICATED = ("predictions/replication/{task}/{item}.json", "results/replication/{task}/{item}")
+SET = "{set}"  # ${item.set}: a replicated ablation's own entry (ablations()), else `<task>.replication.<name>`
 REPLICATION = " replication=true"
 OWN = "{own}"  # the family's own params key, `<task>.family_params.<family>`: every family has one
 LINK = "conf/model/{family}.py"  # a link to the family's model module (links()): its own code dep
 SPACE = "conf/tune/{family}.yaml"  # the family's search space ({}: not tuned)
-LISTED = ("families", "pretrained", "ablations")  # the kinds that loop over params.yaml's own list
+# the kinds that loop over params.yaml's own list or dict (the rest: over items written here)
+LISTED = ("families", "pretrained", "ablations", "corpus_ablations", "corpora")
+ON_CORPORA = ("corpus_ablations", "corpora")  # their groups exist where the corpora do (corpora_apply)
 # the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto` names none), so
 # switching it re-runs them; evaluate and export run their models on the CPU whatever it says
 TRAINER = ("conf/trainer",)
 CONF = ("conf/model/{of}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
 TRAIN_PARAMS = ("seeds", "trainer", "{task}.train", OWN)
-TRAIN_DEPS = ("tuned/{of}.yaml", "data/prepared/{task}", "data/tokenized/{task}", *CONF, "conf/data/{task}",
+TRAIN_DEPS = ("tuned/{of}.yaml", "data/prepared/{data}", "data/tokenized/{data}", *CONF, "conf/data/{task}",
               "conf/profile/{profile}.yaml")
+PREPARE = ("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml")
+TOKENIZE = ("data/prepared/{data}/train.jsonl", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml")
 KINDS = (
     Kind("prepare_{task}", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
-         deps=("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
-         params=("profile", "{task}.data"), outs=("data/prepared/{task}",), families=""),
+         deps=PREPARE, params=("profile", "{task}.data"), outs=("data/prepared/{task}",), families=""),
     Kind("tokenize_{task}", "tokenizer", "data/tokenized/<task>/tokenizer.json, trained on the training split only",
-         deps=("data/prepared/{task}/train.jsonl", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml"),
-         params=("{task}.tokenize",), outs=("data/tokenized/{task}",), families=""),
+         deps=TOKENIZE, params=("{task}.tokenize",), outs=("data/tokenized/{task}",), families=""),
+    Kind("prepare_corpus_{task}", "prepare", "each corpus of params.yaml `<task>.corpora`: `<task>.data` "
+         "with its keys changed -> data/prepared/<task>_<corpus>",
+         deps=PREPARE, params=("profile", "{task}.data", "{task}.corpora.{item}"),
+         outs=("data/prepared/{data}",), families="corpora"),
+    Kind("tokenize_corpus_{task}", "tokenizer", "as tokenize_<task>, on the corpus -> "
+         "data/tokenized/<task>_<corpus>",
+         deps=TOKENIZE, params=("{task}.tokenize",), outs=("data/tokenized/{data}",), families="corpora"),
     Kind("pretrain", "pretrain", "the encoder a pretrained family starts from -> models/pretrained/<family>",
          deps=("data/prepared/{task}/train.jsonl", "data/prepared/{task}/valid.jsonl",
                "data/prepared/{task}/unlabelled.jsonl", "conf/model/{item}.yaml", "conf/task/{task}.yaml",
@@ -90,66 +106,86 @@ KINDS = (
          deps=("tuned/{item}.yaml", "data/prepared/{task}", "models/pretrained/{item}", *CONF,
                "conf/profile/{profile}.yaml"),
          params=TRAIN_PARAMS, outs=("models/{item}/checkpoints",), families="pretrained"),
-    Kind("evaluate_{task}", "evaluate", "test scores; predictions are every seed's outputs, for the paired tests",
+    Kind("evaluate_{task}", "evaluate", "test scores: metrics/ (numbers), results/ (the rest, data "
+         "plots), plots/ (images), predictions/ (every seed's outputs, for the paired tests)",
          deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints", "tuned/{item}.yaml"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs_no_cache=("predictions/{task}/{item}.json",)),
+         outs_no_cache=EVALUATED),
     Kind("evaluate_finetuned", "evaluate", "as evaluate_<task>, plus the pretraining figures",
          deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
                "models/pretrained/{item}.run.json",
                "models/pretrained/{item}/tokenizer.json", "models/{item}/checkpoints", "tuned/{item}.yaml"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs_no_cache=("predictions/{task}/{item}.json",), families="pretrained"),
+         outs_no_cache=EVALUATED, families="pretrained"),
     Kind("export_{task}", "export", "ONNX graphs, tokenizer, meta.json, parity.json -> models/<family>/onnx",
          deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
          params=("{task}.evaluate",), outs=("models/{item}/onnx",)),
     Kind("export_finetuned", "export", "as export_<task>, from the fine-tuned checkpoints",
          deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
          params=("{task}.evaluate",), outs=("models/{item}/onnx",), families="pretrained"),
-    Kind("train_ablation_{task}", "train", "each of params.yaml `<task>.ablations`: its family with one switch "
-         "changed, on that family's tuned values, every seed -> models/<ablation>/checkpoints",
-         deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.ablations.{item}"), outs=("models/{item}/checkpoints",),
-         families="ablations"),
+    Kind("train_ablation_{task}", "train", "each of params.yaml `<task>.ablations`: its family with one "
+         "switch changed, on that family's tuned values, every seed -> models/<ablation>/checkpoints",
+         deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.ablations.{item}"),
+         outs=("models/{item}/checkpoints",), families="ablations"),
     Kind("evaluate_ablation_{task}", "evaluate", "as evaluate_<task>, for the ablations",
-         deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints"),
-         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs_no_cache=("predictions/{task}/{item}.json",), families="ablations"),
+         deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
+         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",),
+         plots=("plots/{task}/{item}",), outs_no_cache=EVALUATED, families="ablations"),
+    Kind("train_corpus_ablation_{task}", "train", "each of params.yaml `<task>.corpus_ablations`: as "
+         "train_ablation_<task>, on its corpus (data/prepared/<task>_<corpus>)",
+         deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.corpus_ablations.{item}"),
+         outs=("models/{item}/checkpoints",), families="corpus_ablations"),
+    Kind("evaluate_corpus_ablation_{task}", "evaluate", "as evaluate_<task>, on the ablation's corpus",
+         deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
+         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",),
+         plots=("plots/{task}/{item}",), outs_no_cache=EVALUATED, families="corpus_ablations"),
     Kind("train_replication_{task}", "train", "the confirmatory replication: each of params.yaml "
-         "`<task>.replication` on its fresh seeds, after the claims are frozen -> models/replication/<name>/checkpoints",
+         "`<task>.replication` on its fresh seeds, after the claims are frozen -> "
+         "models/replication/<name>/checkpoints",
          deps=TRAIN_DEPS, params=("trainer", "{task}.train", OWN, "{task}.replication.{item}", SET),
-         outs=("models/replication/{item}/checkpoints",), families="replication", overrides=REPLICATION),
+         outs=("models/replication/{item}/checkpoints",), families="replication",
+         overrides=REPLICATION),
     Kind("finetune_replication_{task}", "train", "as train_replication_<task>, for the pretrained families",
          deps=("tuned/{item}.yaml", "data/prepared/{task}", "models/pretrained/{item}", *CONF,
                "conf/profile/{profile}.yaml"),
          params=("trainer", "{task}.train", OWN, "{task}.replication.{item}"),
-         outs=("models/replication/{item}/checkpoints",), families="replication_pretrained", overrides=REPLICATION),
-    Kind("evaluate_replication_{task}", "evaluate", "as evaluate_<task>, for the replication -> metrics/replication/",
-         deps=("data/prepared/{task}", "data/tokenized/{task}", "models/replication/{item}/checkpoints"),
+         outs=("models/replication/{item}/checkpoints",), families="replication_pretrained",
+         overrides=REPLICATION),
+    Kind("evaluate_replication_{task}", "evaluate", "as evaluate_<task>, for the replication -> "
+         "metrics/replication/",
+         deps=("data/prepared/{data}", "data/tokenized/{data}", "models/replication/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
-         plots=("plots/replication/{task}/{item}",), outs_no_cache=("predictions/replication/{task}/{item}.json",),
+         plots=("plots/replication/{task}/{item}",), outs_no_cache=REPLICATED,
          families="replication", overrides=REPLICATION),
     Kind("evaluate_replication_finetuned", "evaluate", "as evaluate_finetuned, for the replication",
          deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
                "models/pretrained/{item}.run.json", "models/pretrained/{item}/tokenizer.json",
                "models/replication/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
-         plots=("plots/replication/{task}/{item}",), outs_no_cache=("predictions/replication/{task}/{item}.json",),
+         plots=("plots/replication/{task}/{item}",), outs_no_cache=REPLICATED,
          families="replication_pretrained", overrides=REPLICATION),
-    Kind("report_{task}", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
-         deps=("metrics/{task}", "plots/{task}", "predictions/{task}"), params=("{task}.families",),
-         outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"), families=""),
+    Kind("report_{task}", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json "
+         "(ranking, p-values)",
+         deps=("metrics/{task}", "results/{task}", "plots/{task}", "predictions/{task}"),
+         params=("{task}.families",),
+         outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"),
+         families=""),
 )
 
 
 def family_lists(params: dict, task: str, root: Path) -> dict[str, list[str]]:
-    """The task's items of each kind as params.yaml has them now (every ablation, run or not)."""
-    from attention_lab.core.config import ablations, replication
+    """The task's items of each kind as params.yaml has them now (every ablation, run or not; the
+    corpora and their ablations where the corpora exist on the task's data)."""
+    from attention_lab.core.config import corpora, corpora_apply, replication
 
     section = params.get(task) or {}
     pretrained = list(section.get("pretrained") or [])
     replicated = list(replication(params, task, root))
+    on = corpora_apply(params, task, root)
     return {"families": list(section.get("families") or []), "pretrained": pretrained,
-            "ablations": list(ablations(params, task, root)),
+            "ablations": list(section.get("ablations") or {}),
+            "corpus_ablations": list(section.get("corpus_ablations") or {}) if on else [],
+            "corpora": list(corpora(params, task, root)) if on else [],
             "replication": [f for f in replicated if f not in pretrained],
             "replication_pretrained": [f for f in replicated if f in pretrained]}
 
@@ -190,23 +226,24 @@ def render(root: Path) -> str:
     stages: dict[str, dict] = {}
     for kind in KINDS:
         for task in tasks:
-            if grouped(kind, params.get(task) or {}, lists[task]):
+            if grouped(kind, params, task, lists[task], root):
                 name = kind.name.format(task=task)
                 stages[name] = stage(kind, source, root, params, task, lists[task])
     ledger = f"python -m {STAGES}.claims"  # like the index, it reads every task's registry by name
     registries = {f"{PACKAGE}.{task}.task" for task in tasks}
     ledger_code = sorted({*code(source, root, [ledger]), *modules(source, root, registries)})
     replicated = [t for t in tasks if lists[t]["replication"] or lists[t]["replication_pretrained"]]
-    read = ("metrics", "predictions")
+    listed = ("pretrained", "ablations", "corpus_ablations", "corpora")
     stages["report_claims"] = {
         "cmd": ledger,
-        "deps": ["conf/claims.yaml", *(f"{k}/{t}" for t in tasks for k in read),
-                 *(f"data/prepared/{t}/test.jsonl" for t in tasks),  # the test items' lengths
-                 *(f"{k}/replication/{t}" for t in replicated for k in read),
+        "deps": ["conf/claims.yaml", *(f"{k}/{t}" for t in tasks for k in RECORDS),
+                 *(f"data/prepared/{t}{corpus_suffix(c)}/test.jsonl"  # the test items' lengths
+                   for t in tasks for c in (None, *lists[t]["corpora"])),
+                 *(f"{k}/replication/{t}" for t in replicated for k in RECORDS),
                  *(f"metrics/{t}_summary.json" for t in tasks),  # after each report: its MLflow run
                  *ledger_code],
         "params": ["tasks", *(f"{t}.families" for t in tasks),
-                   *(f"{t}.{k}" for t in tasks for k in ("pretrained", "ablations") if lists[t][k]),
+                   *(f"{t}.{k}" for t in tasks for k in listed if lists[t][k]),
                    *(f"{t}.replication" for t in tasks if params.get(t, {}).get("replication"))],
         "outs": [{out: {"cache": False}} for out in (
             "reports/claims.md", "reports/claims", "metrics/claims.json", "reports/ablations.md")]}
@@ -215,7 +252,8 @@ def render(root: Path) -> str:
     index_code = sorted({*code(source, root, [index]), *modules(source, root, registries)})
     stages["report_index"] = {"cmd": index, "deps": ["metrics", *index_code], "params": ["tasks"],
                               "outs": [{"reports/index.md": {"cache": False}}]}
-    text = yaml.safe_dump({"stages": stages}, sort_keys=False, width=120, default_flow_style=False)
+    pipeline = {"stages": stages, "plots": data_plots(params, tasks, lists, root)}
+    text = yaml.safe_dump(pipeline, sort_keys=False, width=120, default_flow_style=False)
     comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in tasks}
     comments["report_claims"] = ("reports/claims.md, metrics/claims.json: the papers' claims "
                                  "(conf/claims.yaml), tested; reports/ablations.md: each ablation "
@@ -231,13 +269,52 @@ def modules(source: Source, root: Path, roots: set[str]) -> list[str]:
     return [source.module_file(m).relative_to(root).as_posix() for m in source.closure(roots)]
 
 
-def grouped(kind: Kind, section: dict, lists: dict[str, list[str]]) -> bool:
-    """Does a task with this params.yaml section (and item lists) have the kind's group."""
+def grouped(kind: Kind, params: dict, task: str, lists: dict[str, list[str]], root: Path) -> bool:
+    """Does the task (params.yaml, its item lists) have the kind's group."""
+    from attention_lab.core.config import corpora_apply
+
+    section = params.get(task) or {}
     if not kind.families:
         return True
     if kind.families in ("families", "ablations"):  # even empty: `dvc exp run -S` can fill it
         return kind.families in section
+    if kind.families in ON_CORPORA:  # as those, where the corpora exist on the task's data
+        return kind.families in section and corpora_apply(params, task, root)
     return bool(lists[kind.families])  # groups named without the task, and the replication's
+
+
+def data_plots(params: dict, tasks: list[str], lists: dict, root: Path) -> list[dict]:
+    """dvc.yaml's top-level plots: by length per task and group, validation curves per item."""
+    from attention_lab.core.config import REPLICATION_SEED, families, replication
+    from attention_lab.core.task import get_task
+    from attention_lab.results import records
+
+    plots, seeds = [], params.get("seeds", [0])
+    for task in tasks:
+        key, label = next(iter(get_task(task).headline.items()))
+        fresh = {f: list(range(REPLICATION_SEED, REPLICATION_SEED + n))
+                 for f, n in replication(params, task, root).items()}
+        ablated = [*lists[task]["ablations"], *lists[task]["corpus_ablations"]]
+        groups = (("", "families", {f: seeds for f in families(params, task)}),
+                  ("", "ablations", {a: seeds for a in ablated}),
+                  ("replication/", "replication", fresh))  # {item: its seeds}
+        for where, group, items in groups:
+            if not items:
+                continue
+            folder = f"{records.RESULTS}/{where}{task}"
+            by_length = {f"{folder}/{item}/{records.BY_LENGTH}": records.length_metric(key)
+                         for item in items}  # a line per item: its mean over seeds by bucket
+            plots.append({f"{where}{task}/by_length/{group}": {
+                "template": "linear", "x": "length", "y": by_length,
+                "title": f"{task} ({group}): test {label} by length bucket, mean over seeds",
+                "x_label": "length bucket (its shortest length)", "y_label": f"test {label}"}})
+            for item, runs in items.items():  # a line per seed: the metric its runs stop on
+                curves = {f"{folder}/{item}/{records.curve_file(seed)}": "value" for seed in runs}
+                plots.append({f"{where}{task}/curves/{item}": {
+                    "template": "linear", "x": "epoch", "y": curves,
+                    "title": f"{task} {item}: validation curve of each seed",
+                    "x_label": "epoch", "y_label": "validation metric (the one its runs stop on)"}})
+    return plots
 
 
 def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
@@ -249,28 +326,41 @@ def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
 def stage(kind: Kind, source: Source, root: Path, params: dict, task: str,
           lists: dict[str, list[str]]) -> dict:
     """A per-task kind's stage {cmd, deps, ...}, or a family kind's foreach group {foreach, do}."""
+    from attention_lab.core.config import ABLATION_KEYS
+
     if not kind.families:
-        values, foreach = {"task": task, "item": task, "of": task}, None
+        values, foreach = {"task": task, "item": task, "of": task, "data": task}, None
+        shared, own_deps = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"]), []
+    elif kind.families == "corpora":  # a dict {corpus: its data keys}: the same code for each
+        foreach = f"${{{task}.corpora}}"
+        values = {"task": task, "item": "${key}", "data": f"{task}_${{key}}"}
         shared, own_deps = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"]), []
     else:
+        data = task
         if kind.families in LISTED:  # params.yaml's list (item: a family), dict (key: an ablation)
             foreach = f"${{{task}.{kind.families}}}"
-            by_key = kind.families == "ablations"
+            by_key = kind.families in ABLATION_KEYS
             item, of = ("${key}", "${item.of}") if by_key else ("${item}", "${item}")
+            if kind.families == "corpus_ablations":
+                data = f"{task}_${{item.corpus}}"
         else:  # the replication's items name a family or an ablation: their family is written here
-            entries = (params.get(task) or {}).get("ablations") or {}
+            section = params.get(task) or {}
+            where = {a: k for k in ABLATION_KEYS for a in section.get(k) or {}}
             foreach = {f: {"of": source.base_family(f),
-                           "set": f"{task}.{'ablations' if f in entries else 'replication'}.{f}"}
+                           "set": f"{task}.{where.get(f, 'replication')}.{f}",
+                           "data": task + corpus_suffix(
+                               ((section.get("corpus_ablations") or {}).get(f) or {}).get("corpus"))}
                        for f in lists[kind.families]}
-            item, of = "${key}", "${item.of}"
+            item, of, data = "${key}", "${item.of}", "${item.data}"
         values = {"task": task, "item": item, "of": of, "own": f"{task}.family_params.{of}",
-                  "set": "${item.set}"}
+                  "set": "${item.set}", "data": data}
         candidates = [*task_families(source, task), *lists["families"], *lists["pretrained"]]
         shared = group_code(source, root, kind, task, candidates)
         space = [SPACE.format(family=item)] if kind.module == "tune" else []
         own_deps = [LINK.format(family=of), *space]
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
-    family = f" family={values['item']}" if foreach is not None else ""
+    arg = "corpus" if kind.families == "corpora" else "family"
+    family = f" {arg}={values['item']}" if foreach is not None else ""
     do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={task}{family}{kind.overrides}",
                 "deps": list(dict.fromkeys(deps))}
     if kind.params:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.config import families, pretrained_families
+from attention_lab.core.config import ABLATION_KEYS, ablations, families, pretrained_families
 from attention_lab.core.tracking import EQUIVALENT_CODE
 from attention_lab.pipeline.scratch import copy_project, environ
 
@@ -30,7 +30,8 @@ SEEDS = [0, 1]
 # what differs between two identical runs: timings, MLflow run ids, and the keys that name the code (run keys, study
 # names: the proof's two trees are two codes)
 VOLATILE = re.compile(r"seconds|_per_s$|^date$|^created$|duration|^machine$|^cpu$|^run_id$|^key$")
-OUTPUTS = ("data", "models", "tuned", "metrics", "predictions")  # what the stages up to evaluate write
+# what the stages up to evaluate write
+OUTPUTS = ("data", "models", "tuned", "metrics", "results", "predictions")
 REPORTS = "report_"  # stages the proof does not compare: they re-run for real (seconds, from the committed results)
 GIT_ID = {"GIT_AUTHOR_NAME": "neutral", "GIT_AUTHOR_EMAIL": "neutral@localhost",
           "GIT_COMMITTER_NAME": "neutral", "GIT_COMMITTER_EMAIL": "neutral@localhost"}
@@ -164,9 +165,10 @@ def _stable(value, root: str, parent: str = ""):
 
 
 def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
-    """{output file: digest} of what the stages decided: checkpoints' state dicts, pretrained encoders, data, metrics,
-    predictions, tuned values and run records (their VOLATILE keys left out, and in a run's config and a metrics
-    file's `trained_config` the `new_keys` the change adds: added()); studies' journals, which log times, not."""
+    """{output file: digest} of what the stages decided: checkpoints' state dicts, pretrained
+    encoders, data, metrics, details, predictions, tuned values and run records (their VOLATILE keys
+    left out, and in a run's config and a details.json's `trained_config` the `new_keys` the change
+    adds: added()); studies' journals, which log times, not."""
     import torch
     from safetensors.torch import load_file
 
@@ -187,7 +189,7 @@ def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
             for key in new_keys:
                 *parents, leaf = key.split(".")
                 _holder(data, parents).pop(leaf, None)  # a run's config.yaml
-                _holder(data, ["trained_config"]).pop(key, None)  # a metrics file's settings, dotted keys
+                _holder(data, ["trained_config"]).pop(key, None)  # details.json's settings, dotted
             found[rel] = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
         elif path.suffix not in (".journal", ".lock"):
             found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -198,7 +200,8 @@ def new_outputs(root: Path, base: str, prints: list[dict[str, str]]) -> dict[str
     """{output: the name it belongs to} of the tree's outputs that belong to a family, ablation or replication entry
     params.yaml names in the tree and not at the base (a new ablation's runs: nothing to compare them with)."""
     def names(params: dict) -> set[str]:
-        return {n for t in params.get("tasks", []) for key in ("families", "pretrained", "ablations")
+        return {n for t in params.get("tasks", [])
+                for key in ("families", "pretrained", *ABLATION_KEYS)
                 for n in (params.get(t) or {}).get(key) or []}
 
     then = yaml.safe_load(subprocess.run(["git", "show", f"{base}:params.yaml"], cwd=root, capture_output=True,
@@ -288,7 +291,7 @@ def affected(params: dict, stages: list[str]) -> list[str] | None:
     its family), every family of the task for a task-wide stage (`prepare_<task>`); None (every family) for a stage
     of no one task."""
     runs = {f for t in params["tasks"] for f in families(params, t)}
-    of = {name: e["of"] for t in params["tasks"] for name, e in ((params[t] or {}).get("ablations") or {}).items()}
+    of = {name: e["of"] for t in params["tasks"] for name, e in ablations(params, t).items()}
     chosen: set[str] = set()
     for name in stages:
         kind, _, item = name.partition("@")
@@ -379,7 +382,8 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
     found = differences(*prints, "output") + differences(*quick, "quick-profile config")
     kinds = {k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1])) for k, s in
              (("checkpoints", ("", ".ckpt")), ("encoders", ("", ".safetensors")), ("data files", ("data/", "")),
-              ("metrics", ("metrics/", ".json")), ("predictions", ("predictions/", ".json")))}
+              ("metrics", ("metrics/", ".json")), ("details", ("results/", ".json")),
+              ("predictions", ("predictions/", ".json")))}
     print(f"compared: {', '.join(f'{n} {k}' for k, n in kinds.items())}, {len(prints[0])} files in all; "
           f"{len(quick[0])} quick-profile configs")
     if found:

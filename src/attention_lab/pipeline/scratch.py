@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from attention_lab.core.config import ABLATION_KEYS
+
 ROOT = Path(__file__).resolve().parents[3]  # the checkout holding src/attention_lab
 COPIED = ("conf", "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore", ".gitignore")
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.egg-info", ".trials", "*.journal.*")
@@ -57,6 +59,25 @@ def drop_orphan_ablations(params: dict) -> None:
     for task in params.get("tasks", []):
         section = params.get(task) or {}
         kept = {*(section.get("families") or []), *(section.get("pretrained") or [])}
-        if section.get("ablations"):
-            entries = section["ablations"].items()
-            section["ablations"] = {n: e for n, e in entries if e.get("of") in kept}
+        for key in ABLATION_KEYS:
+            if section.get(key):
+                entries = section[key].items()
+                section[key] = {n: e for n, e in entries if e.get("of") in kept}
+
+
+GIT_ID = {"GIT_AUTHOR_NAME": "attention-lab", "GIT_AUTHOR_EMAIL": "attention-lab@localhost",
+          "GIT_COMMITTER_NAME": "attention-lab", "GIT_COMMITTER_EMAIL": "attention-lab@localhost"}
+
+
+def init_repo(dest: Path) -> None:
+    """Make the copy `dest` a git repository with DVC, its files committed, as a user's clone is (so that
+    `dvc repro` and `dvc exp run` work in it)."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, **GIT_ID, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
+    for args in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
+                 ["git", "add", "-A"], ["git", "commit", "-qm", "project"]):
+        done = subprocess.run(args, cwd=dest, env=env, capture_output=True, text=True, check=False)
+        if done.returncode:
+            raise RuntimeError(f"`{' '.join(args)}` failed in {dest}: {done.stderr.strip()}")

@@ -42,7 +42,9 @@ def rows(task: str, entries: dict[str, dict], metrics: Callable[[str], dict | No
     for name, entry in entries.items():
         of, mine = metrics(entry["of"]), metrics(name)
         before = (of or {}).get("trained_config") or {}
-        changes = [f"{key}: {setting(before, key)} → {value}" for key, value in leaf_values(entry["set"]).items()]
+        changes = [f"{key}: {setting(before, key)} → {value}"
+                   for key, value in leaf_values(entry.get("set") or {}).items()]
+        changes += [f"corpus: {entry['corpus']}"] if "corpus" in entry else []
         cells = {}
         for column, metric, _ in get_task(task).ablation_columns:
             row = claims.measure(comparison(task, name, entry["of"], metric), metrics, items)

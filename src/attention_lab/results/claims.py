@@ -28,8 +28,9 @@ in points: BLEU as it is, fractions (accuracy, AER, overlap) times 100; a `relat
 change, 100 · (plus − minus) / minus. Its standard error counts both sources of variance: the seeds' spread (s² / n)
 and the test set's (the variance of the seeds' mean effect when the test items alone are resampled, 1,000 times,
 the same resamples for both sides of a comparison); its 95% interval and tests are Student-t with Welch-Satterthwaite
-degrees of freedom. Where the predictions do not keep what a metric needs item by item (alignments, rationales,
-hops, boxes), the test set's share is not counted and the row says "seeds only". Each claim fixes in advance, in
+degrees of freedom. AER, localisation, rationale accuracy and hop overlap are resampled from the counts the evaluate
+stage keeps item by item; where the predictions do not keep what a metric needs item by item (runs evaluated before
+the counts were kept), the test set's share is not counted and the row says "seeds only". Each claim fixes in advance, in
 conf/claims.yaml, on which side of which threshold the effect must lie (`above`, `below`) or in which margin
 (`within`), and the smallest effect that matters.
 
@@ -44,7 +45,8 @@ conf/claims.yaml, on which side of which threshold the effect must lie (`above`,
 - **{INCONCLUSIVE}**: anything else, one seed included; the power table says how many seeds would decide it.
 
 A claim whose family has no metrics file is **{NOT_RUN}**; one whose metric the data cannot give (gold alignments,
-rationales and boxes exist in the built-in data alone) is **{NOT_MEASURABLE}**."""
+rationales and boxes exist in the built-in data alone), or whose every term scores one bound of the metric (0 or
+100 points) on every seed and test item, so that nothing tells its sides apart, is **{NOT_MEASURABLE}**."""
 
 
 def points(metric: str, value: float) -> float:
@@ -131,7 +133,10 @@ def term_values(term: dict, metrics: Callable[[str], dict | None]) -> tuple[str 
 def effect_of(claim: dict, plus, minus):
     """The effect from the summed plus and minus terms (floats or arrays): their difference, or for a `relative`
     claim the percentage change 100 · (plus − minus) / minus."""
-    return 100 * (plus - minus) / minus if claim.get("relative") else plus - minus
+    if not claim.get("relative"):
+        return plus - minus
+    with np.errstate(divide="ignore", invalid="ignore"):  # an item resample whose baseline is 0: nan, not a crash
+        return 100 * (plus - minus) / minus
 
 
 def term_name(term: dict) -> str:
@@ -160,6 +165,10 @@ def measure(claim: dict, metrics: Callable[[str], dict | None],
                 return {**row, **empty, "verdict": why, "missing": term_name(term)}
             terms.append((sign, term, values))
     seeds = sorted(set.intersection(*[set(v) for *_, v in terms if "*" not in v]), key=str)
+    if claim.get("relative") and (zero := [s for s in seeds
+                                           if sum(v.get(s, v.get("*")) for g, _, v in terms if g < 0) == 0]):
+        return {**row, **empty, "verdict": NOT_MEASURABLE,
+                "missing": f"{describe(claim)}: the baseline is 0 on seed {zero[0]}, so no relative change"}
 
     def at(seed_values: Callable[[dict, dict], object]):
         """The effect with each term's value given by seed_values(term, values)."""
@@ -171,6 +180,11 @@ def measure(claim: dict, metrics: Callable[[str], dict | None],
     per_seed = [float(at(lambda t, v, s=s: v.get(s, v.get("*")))) for s in seeds]
     means, variance = item_means(terms, seeds, items, at)
     est = evidence.combine(per_seed, means)
+    scored = {v for _, t, values in terms if "family" in t for v in values.values()}
+    if est.se == 0 and len(scored) == 1 and scored <= {0.0, 100.0}:  # one bound everywhere: nothing measured
+        return {**row, **empty, "verdict": NOT_MEASURABLE,
+                "missing": (f"{describe(claim)}: every term scores {scored.pop():g} on every seed and test "
+                            "item, the metric's bound, so nothing tells the sides apart here")}
     low_high = est.interval()
     effect = {"n": est.n, "mean": est.mean, "sd": est.seed_sd, "item_sd": math.sqrt(est.item_var),
               "se": est.se, "df": est.df, "low": low_high[0] if low_high else None,
@@ -198,14 +212,19 @@ def item_means(terms: list, seeds: list[str], items: Callable[[dict], evidence.I
         got = items(term)
         if got is None:
             return None, "seeds only: the predictions do not keep this metric item by item"
+        if any(other.test_set != got.test_set for other in found.values()):
+            return None, "seeds only: the terms were scored on different test sets (corpora)"
         for s in seeds:
             full = got.score(got.stats[s].sum(axis=0))
             if not math.isclose(full, values[s], abs_tol=1e-6):
                 raise ValueError(f"{term_name(term)} seed {s}: {full} from the predictions, {values[s]} in the "
                                  "metrics file (re-run the evaluate stage: they must come from one run)")
+        found[id(term)] = got
+    resampled = {}
+    for key, got in found.items():
         weights = evidence.resample_weights(len(got.stats[seeds[0]]))
-        found[id(term)] = {s: np.array([got.score(k) for k in weights @ got.stats[s]]) for s in seeds}
-    per_seed = [at(lambda t, v, s=s: found[id(t)][s] if id(t) in found else v["*"]) for s in seeds]
+        resampled[key] = {s: np.array([got.score(k) for k in weights @ got.stats[s]]) for s in seeds}
+    per_seed = [at(lambda t, v, s=s: resampled[id(t)][s] if id(t) in resampled else v["*"]) for s in seeds]
     return np.mean(per_seed, axis=0), "seeds and test items"
 
 

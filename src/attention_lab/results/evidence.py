@@ -31,6 +31,7 @@ class Items:
 
     stats: dict[str, np.ndarray]                # seed -> (N, K)
     score: Callable[[np.ndarray], float]        # (K,) summed statistics -> points
+    test_set: str = ""                          # which test items (a digest): terms pair item by item only if equal
 
 
 def accuracy_items(predicted: dict[str, Sequence], gold: Sequence, mask: np.ndarray | None = None) -> Items:
@@ -44,9 +45,11 @@ def accuracy_items(predicted: dict[str, Sequence], gold: Sequence, mask: np.ndar
     return Items(stats, lambda k: 100.0 * k[0] / k[1] if k[1] else math.nan)
 
 
-def bleu_items(hypotheses: dict[str, Sequence[str]], refs: Sequence[str], mask: np.ndarray | None = None) -> Items:
+def bleu_items(hypotheses: dict[str, Sequence[str]], refs: Sequence[str | Sequence[str]],
+               mask: np.ndarray | None = None) -> Items:
     """Corpus BLEU (sacreBLEU's defaults, as the evaluate stage scores it) over the items (of `mask`): each item's
-    sys_len, ref_len, matching n-grams and total n-grams (n = 1..4), summed, then sacreBLEU's compute_bleu."""
+    sys_len, ref_len (the closest reference's, where an item has several: a photo's captions), matching n-grams and
+    total n-grams (n = 1..4), summed, then sacreBLEU's compute_bleu."""
     from sacrebleu.metrics import BLEU
 
     bleu = BLEU()
@@ -55,7 +58,7 @@ def bleu_items(hypotheses: dict[str, Sequence[str]], refs: Sequence[str], mask: 
     def per_item(hyps: Sequence[str]) -> np.ndarray:  # (N, 10)
         rows = []
         for h, r in zip(hyps, refs):
-            s = bleu.corpus_score([h], [[r]])
+            s = bleu.corpus_score([h], [[x] for x in r] if isinstance(r, list) else [[r]])
             rows.append([s.sys_len, s.ref_len, *s.counts, *s.totals])
         return np.asarray(rows, dtype=float) * keep[:, None]
 
@@ -64,6 +67,20 @@ def bleu_items(hypotheses: dict[str, Sequence[str]], refs: Sequence[str], mask: 
         return BLEU.compute_bleu(list(k[2:6]), list(k[6:10]), int(k[0]), int(k[1]), smooth_method="exp").score
 
     return Items({s: per_item(h) for s, h in hypotheses.items()}, score)
+
+
+COUNTED = {  # an evaluate stage's per-item counts [a, b] (predictions' item_stats) -> points from their sums
+    "aer": lambda k: 100.0 * (1.0 - 2.0 * k[0] / k[1]) if k[1] else math.nan,  # [|A∩S|, |A| + |S|]
+    "share": lambda k: 100.0 * k[0] / k[1] if k[1] else math.nan,  # [hits, trials]: localisation
+}
+
+
+def counted_items(seeds: dict[str, Sequence[Sequence[float]]], score: str) -> Items:
+    """A metric the evaluate stage kept as counts item by item (seed -> (N, 2)), scored by COUNTED[score]: the
+    predictions file's `item_stats`, {"<metric>": {"score": "aer" | "share", "seeds": {"<k>": [[a, b], ...]}}}."""
+    if score not in COUNTED:
+        raise ValueError(f"item_stats score {score!r}: expected one of {', '.join(COUNTED)}")
+    return Items({s: np.asarray(v, dtype=float).reshape(-1, 2) for s, v in seeds.items()}, COUNTED[score])
 
 
 @dataclass(frozen=True)

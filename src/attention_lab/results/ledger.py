@@ -230,10 +230,13 @@ def tuning_text(rows: list[dict], studies: dict[str, dict]) -> str:
                       + ("; ".join(mixed) if mixed else "none") + "."])
 
 
-def table(rows: list[dict], full: bool = False) -> str:
+def table(rows: list[dict], full: bool = False, real: dict[str, dict[str, dict]] | None = None) -> str:
     """Markdown: a line per claim; full adds the paper's effect, the variance counted, raw and Holm p, seeds and
-    evidence."""
+    evidence; `real` ({ledger name: {claim id: row}}) adds each real-data ledger's verdict (— where its corpus
+    has no such claim)."""
+    real = real or {}
     head = ["claim", "paper", "effect [95% CI]", "evidence", "verdict"]
+    head += [f"[{name}](reports/ledgers/{name}.md)" for name in real]
     if full:
         head = ["claim", "the paper's effect", "measured", "expected", "effect [95% CI]", "variance", "p",
                 "p (Holm)", "seeds", "evidence", "verdict"]
@@ -246,12 +249,17 @@ def table(rows: list[dict], full: bool = False) -> str:
         else:
             cells = [r["claim"], r["paper"].split(",")[0], effect_text(r), r.get("evidence") or "—",
                      f"**{r['verdict']}**"]
+            cells += [(mine[r["id"]]["verdict"] if r["id"] in mine else "—") for mine in real.values()]
         out.append(cells_row(cells))
     return "\n".join(out)
 
 
-def readme_table(rows: list[dict]) -> str:
-    """README's verdict table: claim, paper, effect and verdict, and where the rule and the rest are."""
-    return "\n".join([table(rows), "", ("Effects in points (BLEU, or percentage points), 95% interval counting seeds "
-                                        "and test items; the rule, the papers' words, Holm-adjusted p and the forest "
-                                        "plot: [reports/claims.md](reports/claims.md)."), ""])
+def readme_table(rows: list[dict], real: dict[str, dict[str, dict]] | None = None) -> str:
+    """README's verdict table: claim, paper, effect and verdict on the built-in data, each real-data ledger's
+    verdict (results.corpus_ledger.verdicts), and where the rule and the rest are."""
+    more = (" Each real corpus's column is its ledger's verdict by the same rule (docs/ledgers.md); — where the "
+            "corpus has no such claim.") if real else ""
+    return "\n".join([table(rows, real=real), "", ("Effects in points (BLEU, or percentage points), 95% interval "
+                                                   "counting seeds and test items; the rule, the papers' words, "
+                                                   "Holm-adjusted p and the forest plot: "
+                                                   "[reports/claims.md](reports/claims.md)." + more), ""])

@@ -150,17 +150,22 @@ def word_precision_at_k(word_weights, gold_words: Sequence[Sequence[int]], k: in
     return sum(pos[t] in gold for t in top) / k
 
 
+def rationale_hits(docs: list[dict]) -> list[float]:
+    """Each document's rationale hit (1: its most attended sentence is a gold one), over the documents with gold
+    sentences (rationale_scores' docs), in order: the ledger's test-item resamples."""
+    return [sentence_rationale_hit(d["sentence_weights"], d["gold"]["sentences"]) for d in docs
+            if (d.get("gold") or {}).get("sentences")]
+
+
 def rationale_scores(docs: list[dict], k: int = 5) -> dict:
     """Mean rationale hit and word precision@k over documents with gold (None where none has any).
 
     Each doc: {"sentence_weights": (N,), "word_weights": (N, L) or ragged, "gold": {"sentences", "words"} or
     None, optional "sentence_lengths"}.
     """
-    hits, precisions = [], []
+    hits, precisions = rationale_hits(docs), []
     for d in docs:
         gold = d.get("gold") or {}
-        if gold.get("sentences"):
-            hits.append(sentence_rationale_hit(d["sentence_weights"], gold["sentences"]))
         if gold.get("words"):
             lengths = d.get("sentence_lengths")
             precisions.append(word_precision_at_k(d["word_weights"], gold["words"], k, lengths))

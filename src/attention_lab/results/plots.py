@@ -1,6 +1,6 @@
-"""Matplotlib PNGs of attention (offline; `dvc plots` HTML needs a CDN), drawn by the evaluate stages: attention
-heatmaps, HAN-style document attention, self-attentive hop heatmaps and per-head grids. The report's charts are in
-results/charts.py."""
+"""Matplotlib PNGs of attention (offline; `dvc plots` HTML needs a CDN), drawn by the evaluate
+stages: attention heatmaps, HAN-style document attention, self-attentive hop heatmaps, per-head
+grids, and the picture that says a family has none. The report's charts are in results/charts.py."""
 
 from __future__ import annotations
 
@@ -14,11 +14,21 @@ from matplotlib.font_manager import FontProperties
 from attention_lab.core.files import atomic_path
 from attention_lab.results.metrics import sentence_word_weights
 
+NO_ATTENTION = "no_attention.png"  # plots/<task>/<family>/ of a family without attention weights
+
 
 def save(fig, path: str | Path) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, bbox_inches="tight", format="png")
     plt.close(fig)
+
+
+def no_attention(family: str, path: str | Path) -> None:
+    """A small PNG saying that `family` has no attention weights to draw."""
+    fig = plt.figure(figsize=(4.5, 0.6))
+    fig.text(0.5, 0.5, f"{family}: no attention weights, so no attention pictures", ha="center",
+             va="center", fontsize=9, color="dimgray")
+    save(fig, path)
 
 
 def draw_attention(ax, weights: np.ndarray, src_words: list[str], tgt_words: list[str], title: str = "",

@@ -49,18 +49,18 @@ def frozen_at(root: Path, path: str = CLAIMS) -> dict[str, tuple[str, str] | Non
     return out
 
 
-def recorded_at(root: Path, family: str, lock: dict | None = None,
-                replicated: bool = False) -> tuple[str, str] | None:
+def recorded_at(root: Path, family: str, lock: dict | None = None, replicated: bool = False,
+                path: str = LOCK) -> tuple[str, str] | None:
     """(commit, date) that first recorded the family's train stage outputs (its replication's, where `replicated`)
-    in dvc.lock; None when not recorded."""
-    stages = (lock or yaml.safe_load((root / LOCK).read_text(encoding="utf-8")) or {}).get("stages", {})
+    in the lock file at `path` (dvc.lock; a real-data ledger's copy of its own); None when not recorded."""
+    stages = (lock or yaml.safe_load((root / path).read_text(encoding="utf-8")) or {}).get("stages", {})
     kinds = REPLICATION_STAGES if replicated else TRAIN_STAGES
     name = next((s for s in stages if s.endswith(f"@{family}") and s.split("@")[0].rsplit("_", 1)[0] in kinds),
                 None)
     outs = (stages.get(name) or {}).get("outs") or []
     if not outs or "md5" not in outs[0]:
         return None
-    found = git(root, "log", "--reverse", "--format=%h %cs", f"-S{outs[0]['md5']}", "--", LOCK).split("\n")[0]
+    found = git(root, "log", "--reverse", "--format=%h %cs", f"-S{outs[0]['md5']}", "--", path).split("\n")[0]
     return tuple(found.split()) if found else None
 
 

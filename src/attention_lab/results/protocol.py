@@ -4,7 +4,6 @@ seeds, each stopped by early stopping (not by a cap), and every tuned family's s
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
@@ -16,9 +15,10 @@ STOPPED = ["early stopping"]  # the protocol: every final run stopped by early s
 
 
 def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dict]) -> list[str]:
-    """Where the results break the comparison's protocol: a family's final runs not at params.yaml's seeds or not all
-    stopped by early stopping (metrics `train/stopped_by`), or its study with 1 to MIN_TRIALS - 1 trials (tuned/
-    <family>.yaml `study.trials`). studies: {family: study}, metrics: {"<task>/<family>": metrics}."""
+    """Where the results break the comparison's protocol: a family's final runs not at params.yaml's
+    seeds or not all stopped by early stopping (its record's `train/stopped_by`), or its study with
+    1 to MIN_TRIALS - 1 trials (tuned/<family>.yaml `study.trials`). studies: {family: study},
+    metrics: {"<task>/<family>": its record (results.records)}."""
     gaps = []
     for task in params.get("tasks", []):
         for family in families(params, task):
@@ -26,11 +26,12 @@ def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dic
             if m is None:
                 gaps.append(f"metrics/{task}/{family}.json: missing")
                 continue
+            details = f"results/{task}/{family}/details.json"
             if m.get("seeds") != params.get("seeds"):
-                gaps.append(f"metrics/{task}/{family}.json: seeds {m.get('seeds')}, params.yaml says "
+                gaps.append(f"{details}: seeds {m.get('seeds')}, params.yaml says "
                             f"{params.get('seeds')}")
             if m.get("train/stopped_by") != STOPPED:
-                gaps.append(f"metrics/{task}/{family}.json: final runs stopped by {m.get('train/stopped_by')}, "
+                gaps.append(f"{details}: final runs stopped by {m.get('train/stopped_by')}, "
                             f"expected {STOPPED} (a run cut by a cap has not converged)")
             trials = (studies.get(family) or {}).get("trials")
             if trials is None:
@@ -42,9 +43,13 @@ def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dic
 
 
 def protocol_problems(root: Path) -> list[str]:
-    """protocol_gaps of the results under root (params.yaml, tuned/*.yaml, metrics/<task>/*.json)."""
+    """protocol_gaps of the results under root (params.yaml, tuned/*.yaml, the records)."""
+    from attention_lab.results import records  # omegaconf, sacrebleu: only when results are checked
+
+    params = read_params(root)
     studies = {p.stem: (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("study")
                for p in sorted((root / "tuned").glob("*.yaml"))}
-    metrics = {f"{p.parent.name}/{p.stem}": json.loads(p.read_text(encoding="utf-8"))
-               for p in sorted((root / "metrics").glob("*/*.json"))}
-    return protocol_gaps(read_params(root), studies, metrics)
+    metrics = {f"{task}/{family}": records.read_at(root, task, family)
+               for task in params.get("tasks", []) for family in families(params, task)
+               if records.exists_at(root, task, family)}
+    return protocol_gaps(params, studies, metrics)

@@ -1,4 +1,4 @@
-"""The comparison reports: one Markdown page per task, built only from the metrics files of the evaluate stages."""
+"""The comparison reports: a Markdown page per task, built from the evaluate stages' records."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from omegaconf import DictConfig
 
 from attention_lab.core.paths import plots_dir
 from attention_lab.core.task import Task, get_task
-from attention_lab.results import charts
+from attention_lab.results import charts, records
 from attention_lab.results.metrics import bucket_key, bucket_label
+from attention_lab.results.plots import NO_ATTENTION
 from attention_lab.results.significance import ALPHA, PAIRED_TEST, expected_best, seed_interval
 
 DIGITS = {"test/bleu": 1, "test/chrf": 1}  # scores on 0..100; fractions (accuracy, macro-F1) get 3 decimals
@@ -237,13 +238,22 @@ def tuning_section(task: str, results: dict[str, dict], assets: Path) -> list[st
 
 
 def copy_pictures(cfg: DictConfig, names: list[str], assets: Path, patterns: tuple[str, ...]) -> dict[str, list[str]]:
-    """Copy each family's plots/<task>/<family>/<pattern> files into reports/<task>/; their paths relative to the page."""
+    """Copy each family's `patterns` files of plots/ and results/ to the assets; the PNGs' paths."""
     task, out = cfg.task.name, {}
     for f in names:
         out[f] = []
         for pattern in patterns:
-            for path in sorted(plots_dir(cfg, f).glob(pattern)):
-                shutil.copy(path, assets / f"{f}_{path.name}")
-                if path.suffix == ".png":
-                    out[f].append(f"{task}/{f}_{path.name}")
+            for folder in (plots_dir(cfg, f), records.results_dir(cfg, f)):
+                for path in sorted(folder.glob(pattern)):
+                    shutil.copy(path, assets / f"{f}_{path.name}")
+                    if path.suffix == ".png":
+                        out[f].append(f"{task}/{f}_{path.name}")
     return out
+
+
+def no_attention_note(cfg: DictConfig, names: list[str]) -> str:
+    """The page's line naming the families whose plots folder says they have no attention."""
+    none = [f"`{f}`" for f in names if (plots_dir(cfg, f) / NO_ATTENTION).is_file()]
+    if not none:
+        return ""
+    return f"\nNo attention pictures of {', '.join(none)}: they have no attention weights.\n"

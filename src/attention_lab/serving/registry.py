@@ -66,11 +66,9 @@ def task_of(meta: dict) -> str:
 
 
 def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+    """The file's sha256, hex (hashlib.file_digest: read in blocks)."""
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def tensor_info(values) -> list[dict]:

@@ -5,7 +5,10 @@ run (written by its report stage). The same measures compare each ablation with 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -17,8 +20,8 @@ from omegaconf import DictConfig
 from attention_lab.core import tracking
 from attention_lab.core.config import families, load_config, read_params, replication, run_ablations
 from attention_lab.core.files import atomic_path, read_json, read_jsonl, write_json, write_text
-from attention_lab.core.paths import LOCK, metrics_dir, predictions_path, prepared_dir, reports_dir
-from attention_lab.results import ablations, claims, evidence, ledger, preregistration
+from attention_lab.core.paths import LOCK, metrics_dir, predictions_path, prepared_dir, reports_dir, root_dir
+from attention_lab.results import ablations, claims, evidence, ledger, preregistration, records
 from attention_lab.results.metrics import bucket_key, bucket_of
 from attention_lab.stages.common import run_stage
 
@@ -33,14 +36,16 @@ def outputs(p: dict, labels) -> dict | None:
 
 
 def sources(cfg: DictConfig, task: str, names: list[str]):
-    """(metrics, items) of results.claims.measure for one task: family -> metrics/<task>/<family>.json (None unless
-    the family is one of `names` and has the file), and a family term -> its per-item statistics from
-    predictions/<task>/<family>.json (accuracy, BLEU, BLEU within a source-length bucket; None for any other metric)."""
+    """(metrics, items) of results.claims.measure for one task: family -> its record
+    (results.records; None unless the family is one of `names` and has a metrics file), and a family
+    term -> its per-item statistics from predictions/<task>/<family>.json (accuracy, BLEU, BLEU
+    within a source-length bucket, and the metrics the evaluate stage kept as counts item by item,
+    `item_stats`: AER, localisation; None for any other metric)."""
 
     @functools.cache  # one read per file: every claim and every ablation column asks again
     def metrics(family: str) -> dict | None:
-        path = metrics_dir(cfg) / task / f"{family}.json"
-        return read_json(path) if family in names and path.is_file() else None
+        found = family in names and records.metrics_path(cfg, family).is_file()
+        return records.read(cfg, family) if found else None
 
     @functools.cache
     def predictions(family: str) -> dict | None:
@@ -48,31 +53,45 @@ def sources(cfg: DictConfig, task: str, names: list[str]):
         return read_json(path) if family in names and path.is_file() else None
 
     @functools.cache
-    def lengths() -> list[int]:
-        """Each test item's source length in words (data/prepared/<task>/test.jsonl), for the bucket metrics."""
-        return [len(row["src"].split()) for row in read_jsonl(prepared_dir(cfg) / "test.jsonl")]
+    def test_file(family: str) -> Path:
+        """data/prepared/<task>[_<corpus>]/test.jsonl: the test items of the family's corpus."""
+        return prepared_dir(load_config(root=root_dir(cfg), family=family, task=task)) / "test.jsonl"
+
+    @functools.cache
+    def lengths(family: str) -> list[int]:
+        """Each test item's source length in words, for the bucket metrics."""
+        return [len(row["src"].split()) for row in read_jsonl(test_file(family))]
+
+    @functools.cache  # one hash per family: every claim and ablation column asks again
+    def test_set(family: str) -> str:
+        """A digest of the family's test references: terms pair item by item only on one test set."""
+        refs = (predictions(family) or {}).get("references")
+        return hashlib.sha256(json.dumps(refs).encode()).hexdigest()
 
     def items(term: dict) -> evidence.Items | None:
-        return term_items(term["family"], term["metric"], term.get("labels"))
+        got = term_items(term["family"], term["metric"], term.get("labels"))
+        return None if got is None else dataclasses.replace(got, test_set=test_set(term["family"]))
 
     @functools.cache  # one per family, metric and labels: every claim and ablation column asks again
     def term_items(family: str, metric: str, labels) -> evidence.Items | None:
         found = predictions(family)
         outs = outputs(found, labels) if found else None
-        refs = (found or {}).get("references")
+        refs = (found or {}).get("all_references") or (found or {}).get("references")  # photos: every caption
         if outs is None:
             return None
         if metric == "test/accuracy":
             return evidence.accuracy_items(outs, refs)
         if metric == "test/bleu":
             return evidence.bleu_items(outs, refs)
+        if (counted := (found.get("item_stats") or {}).get(metric)) and labels is None:
+            return evidence.counted_items(counted["seeds"], counted["score"])
         buckets = list(cfg.task.get("buckets") or [])
         which = next((i for i, b in enumerate(buckets) if metric == f"test/bleu_len_{bucket_key(b)}"), None)
         if which is None:
             return None
-        n = lengths()
+        n = lengths(family)
         if len(n) != len(refs):
-            raise ValueError(f"{prepared_dir(cfg) / 'test.jsonl'}: {len(n)} test items, {len(refs)} in "
+            raise ValueError(f"{test_file(family)}: {len(n)} test items, {len(refs)} in "
                              f"{predictions_path(cfg, family)} (re-run the evaluate stage)")
         return evidence.bleu_items(outs, refs, np.array([bucket_of(k, buckets) == which for k in n]))
 

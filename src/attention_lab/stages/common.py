@@ -25,13 +25,15 @@ def run_stage(name: str, main: Callable[[list[str]], object], argv: list[str], *
 def stage_config(argv: list[str], need_family: bool = True, tuned: bool = True) -> DictConfig:
     """`python -m attention_lab.stages.X task=translate family=bahdanau train.lr=3e-4` -> that family's config.
 
-    `task` defaults to the first task (translate); `family` is required unless need_family is False.
+    `task` defaults to the first task (translate); `family` is required unless need_family is False; `corpus=<name>`
+    (prepare, tokenize) picks a corpus of params.yaml `<task>.corpora`.
     """
-    named = {k: a.split("=", 1)[1] for a in argv for k in ("task", "family") if a.startswith(f"{k}=")}
+    named = {k: a.split("=", 1)[1] for a in argv for k in ("task", "family", "corpus") if a.startswith(f"{k}=")}
     if need_family and "family" not in named:
         raise SystemExit("usage: python -m attention_lab.stages.<stage> [task=<task>] family=<name> [key=value ...]")
-    rest = [a for a in argv if not a.startswith(("task=", "family="))]
-    cfg = load_config(rest, family=named.get("family"), task=named.get("task", NAMES[0]), tuned=tuned)
+    rest = [a for a in argv if not a.startswith(("task=", "family=", "corpus="))]
+    cfg = load_config(rest, family=named.get("family"), task=named.get("task", NAMES[0]), tuned=tuned,
+                      corpus=named.get("corpus"))
     if cfg.trainer.accelerator in ("gpu", "cuda"):
         cuda_process(cfg)
     return cfg

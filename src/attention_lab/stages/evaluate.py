@@ -1,11 +1,16 @@
-"""DVC stage `evaluate_<task>@<family>`: score one family on the test split -> metrics/<task>/<family>.json,
-plots/<task>/<family>/*, predictions/<task>/<family>.json (per-example outputs of every seed, for the report's paired
-tests) (+ MLflow metrics and artifacts on the family's training runs), for every run the task lists (Task.runs); a
-task's variants of the runs (classify: shares of the training labels) get a section of their own (Task.variants). The metrics carry the family's study from
-tuned/<family>.yaml (its trials and the untuned default's full-run value) for the report's tuning section."""
+"""DVC stage `evaluate_<task>@<family>`: score one family on the test split, every run the task
+lists (Task.runs) -> metrics/<task>/<family>.json (the test/* and train/* numbers: DVC's metrics),
+results/<task>/<family>/ (details.json, the rest of the record: seeds, per-seed scores, the config
+that trained, the study from tuned/<family>.yaml for the report's tuning section, validation curves;
+the data plots curve_seed<k>.csv and by_length.csv; any page the task draws, classify's HTML),
+plots/<task>/<family>/*.png (DVC's image plots), predictions/<task>/<family>.json (per-example
+outputs of every seed, for the report's paired tests) (+ MLflow metrics and artifacts on the
+family's training runs); a task's variants of the runs (classify: shares of the training labels)
+get a section of their own (Task.variants)."""
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import sys
 from pathlib import Path
@@ -17,7 +22,6 @@ from omegaconf import DictConfig, OmegaConf
 from attention_lab.core import tracking
 from attention_lab.core.files import atomic_path, read_json, write_json
 from attention_lab.core.paths import (
-    metrics_dir,
     plots_dir,
     predictions_path,
     pretrain_run_path,
@@ -25,13 +29,15 @@ from attention_lab.core.paths import (
     tuned_path,
 )
 from attention_lab.core.task import Run, Task, get_task
+from attention_lab.results import records
+from attention_lab.results.plots import NO_ATTENTION, no_attention
 from attention_lab.results.significance import seed_interval
 from attention_lab.stages.common import run_stage, stage_config
 from attention_lab.train.checkpoints import CheckpointError
 
 TRAIN_KEYS = ("lr", "batch_size", "warmup_steps", "schedule", "decay", "min_epochs", "patience", "min_delta",
               "max_epochs", "weight_decay", "label_smoothing", "penalty", "penalty_warmup", "clip")
-NO_PICTURES = "none.md"  # plots/<task>/<family>/ of a family without attention: git keeps no empty folder
+IMAGES = (".png",)  # what plots/<task>/<family>/ keeps (image plots); other files go to results/
 
 
 def trained_settings(config: dict) -> dict[str, object]:
@@ -82,6 +88,16 @@ def log_runs(cfg: DictConfig, per_seed: dict[str, dict], runs: list[Run], pictur
                 mlflow.log_artifacts(str(pictures), artifact_path="plots")
 
 
+def file_pictures(images: Path, pages: Path, family: str) -> None:
+    """Keep a hook's images in `images`, move its other files to `pages`, or say it drew none."""
+    # DVC loads every file of plots/<task>/<family>/ as an image plot; git keeps no empty folder
+    for path in sorted(images.iterdir()):
+        if path.suffix not in IMAGES:
+            shutil.move(path, pages / path.name)
+    if not any(images.iterdir()):
+        no_attention(family, images / NO_ATTENTION)
+
+
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv)
     OmegaConf.set_struct(cfg, False)  # classify adds task.labels from the checkpoint
@@ -90,12 +106,12 @@ def main(argv: list[str]) -> None:
     for run in task.runs(cfg):
         variants.setdefault(run.variant, []).append(run)
     main_runs = variants.pop(None)
-    with atomic_path(plots_dir(cfg)) as pictures:
+    with atomic_path(plots_dir(cfg)) as pictures, atomic_path(records.results_dir(cfg)) as pages:
         pictures.mkdir()
+        pages.mkdir()
         per_seed, outputs = task.evaluate(cfg, pictures, main_runs)
-        if not any(pictures.iterdir()):  # plots/ is committed, so a report re-renders in a fresh clone
-            (pictures / NO_PICTURES).write_text(f"{cfg.family} draws no pictures: it has no attention weights.\n",
-                                                encoding="utf-8")
+        log_runs(cfg, per_seed, main_runs, pictures)  # what the hook drew, HTML pages included
+        file_pictures(pictures, pages, cfg.family)
         summary = {"family": cfg.family, **summarize(cfg, task, per_seed, main_runs)}
         if (tuned := tuned_path(cfg)).is_file():  # the study, for the report's tuning section
             summary["tuning"] = {k: v for k, v in yaml.safe_load(tuned.read_text(encoding="utf-8")).items()
@@ -103,7 +119,6 @@ def main(argv: list[str]) -> None:
         if cfg.get("pretrained"):  # where the encoder came from, and its own pretraining's figures, for the report
             summary["pretrain"] = {**read_json(pretrained_dir(cfg) / "pretrain.json"),
                                    **read_json(pretrain_run_path(cfg))}
-        log_runs(cfg, per_seed, main_runs, pictures)
         for variant, runs in variants.items():
             scores, held = task.evaluate(cfg, None, runs)
             summary.setdefault(task.variants, {})[variant] = summarize(cfg, task, scores, runs)
@@ -113,8 +128,12 @@ def main(argv: list[str]) -> None:
             print(f"{cfg.family}{f' ({name})' if name else ''}: " + ", ".join(
                 f"{k}={v:.3f}" for k, v in result.items()
                 if k.startswith("test/") and "_len_" not in k and isinstance(v, float)))
+        metrics, details = records.split(summary, task.variants)
+        write_json(pages / records.DETAILS, details)
+        metric = records.length_metric(next(iter(task.headline)))
+        records.data_plots(pages, summary, cfg.task.buckets, metric)
     write_json(predictions_path(cfg), outputs)
-    write_json(metrics_dir(cfg) / cfg.task.name / f"{cfg.family}.json", summary)
+    write_json(records.metrics_path(cfg), metrics)
 
 
 if __name__ == "__main__":

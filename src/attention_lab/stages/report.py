@@ -1,6 +1,8 @@
-"""DVC stage `report_<task>`: reports/<task>.md + reports/<task>/*, metrics/<task>_summary.json (ranking and paired
-p-values), and an MLflow "comparison" run holding the page and the ranking (the task's family runs nest under it);
-`report_index` (`python -m attention_lab.stages.report index`): reports/index.md, a line and a link per task."""
+"""DVC stage `report_<task>`: from each family's record (metrics/<task>/<family>.json joined with
+results/<task>/<family>/details.json: results.records) reports/<task>.md + reports/<task>/*,
+metrics/<task>_summary.json (ranking and paired p-values), and an MLflow "comparison" run holding
+the page and the ranking (the task's family runs nest under it); `report_index` (`python -m
+attention_lab.stages.report index`): reports/index.md, a line and a link per task."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from attention_lab.core.config import families, load_config, read_params
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
 from attention_lab.core.paths import metrics_dir, predictions_path, reports_dir, root_dir, seed_dir
 from attention_lab.core.task import Task, get_task
-from attention_lab.results import charts
+from attention_lab.results import charts, records
 from attention_lab.results.report import (
     config_section,
     curves_section,
@@ -116,7 +118,7 @@ def main(argv: list[str]) -> None:
     cfg = stage_config(argv, need_family=False)
     root, task = root_dir(cfg), get_task(cfg.task.name)
     names = families(read_params(root), task.name)
-    results = {f: read_json(metrics_dir(cfg) / task.name / f"{f}.json") for f in names}
+    results = {f: records.read(cfg, f) for f in names}
     tests, methods = significance(cfg, task, names, results)
     reports = reports_dir(cfg)
     with atomic_path(reports / task.name) as assets:

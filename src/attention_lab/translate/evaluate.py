@@ -53,9 +53,15 @@ def forced_word_attention(model, tok, rows: list[dict], batch_size: int = 64
     return predicting, fed
 
 
-def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[str], list[np.ndarray] | None]:
-    """test/* metrics of one model on prepared rows (with src_ids/tgt_ids), its detokenized hypotheses in row order
-    and its word attentions."""
+def aer_counts(predicted: list[set], gold: list[set]) -> list[list[int]]:
+    """metrics.aer's sufficient statistics sentence by sentence, [|A∩S|, |A| + |S|], for the ledger's resamples."""
+    return [[len(a & s), len(a) + len(s)] for a, s in zip(predicted, gold)]
+
+
+def evaluate(model, tok, rows: list[dict], cfg
+             ) -> tuple[dict, list[str], list[np.ndarray] | None, dict[str, list]]:
+    """test/* metrics of one model on prepared rows (with src_ids/tgt_ids), its detokenized hypotheses in row order,
+    its word attentions and, for the alignment metrics, their counts item by item (aer_counts)."""
     e = cfg.evaluate
     hyps, seconds = decode_corpus(model, [r["src_ids"] for r in rows], e.beam, e.len_penalty, e.max_len_ratio,
                                   e.batch_size, never_emitted(tok))
@@ -66,13 +72,15 @@ def evaluate(model, tok, rows: list[dict], cfg) -> tuple[dict, list[str], list[n
     n_tokens = sum(len(h.tokens) + 1 for h in hyps)
     scores.update(decode_seconds=seconds, decode_tokens_per_s=n_tokens / seconds,
                   decode_sentences_per_s=len(rows) / seconds)
-    attentions = None
+    attentions, counts = None, {}
     if model.has_attention and all("align" in r for r in rows):
         attentions, fed = forced_word_attention(model, tok, rows)
         gold = [{tuple(p) for p in r["align"]} for r in rows]
-        scores["aer"] = metrics.aer([metrics.hard_alignment(a) for a in attentions], gold)
-        scores["aer_fed"] = metrics.aer([metrics.hard_alignment(a) for a in fed], gold)  # Luong et al.'s rows
-    return {f"test/{k}": v for k, v in scores.items()}, texts, attentions
+        for name, rows_of in (("aer", attentions), ("aer_fed", fed)):  # aer_fed: Luong et al.'s rows
+            alignments = [metrics.hard_alignment(a) for a in rows_of]
+            scores[name] = metrics.aer(alignments, gold)
+            counts[f"test/{name}"] = aer_counts(alignments, gold)
+    return {f"test/{k}": v for k, v in scores.items()}, texts, attentions, counts
 
 
 def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[dict[str, dict], dict]:
@@ -86,7 +94,10 @@ def evaluate_family(cfg: DictConfig, pictures: Path, runs: list[Run]) -> tuple[d
     for run in runs:
         seed = run.seed
         model, _ = load_model(run.out / "best.ckpt")
-        per_seed[str(seed)], outputs["seeds"][str(seed)], attentions = evaluate(model, tok, rows, cfg)
+        per_seed[str(seed)], outputs["seeds"][str(seed)], attentions, counts = evaluate(model, tok, rows, cfg)
+        for metric, items in counts.items():  # the ledger's test-item resamples (results/evidence.py)
+            entry = outputs.setdefault("item_stats", {}).setdefault(metric, {"score": "aer", "seeds": {}})
+            entry["seeds"][str(seed)] = items
         if seed != cfg.seeds[0] or attentions is None:
             continue
         lengths = [len(r["src"].split()) for r in rows]

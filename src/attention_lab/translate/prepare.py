@@ -15,14 +15,23 @@ from attention_lab.translate.data.readers import read_parallel_files, read_tsv, 
 FILE_KEYS = {"tsv": ("path",), "parallel_files": ("src_path", "tgt_path")}  # train's; valid_<key>, test_<key> too
 
 
+ORDERS = ("korean", "monotone")  # data.order of a generated corpus (params.yaml `translate.corpora`): the default,
+#                                  or the target words moved into the source's order (generator.monotone)
+
+
 def splits(cfg: DictConfig) -> dict[str, list[dict]]:
     """Sentence pairs {"src", "tgt"(, "align")} for `cfg.data.source`."""
-    from attention_lab.translate.data.generator import generated_splits
+    from attention_lab.translate.data.generator import generated_splits, monotone
 
     d = cfg.data
+    order = d.get("order", ORDERS[0])
+    if order not in ORDERS or (order != ORDERS[0] and d.source != "generated"):
+        raise ConfigError(f"data.order={order!r}: expected one of {', '.join(ORDERS)} (monotone: generated data "
+                          "only, which has the alignments to reorder by)")
     if d.source == "generated":
-        return generated_splits(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, dict(d.length_mix),
-                                [tuple(b) for b in cfg.task.buckets])
+        parts = generated_splits(d.seed, d.n_train, d.n_valid, d.n_test_per_bucket, dict(d.length_mix),
+                                 [tuple(b) for b in cfg.task.buckets])
+        return {k: [monotone(p) for p in v] for k, v in parts.items()} if order == "monotone" else parts
     if d.source not in FILE_KEYS:
         raise ConfigError(f"data.source={d.source!r}: expected generated, tsv or parallel_files")
     given = read_splits(d, FILE_KEYS[d.source], lambda paths: read_pairs(cfg, paths))

@@ -42,6 +42,12 @@ WORD = re.compile(
 )
 CLITIC = re.compile(r"(?i)^(\w.*?)(n['’]t|['’](?:s|re|ve|ll|d|m))$")  # AOL's → AOL 's, don't → do n't (PTB)
 FORMATS = ("jsonl", "csv")
+# escapes: true reads a text's backslash escapes as a JSON string does: Zhang et al. 2015's CSV
+# files write a line break as \n, and their Yelp text kept its JSON escapes (\" \\ \r \uXXXX).
+# JSON's \b and \f stay as written: never prose, while a backslash before a letter may be.
+ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/nrt]))')
+UNESCAPED = {"n": "\n", "r": "\r", "t": "\t", '"': '"', "\\": "\\", "/": "/"}
+SURROGATE = re.compile("[\ud800-\udfff]")
 SPLITS = ("train", "valid", "test")
 
 
@@ -88,21 +94,26 @@ def document_row(text: str, label: str) -> dict:
 
 
 def read_labeled(path: str | Path, fmt: str, text_field: str, label_field: str, encoding: str = "utf-8",
-                 title_field: str | None = None, split_field: str | None = None) -> list[dict]:
-    """Rows from a JSONL file (one object a line) or a CSV file with a header row; a DataError names file and line.
+                 title_field: str | None = None, split_field: str | None = None,
+                 columns: list[str] | None = None, escapes: bool = False) -> list[dict]:
+    """Rows from a JSONL file (one object a line) or a CSV file; a DataError names file and line.
 
     With `split_field`, each row also gets "split" (train, valid or test) from that field.
+    `columns`: the column names of a CSV file without a header row (data.columns).
+    `escapes`: the backslash escapes of the text and title are read (unescape, data.escapes).
     """
     if fmt not in FORMATS:
         raise DataError(f"{path}: unknown format {fmt!r}, expected one of {', '.join(FORMATS)}")
     lines = read_lines(path, encoding)  # DataError for a missing, empty or undecodable file
-    records = _jsonl_records(path, lines) if fmt == "jsonl" else _csv_records(path, lines, (text_field, label_field))
+    required = {"text_field": text_field, "label_field": label_field}
+    records = _records(path, fmt, lines, required, columns)
     rows = []
     for n, record in records:
         where = f"{path}:{n}"
         text, label = _field(where, record, text_field), _field(where, record, label_field)
         if not isinstance(text, str):
             raise DataError(f"{where}: field {text_field!r} is {type(text).__name__}, expected a string")
+        text = unescape(text, where) if escapes else text
         if isinstance(label, bool) or not isinstance(label, str | int):
             raise DataError(f"{where}: field {label_field!r} is {type(label).__name__}, expected a string")
         if not str(label).strip():
@@ -110,6 +121,7 @@ def read_labeled(path: str | Path, fmt: str, text_field: str, label_field: str, 
         title = record.get(title_field) if title_field else None
         if title is not None and not isinstance(title, str):
             raise DataError(f"{where}: field {title_field!r} is {type(title).__name__}, expected a string")
+        title = unescape(title, where) if escapes and title else title
         if title and title.strip() and not text.lstrip().startswith(title.strip()):
             text = f"{title.strip()}\n{text}"  # the title becomes the first sentence
         row = document_row(text, str(label).strip())
@@ -169,9 +181,11 @@ def _text_files(files: list[Path], label: str, encoding: str) -> list[dict]:
     return rows
 
 
-def read_unlabelled(path: str | Path, fmt: str, text_field: str, encoding: str = "utf-8") -> list[dict]:
+def read_unlabelled(path: str | Path, fmt: str, text_field: str, encoding: str = "utf-8",
+                    columns: list[str] | None = None, escapes: bool = False) -> list[dict]:
     """Documents {"sentences"} for pretraining, no label: every *.txt file of a folder (one document each), or the
-    `text_field` of each line/row of a JSONL/CSV file; a DataError names the file (and line) and what was expected."""
+    `text_field` of each line/row of a JSONL/CSV file; a DataError names the file (and line) and what was expected.
+    `columns`, `escapes`: as read_labeled's, for a file."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"{path}: not found; expected a folder of .txt files or a {'/'.join(FORMATS)} file of "
@@ -185,14 +199,51 @@ def read_unlabelled(path: str | Path, fmt: str, text_field: str, encoding: str =
         if fmt not in FORMATS:
             raise DataError(f"{path}: unknown format {fmt!r}, expected one of {', '.join(FORMATS)}")
         lines = read_lines(path, encoding)  # DataError for a missing, empty or undecodable file
-        records = _jsonl_records(path, lines) if fmt == "jsonl" else _csv_records(path, lines, (text_field,))
+        records = _records(path, fmt, lines, {"text_field": text_field}, columns)
         rows = []
         for n, record in records:
             text = _field(f"{path}:{n}", record, text_field)
+            text = unescape(text, f"{path}:{n}") if escapes and isinstance(text, str) else text
             if not isinstance(text, str) or not (row := document_row(text, ""))["sentences"]:
                 raise DataError(f"{path}:{n}: field {text_field!r} is {text!r:.40}, expected a document's text")
             rows.append(row)
     return [{"sentences": row["sentences"]} for row in rows]
+
+
+def unescape(text: str, where: str) -> str:
+    """`text` with JSON's escapes read (\\n \\r \\t \\" \\\\ \\/ \\uXXXX); others stay."""
+    if "\\" not in text:
+        return text
+    text = ESCAPE.sub(lambda m: chr(int(m[1], 16)) if m[1] else UNESCAPED[m[2]], text)
+    if SURROGATE.search(text):  # join \ud83d\ude00 into one character; a half pair is not text
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
+        if lone := SURROGATE.search(text):
+            raise DataError(f"{where}: a \\u escape is a lone surrogate ({lone[0]!r}), not a "
+                            "character; expected valid Unicode text (data.escapes)")
+    return text
+
+
+def _records(path: str | Path, fmt: str, lines: list[str], required: dict[str, str],
+             columns: list[str] | None) -> list[tuple[int, dict]]:
+    """(line number, record) of a JSONL or CSV file; `columns` only with csv."""
+    if columns is not None and fmt != "csv":
+        raise DataError(f"{path}: data.columns is for format csv (a file without a header row), "
+                        f"not {fmt}; expected columns: null")
+    if fmt == "jsonl":
+        return _jsonl_records(path, lines)
+    return _csv_records(path, lines, required, columns)
+
+
+def _check_columns(path: str | Path, columns: list[str], required: dict[str, str]) -> None:
+    """A DataError for data.columns naming a column twice or lacking a required field."""
+    listed = ", ".join(map(str, columns))
+    if twice := sorted({c for c in columns if columns.count(c) > 1}):
+        raise DataError(f"{path}: column(s) {', '.join(map(repr, twice))} appear more than once in "
+                        f"data.columns ({listed}); expected one column per name")
+    for key, name in required.items():
+        if name not in columns:
+            raise DataError(f"{path}: no column {name!r} (data.{key}) in data.columns ({listed}); "
+                            "expected it among the column names")
 
 
 def _field(where: str, record: dict, name: str):
@@ -224,12 +275,19 @@ def _jsonl_records(path: str | Path, lines: list[str]) -> list[tuple[int, dict]]
     return records
 
 
-def _csv_records(path: str | Path, lines: list[str], required: tuple[str, ...]) -> list[tuple[int, dict]]:
-    """(first line number, {header: value}) for every non-blank CSV record; quoted fields may span lines."""
+def _csv_records(path: str | Path, lines: list[str], required: dict[str, str],
+                 columns: list[str] | None = None) -> list[tuple[int, dict]]:
+    """(first line, {column: value}) of each non-blank CSV record; a quoted field may span lines.
+
+    The column names are the header row's, or `columns` (data.columns) for a file without one.
+    """
     csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # whole documents can exceed the 128 KiB default
     reader = csv.reader((line + "\n" for line in lines), strict=True)  # physical lines: reader.line_num counts them
     records: list[tuple[int, dict]] = []
     header: list[str] | None = None
+    if columns is not None:
+        header = list(columns)
+        _check_columns(path, header, required)
     try:
         while True:
             start = reader.line_num + 1
@@ -244,17 +302,25 @@ def _csv_records(path: str | Path, lines: list[str], required: tuple[str, ...]) 
                 if twice := sorted({h for h in header if header.count(h) > 1}):
                     raise DataError(f"{path}:{start}: column(s) {', '.join(map(repr, twice))} appear more than once "
                                     "in the header; expected one column per name")
-                for name in required:  # report a missing column once, at the header line
-                    _field(f"{path}:{start}", dict.fromkeys(header), name)
+                for name in required.values():  # report a missing column once, at the header line
+                    if name not in header:
+                        present = ", ".join(h if len(h) <= 30 else f"{h[:30].rstrip()}…"
+                                            for h in header)
+                        raise DataError(f"{path}:{start}: no field {name!r} (fields present: "
+                                        f"{present}); for a file without a header row, set "
+                                        "data.columns (e.g. [label, text])")
             elif len(values) != len(header):
-                raise DataError(f"{path}:{start}: {len(values)} fields, but the header has {len(header)}")
+                expected = (f"but the header has {len(header)}" if columns is None else
+                            f"expected {len(header)} (data.columns: {', '.join(map(str, header))})")
+                raise DataError(f"{path}:{start}: {len(values)} fields, {expected}")
             else:
                 records.append((start, dict(zip(header, values, strict=True))))
     except csv.Error as err:
         hint = "; a quoted field that starts here is never closed" if "end of data" in str(err) else ""
         raise DataError(f"{path}:{start}: malformed CSV ({err}){hint}") from err
     if not records:
-        raise DataError(f"{path}: no documents after the header row")
+        raise DataError(f"{path}: no documents after the header row" if columns is None else
+                        f"{path}: no documents, only blank rows")
     return records
 
 

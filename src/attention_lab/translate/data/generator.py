@@ -411,3 +411,15 @@ def generated_splits(seed: int, n_train: int, n_valid: int, n_test_per_bucket: i
             raise ValueError(f"bucket starting at {lo} words: the generator stops at {MAX_WORDS}")
     test = draw(test_rng, {(lo, min(hi, MAX_WORDS)): n_test_per_bucket for lo, hi in buckets}, seen)
     return {"train": train, "valid": valid, "test": test}
+
+
+def monotone(pair: dict) -> dict:
+    """The pair with its target words in the source's order, each moved to its first aligned source word (ties keep
+    their order) and the alignment renumbered: a control corpus on which Luong et al. 2015's local-m window, centred
+    at p_t = t, can find the words it aligns."""
+    words, first = pair["tgt"].split(), {}
+    for s, t in pair["align"]:
+        first[t] = min(first.get(t, s), s)
+    order = sorted(range(len(words)), key=lambda t: (first.get(t, MAX_WORDS), t))  # every word is aligned
+    moved = {old: new for new, old in enumerate(order)}
+    return {**pair, "tgt": " ".join(words[t] for t in order), "align": sorted([s, moved[t]] for s, t in pair["align"])}

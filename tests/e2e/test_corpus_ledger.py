@@ -1,0 +1,114 @@
+"""End to end: `attention-lab ledger` on real corpora (the `shared_data` fixture; skipped without
+them), on the tiny profile: the whole pipeline in the ledger's copy, its page and README's verdicts.
+Photo captions come from COCO's caption JSON (coco_mini), text from Multi30k's files with
+bentrevett's BLEU flavour beside ours."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from attention_lab.pipeline.scratch import init_repo
+from attention_lab.results import corpus_ledger
+from tests.conftest import ROOT, copy_project
+from tests.e2e.test_pipeline import sh
+
+pytestmark = pytest.mark.slow
+
+
+def run_ledger(tmp_path: Path, name: str, files: Path, **changes) -> tuple[Path, dict]:
+    """The shipped spec `name` with `changes`, on the tiny profile, run by `attention-lab ledger` in
+    a copy of this checkout; (the copy, its collected claims by id)."""
+    project = copy_project(tmp_path / "project")
+    init_repo(project)
+    spec = {
+        **yaml.safe_load((ROOT / "conf" / "ledgers" / f"{name}.yaml").read_text()),
+        "profile": "tiny",
+        **changes,
+    }
+    path = project / "conf" / "ledgers" / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False, allow_unicode=True))
+    sh(["attention-lab", "ledger", name, "--files", str(files), "--slots", "2"], project)
+    found = json.loads((project / "results" / "ledgers" / name / "claims.json").read_text())
+    return project, {r["id"]: r for r in found["claims"]}
+
+
+def test_coco_captions_through_the_ledger(tmp_path, shared_data):
+    project, rows = run_ledger(tmp_path, "coco_mini", shared_data / "coco_mini", seeds=[0, 1])
+    assert {r["task"] for r in rows.values()} == {"caption"}
+    stats = json.loads(
+        (
+            project
+            / "data"
+            / "ledgers"
+            / "coco_mini"
+            / "data"
+            / "prepared"
+            / "caption"
+            / "stats.json"
+        ).read_text()
+    )
+    assert (
+        stats["train"]["photos"] + stats["valid"]["photos"] == 80 and stats["test"]["photos"] == 79
+    )
+    assert (
+        rows["xu2015-where"]["verdict"] == "not measurable on this data"
+    )  # no digit boxes on photos
+    for claim in (
+        "xu2015-soft",
+        "vinyals2015-once",
+    ):  # 72 photos decide nothing, and the page says so
+        assert rows[claim]["verdict"] in ("inconclusive", "not measurable on this data"), rows[
+            claim
+        ]
+    page = (project / "reports" / "ledgers" / "coco_mini.md").read_text()
+    assert "# The claims on coco_mini" in page and "cannot decide here" in page
+    assert "| `./ (" in page  # the folder's checksum
+    assert "| `show_attend_tell` |" in page  # its compute row
+    assert set(corpus_ledger.verdicts(project)) == {"coco_mini"}
+
+
+def test_multi30k_through_the_ledger_with_bentrevetts_bleu(tmp_path, shared_data):
+    spec = yaml.safe_load((ROOT / "conf" / "ledgers" / "multi30k.yaml").read_text())
+    params = {**spec["params"], "data": {**spec["params"]["data"], "max_pairs": 1500}}
+    project, rows = run_ledger(
+        tmp_path,
+        "multi30k",
+        shared_data / "multi30k_de_en",
+        seeds=[0, 1],
+        families=["seq2seq_gru", "bahdanau"],
+        ablations=[],
+        params=params,
+    )
+    assert rows["bahdanau2015-relative"]["verdict"] != "not run"
+    assert (
+        rows["bahdanau2015-long"]["verdict"] == "not measurable on this data"
+    )  # no 41-word sentence
+    assert rows["luong2015-alignment"]["verdict"] == "not run"
+    summary = json.loads(
+        (project / "results" / "ledgers" / "multi30k" / "summary.json").read_text()
+    )
+    flavour = summary["flavours"]["bahdanau"]["bleu_lowercase_spacy"]
+    assert set(flavour) == {"0", "1"} and all(0 <= v <= 100 for v in flavour.values())
+    corpus = json.loads((project / "results" / "ledgers" / "multi30k" / "corpus.json").read_text())
+    assert set(corpus["files"]) == {
+        "train.de",
+        "train.en",
+        "val.de",
+        "val.en",
+        "test_2016_flickr.de",
+        "test_2016_flickr.en",
+    }
+    lock = (project / "results" / "ledgers" / "multi30k" / "dvc.lock").read_text()
+    assert str(shared_data) not in lock and "corpora/multi30k/train.de" in lock  # no machine path
+    page = (project / "reports" / "ledgers" / "multi30k.md").read_text()
+    assert "bentrevett/pytorch-seq2seq, notebook 3" in page and "28.3 BLEU" in page
+    # run again: the copy is resumed (nothing trains again) and the page is the same
+    sh(
+        ["attention-lab", "ledger", "multi30k", "--files", str(shared_data / "multi30k_de_en")],
+        project,
+    )
+    assert (project / "reports" / "ledgers" / "multi30k.md").read_text() == page
