@@ -32,7 +32,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/gpu.py` finds the package
 
-from attention_lab.pipeline.scratch import copy_project, drop_orphan_ablations, environ
+from attention_lab.pipeline.scratch import copy_project, drop_orphans, environ
 from benchmarks.common import GIT_ID, ROOT, command, cpu_model, num, table, write_marked_section
 
 SECTION = "gpu"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)
@@ -52,7 +52,7 @@ def choose(params: dict, families: list[str] | None, trainer: str, profile: str)
         classify["pretrained"] = [f for f in classify["pretrained"] if f in families]
         params["tasks"] = [t for t in params["tasks"] if params[t]["families"] or (t == "classify" and
                                                                                classify["pretrained"])]
-        drop_orphan_ablations(params)  # every ablation has stages: those of families left out go
+        drop_orphans(params)  # every ablation has stages: those of families left out go
     if profile == "tiny" and "bert_minilm" in classify["pretrained"]:  # 22M weights: short inputs (the e2e test's)
         classify["family_params"]["bert_minilm"]["train"]["max_tokens"] = 128
 

@@ -44,9 +44,10 @@ def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedP
 
 
 def one_family(params: dict) -> None:
-    """tasks: [translate], bahdanau alone, no ablation."""
+    """tasks: [translate], bahdanau alone, no ablation nor corpus."""
     params["tasks"] = ["translate"]
-    params["translate"].update(families=["bahdanau"], ablations={}, replication={})
+    params["translate"].update(families=["bahdanau"], ablations={}, corpus_ablations={}, corpora={},
+                               replication={})
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ def photos_only(params: Path) -> None:
     p["translate"]["families"] = p["classify"]["families"] = p["classify"]["pretrained"] = []
     c = p["caption"]
     c["families"] = ["show_attend_tell"]
-    scratch.drop_orphan_ablations(p)  # show_tell_once: its family does not run
+    scratch.drop_orphans(p)  # show_tell_once: its family does not run
     c["family_params"]["show_attend_tell"] = {"model": {"emb_dim": 8, "hidden_dim": 16, "attn_dim": 8}}
     c["data"] = {"source": "image_captions", "path": "corpora/shapes", "valid_fraction": 0.2, "test_fraction": 0.2}
     c["tokenize"] = {"vocab_size": 100, "min_frequency": 1}

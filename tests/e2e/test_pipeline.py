@@ -65,6 +65,7 @@ def representative_families(params: Path) -> None:
     for task in params_dict["tasks"]:  # one ablation in two tasks: the machinery, not every switch
         name = ABLATIONS.get(task)
         params_dict[task]["ablations"] = {name: params_dict[task]["ablations"][name]} if name else {}
+        params_dict[task].update(corpus_ablations={}, corpora={})
         params_dict[task]["replication"] = REPLICATION.get(task, {})  # one family's fresh seeds: the machinery
     params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
 

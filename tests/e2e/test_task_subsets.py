@@ -31,7 +31,7 @@ def test_one_task_runs_to_its_report_and_touches_no_other_task(task, tmp_path):
     params["tasks"] = [task]
     params[task]["families"] = [ONE_FAMILY[task]]
     params[task].pop("pretrained", None)
-    scratch.drop_orphan_ablations(params)  # every ablation has stages: as docs/data.md says
+    scratch.drop_orphans(params)  # every ablation has stages: as docs/data.md says
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     sh(["attention-lab", "stages"], dest)
     listed = sh(["dvc", "stage", "list", "--name-only"], dest).stdout.split()

@@ -39,7 +39,7 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
         params_dict["translate"]["families"] = params_dict["caption"]["families"] = []
         c = params_dict["classify"]
         c["families"], c["pretrained"] = ["bow", "han"], ["bert_minilm"]  # this test is about the corpus
-        scratch.drop_orphan_ablations(params_dict)  # those of families left out would train
+        scratch.drop_orphans(params_dict)  # those of families left out would train
         c["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
                      "text_field": "text", "label_field": "label", "title_field": "title"}
         c["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
@@ -83,7 +83,7 @@ def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
         params_dict["caption"]["families"] = []
         t = params_dict["translate"]
         t["families"] = ["seq2seq_lstm", "bahdanau", "luong_local_p"]
-        scratch.drop_orphan_ablations(params_dict)  # those of families left out would train
+        scratch.drop_orphans(params_dict)  # those of families left out would train
         t["data"] = {"source": "tsv", "path": str(corpus), "src_column": 0, "tgt_column": 1}
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
         edit_tiny_profile(params.parent, "translate", tune={"trials": 0})  # tuning is the tiny pipeline's test

@@ -32,7 +32,8 @@ def sh(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedPr
 def bahdanau_only(params: dict) -> None:
     """One family and nothing else: no ablation of it either (each would train its own runs)."""
     params.update(tasks=["translate"])
-    params["translate"].update(families=["bahdanau"], ablations={}, replication={})
+    params["translate"].update(families=["bahdanau"], ablations={}, corpus_ablations={}, corpora={},
+                               replication={})
 
 
 @pytest.fixture(scope="module")

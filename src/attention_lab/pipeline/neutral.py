@@ -24,7 +24,7 @@ import yaml
 
 from attention_lab.core.config import ABLATION_KEYS, ablations, families, pretrained_families
 from attention_lab.core.tracking import EQUIVALENT_CODE
-from attention_lab.pipeline.scratch import copy_project, environ
+from attention_lab.pipeline.scratch import copy_project, drop_orphans, environ
 
 SEEDS = [0, 1]
 # what differs between two identical runs: timings, MLflow run ids, and the keys that name the code (run keys, study
@@ -91,6 +91,7 @@ def only(chosen: list[str] | None):
             params[task]["replication"] = {}
             for key in ("families", "pretrained") if chosen else ():
                 params[task][key] = [f for f in params[task].get(key) or [] if f in chosen]
+        drop_orphans(params)  # every ablation has stages: those of families left out go
         params["tasks"] = [t for t in params["tasks"] if params[t].get("families") or params[t].get("pretrained")]
     return edit
 

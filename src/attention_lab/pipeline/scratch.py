@@ -53,9 +53,10 @@ def environ(dest: Path, **extra: str) -> dict[str, str]:
             "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", **extra}
 
 
-def drop_orphan_ablations(params: dict) -> None:
-    """Drop each task's ablations of a family its `families` (or `pretrained`) does not list."""
-    # dvc.yaml gives every entry of `<task>.ablations` stages: they would train all the same
+def drop_orphans(params: dict) -> None:
+    """Drop each task's ablations of a family its `families` (or `pretrained`) does not list, and the
+    corpora no ablation left names."""
+    # dvc.yaml gives every entry of `<task>.ablations` (and each corpus) stages: they would run all the same
     for task in params.get("tasks", []):
         section = params.get(task) or {}
         kept = {*(section.get("families") or []), *(section.get("pretrained") or [])}
@@ -63,6 +64,9 @@ def drop_orphan_ablations(params: dict) -> None:
             if section.get(key):
                 entries = section[key].items()
                 section[key] = {n: e for n, e in entries if e.get("of") in kept}
+        if section.get("corpora"):
+            named = {e.get("corpus") for e in (section.get("corpus_ablations") or {}).values()}
+            section["corpora"] = {n: e for n, e in section["corpora"].items() if n in named}
 
 
 GIT_ID = {"GIT_AUTHOR_NAME": "attention-lab", "GIT_AUTHOR_EMAIL": "attention-lab@localhost",
