@@ -67,7 +67,7 @@ test: $(STAMP) browser  ## run the whole test suite (end-to-end included)
 	REQUIRE_BROWSER=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 test-fast: $(STAMP)  ## unit tests only (the browser's tests skip without `make browser`)
-	$(BIN)/python -m pytest -m "not slow"
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -m "not slow" -n 2
 
 # After a full re-run (not part of `make test` or CI, which check agreement only): fails while `dvc status` lists a
 # changed dependency kept in git, while the committed results disagree with dvc.lock, or while README.md is not what

@@ -20,7 +20,8 @@ from tests.caption.test_photos import zero_png
 from tests.processes import run_python
 from tests.tiny_models import photo_png, tiny_model
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 
 @pytest.mark.parametrize("family", ["show_attend_tell", "show_tell"])

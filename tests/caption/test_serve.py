@@ -17,7 +17,8 @@ from attention_lab.infer.tokenization import train_word_tokenizer
 from tests.processes import run_cli, run_python
 from tests.tiny_models import DIGIT_WORDS, tiny_model
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 
 @pytest.fixture(scope="module", params=["show_attend_tell", "show_tell", "show_tell/every_step"])

@@ -26,7 +26,8 @@ from attention_lab.infer.tokenization import (
 )
 from tests.tiny_models import DIGIT_WORDS, tiny_model
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 MAX_LEN = 5
 

@@ -31,7 +31,8 @@ CLASSES = {"bow": BagOfTricks, "bigru_max": BiGRUMax, "han": HAN, "self_attentiv
 ATTENTION = {"han", "self_attentive", "transformer_encoder"}
 WEIGHTS = ("word", "sentence", "hops")
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 
 def tiny(family: str) -> DocumentClassifier:

@@ -18,7 +18,8 @@ from tests.tiny_models import DOCS, LABELS
 
 TEXT = "The food was not good. We left early!\n\nThe room was lovely."
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 
 @pytest.fixture(scope="module", params=["han", "self_attentive", "bow"])

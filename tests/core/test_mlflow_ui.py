@@ -15,6 +15,8 @@ from attention_lab.core import tracking
 from attention_lab.core.task import get_task
 from tests.core.test_tracking import serve
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 SCORES = {"seq2seq_gru": (10.9, 32.9), "bahdanau": (86.3, 91.2), "luong_dot": (68.9, 80.3)}  # BLEU, chrF
 
 

@@ -26,6 +26,8 @@ from attention_lab.stages import prepare, tokenizer, train
 from attention_lab.stages.common import stage_config
 from tests.stages.test_train import SMALL
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 TIMING = {"train_seconds", "train_tokens_per_s"}  # wall-clock figures: present in both runs, never equal
 
 

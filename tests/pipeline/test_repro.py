@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from attention_lab.pipeline.repro import dvc, pipeline_plan, plan, repro, studies_first
 from tests.conftest import ROOT
 
@@ -97,6 +99,7 @@ DVC_YAML = """stages:
 """
 
 
+@pytest.mark.slow  # runs stages through DVC: `make test-fast` leaves it out
 def test_a_failed_stage_stops_its_chain_only_and_a_rerun_continues(tmp_path, monkeypatch):
     """Two chains side by side under real DVC: b's first stage fails, a's chain still finishes (recorded in dvc.lock),
     the report waits, and the command names the stage; run again once b is fixed, only what is left runs. The stages'
@@ -140,6 +143,7 @@ STUDY_YAML = """stages:
 """
 
 
+@pytest.mark.slow  # runs stages through DVC: `make test-fast` leaves it out
 def test_studies_come_first_and_training_waits_while_they_could_fill_the_slots(tmp_path):
     """One slot, two chains: a's study ends at once, b's takes 3 s; a's training starts only after b's study ends."""
     project(tmp_path, STUDY_YAML)

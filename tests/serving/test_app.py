@@ -22,7 +22,8 @@ DOCUMENT = "The food was not good. We left early!\n\nThe room was lovely."
 ENDPOINTS = ["/health", "/models", "/translate", "/classify", "/caption"]
 CAPTIONER = "show_attend_tell"
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 
 @pytest.fixture(scope="module")

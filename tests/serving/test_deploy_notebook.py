@@ -15,6 +15,8 @@ from nbclient import NotebookClient
 from tests.conftest import ROOT
 from tests.tiny_models import export_tiny_models
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 NOTEBOOK = ROOT / "notebooks" / "03_deploy_onnx.ipynb"
 
 

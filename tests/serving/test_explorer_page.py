@@ -18,7 +18,8 @@ from attention_lab.serving.app import STATIC
 from tests.serving.test_app import DOCUMENT, SENTENCE
 from tests.tiny_models import canvas_png, export_tiny_models, photo_png
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 
 def test_page_loads_nothing_from_outside():

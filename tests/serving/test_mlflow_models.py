@@ -25,6 +25,8 @@ from attention_lab.serving.registry import discover
 from tests.processes import run_python
 from tests.tiny_models import canvas_png, export_tiny_models, photo_png
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 NAMES = {"translate": "bahdanau", "classify": "han", "caption": "show_attend_tell"}
 ANSWER = {"translate": "translation", "classify": "label", "caption": "caption"}
 SENTENCES = ["the cat reads a book", "a dog runs"]

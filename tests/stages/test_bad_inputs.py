@@ -18,6 +18,8 @@ from attention_lab.core.config import ConfigError, check_value, load_config
 from attention_lab.core.readers import DataError
 from attention_lab.translate.data.readers import read_parallel_files, read_tsv
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 # ---------------------------------------------------------------------------------------------------------- config
 
 

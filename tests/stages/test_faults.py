@@ -39,6 +39,8 @@ from attention_lab.translate import export as translate_export
 from tests.conftest import ROOT
 from tests.tiny_models import stage_overrides
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 SRC = ROOT / "src"
 TRAIN = ["family=bahdanau", *stage_overrides("bahdanau"), "data.n_train=200", "data.n_valid=30",
          "train.val_bleu_sentences=10", "train.batch_size=16", "train.max_minutes=5",
@@ -98,7 +100,7 @@ def snapshot(*paths: Path) -> dict[str, bytes]:
     return {str(f): f.read_bytes() for f in files if f.is_file()}
 
 
-@pytest.mark.slow  # three processes of the stage (each about 20 s to start on a busy machine)
+# three processes of the stage (each about 20 s to start on a busy machine)
 def test_sigkilled_training_resumes_from_last_ckpt_to_the_uninterrupted_result(translate_data, tmp_path):
     """A real process killed with SIGKILL in its second epoch: nothing reaches models/<family>/checkpoints; the same
     command run again resumes the partial run (the same MLflow run) and ends with the uninterrupted run's figures."""
@@ -144,7 +146,7 @@ def tune_data(project, one_torch_thread):
     return project
 
 
-@pytest.mark.slow  # three runs of the study in processes of their own
+# three runs of the study in processes of their own
 def test_sigkilled_tuning_resumes_the_killed_trial_and_ends_as_an_uninterrupted_study(tune_data, tmp_path, capsys):
     """A tune process killed with SIGKILL inside a trial's epoch, after a trial finished and after the running one's
     first checkpoint: run again, the killed trial is resumed first (its number, params, reported values, MLflow run)
@@ -235,7 +237,7 @@ PRETRAIN = ["task=classify", "family=bert", *stage_overrides("bert"), "pretrain.
             "pretrain.validate_every=9", "trainer.log_every_n_steps=1"]  # 12 updates an epoch: saves inside epochs
 
 
-@pytest.mark.slow  # three processes of the stage
+# three processes of the stage
 def test_sigkilled_pretraining_resumes_inside_an_epoch_to_the_uninterrupted_encoder(classify_data, tmp_path):
     """pretrain@bert killed with SIGKILL after a checkpoint taken inside an epoch (every 9 updates, 12 an epoch): run
     again, it resumes at the next batch of that epoch (train.batching.ResumableLoader) and writes the uninterrupted
@@ -267,7 +269,7 @@ def test_sigkilled_pretraining_resumes_inside_an_epoch_to_the_uninterrupted_enco
     assert not partial.exists()
 
 
-@pytest.mark.slow  # pretraining, then three processes of the fine-tuning stage
+# pretraining, then three processes of the fine-tuning stage
 def test_sigkilled_fine_tuning_keeps_finished_runs_and_resumes_a_label_share_run(classify_data, tmp_path):
     """finetune@bert with a run on all the labels and one on half of them (validated every 2 epochs), killed with
     SIGKILL after the first had finished and the second had saved a checkpoint at a validation: run again (after

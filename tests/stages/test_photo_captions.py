@@ -14,6 +14,8 @@ from attention_lab.stages import evaluate, prepare, tokenizer, train
 from tests.caption.photo_set import write_photo_set
 from tests.tiny_models import stage_overrides
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 OUT = Path("data/prepared/caption")
 
 

@@ -14,6 +14,8 @@ from attention_lab.stages import prepare, tokenizer, train
 from attention_lab.stages.common import stage_config
 from tests.tiny_models import stage_overrides
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 SMALL = [*stage_overrides("bahdanau"), "data.n_train=200", "data.n_valid=30", "train.val_bleu_sentences=10",
          "train.batch_size=32", "train.max_minutes=5"]
 

@@ -19,6 +19,8 @@ from attention_lab.train.search_space import load_space
 from attention_lab.train.tuning import open_study
 from tests.tiny_models import stage_overrides
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 SMALL = [*stage_overrides("bahdanau", attn_dim=None),  # attn_dim is one of the tuned values (conf/tune/bahdanau.yaml)
          "train.val_bleu_sentences=5", "train.batch_size=16", "train.max_epochs=2",
          "tune.startup_trials=1"]

@@ -16,6 +16,8 @@ from attention_lab.stages.common import stage_config
 from attention_lab.train import training
 from tests.stages.test_train import SMALL, run
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 
 @pytest.fixture
 def prepared(project):

@@ -12,7 +12,8 @@ import torch
 from attention_lab.translate.export import check_parity, export_model
 from tests.tiny_models import TRANSLATE, tiny_model
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 
 @pytest.mark.parametrize("family", sorted(TRANSLATE))

@@ -23,6 +23,8 @@ from attention_lab.translate.serve import ort_encode
 from tests.conftest import ROOT
 from tests.tiny_models import TINY, TRANSLATE, tiny_model
 
+pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
+
 V = 23
 # name -> (family, kwargs over TINY): every translate family, local windows of 2 words (narrower than the test
 # sentences, so padding meets the window's edges), Luong without input feeding and Bahdanau queried with the new state.

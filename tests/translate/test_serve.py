@@ -20,7 +20,8 @@ from tests.tiny_models import PAIRS, tiny_model
 SENTENCES = ["the cat reads a book", "dogs sing"]
 
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 
 
 @pytest.fixture(scope="module")
