@@ -107,6 +107,7 @@ def test_every_dep_exists():
     assert not missing, "deps that name no file or folder (stale paths?):\n" + "\n".join(missing)
 
 
+@pytest.mark.slow  # a second per stage, every stage: `make test-fast` leaves it out
 @pytest.mark.parametrize("name", [name for name, _, _ in pipeline()[0]])
 def test_stage_code_deps_are_what_its_command_imports(name):
     """A stage misses no file its command can import; it names only files that its command, or

@@ -217,6 +217,7 @@ def test_classifier_outputs_and_padding_invariance():
     assert "attentions" not in model.train()(ids, mask)
 
 
+@pytest.mark.slow  # it exports: `make test-fast` leaves it out
 def test_classifier_onnx_round_trip(tmp_path):
     ort = pytest.importorskip("onnxruntime")
     model = tiny_classifier()

@@ -25,6 +25,8 @@ from tests.tiny_models import (
     stage_overrides,
 )
 
+pytestmark = pytest.mark.slow  # it runs the benchmarks: `make test-fast` leaves it out
+
 
 def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,8 @@ from attention_lab.serving.registry import discover
 from tests.caption.test_photo_export import bad_photo
 from tests.tiny_models import photo_png
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
+# slow: it trains, exports or runs stages (`make test-fast` leaves it out)
 MODEL = "show_attend_tell"
 
 

@@ -36,6 +36,7 @@ def gpu_process_state(monkeypatch):
     torch.backends.cudnn.allow_tf32 = tf32
 
 
+@pytest.mark.slow  # it runs every stage that trains: `make test-fast` leaves it out
 def test_params_trainer_gpu_reaches_every_stage_that_trains(project, gpu_process_state):
     assert set_trainer(project, "gpu")
     assert "trainer: gpu               # cpu | gpu" in (project / "params.yaml").read_text()  # the comment is kept

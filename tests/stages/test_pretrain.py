@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mlflow
+import pytest
 
 from attention_lab.core.files import read_jsonl
 from attention_lab.stages import prepare, pretrain
@@ -12,6 +13,7 @@ BERT = ["task=classify", "family=bert", *stage_overrides("bert"), "pretrain.voca
         "pretrain.batch_size=16", "pretrain.warmup_steps=2", "pretrain.max_updates=18", "pretrain.validate_every=9"]
 
 
+@pytest.mark.slow  # it pretrains: `make test-fast` leaves it out
 def test_pretraining_reads_the_unlabelled_documents_for_a_number_of_updates(project, one_torch_thread):
     """60 training + 120 unlabelled documents (never valid/test) at batch 16, 12 updates an epoch: 18 updates, validated
     every 9 updates, and the MLM curves reach MLflow."""
