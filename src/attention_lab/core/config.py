@@ -21,8 +21,8 @@ PARAMS_FILE = "params.yaml"
 MISSING = "???"  # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml (check_missing)
 REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
 GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
-NOT_KNOBS = ("families", "pretrained", "family_params", "ablations", "corpus_ablations", "replication",
-             "corpora")  # params.yaml lists
+NOT_KNOBS = ("families", "pretrained", "family_params", "ablations", "corpus_ablations",
+             "replication", "corpora")  # params.yaml lists
 REPLICATION_SEED = 1000  # the replication's first seed: far from params.yaml `seeds`, none seen by a study
 REPLICATED = ("models", "metrics", "predictions")  # paths the replication's runs keep under <path>/replication
 AUTO = "auto"  # params.yaml `trainer: auto`: conf/trainer/gpu.yaml where torch sees a CUDA GPU, else cpu.yaml
@@ -110,53 +110,61 @@ ABLATION_KEYS = ("ablations", "corpus_ablations")  # a task's two dicts of ablat
 
 
 def ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
-    """params.yaml `<task>.ablations` and `<task>.corpus_ablations`, one dict: {name: {of: family, set: {key:
-    value, ...}[, corpus: name]}}, each one family with one switch changed (`ablations`) or trained on another
-    corpus of `<task>.corpora` (`corpus_ablations`, corpus required), on every seed with that family's tuned
-    values, evaluated as it; checked. Two dicts because dvc.yaml's groups loop over each (an item of the
-    second reads data/prepared/<task>_<corpus>)."""
-    pretrained, known, found = pretrained_families(params, task), corpora(params, task, root), {}
+    """params.yaml `<task>.ablations` and `<task>.corpus_ablations` as one checked dict {name: {of:
+    family, set: {key: value, ...}[, corpus: name]}}: a family with one switch changed, or trained on
+    a corpus of `<task>.corpora` (every seed, the family's tuned values, evaluated as it). Two dicts
+    since dvc.yaml loops over each, and an item of the second reads data/prepared/<task>_<corpus>."""
+    found: dict[str, dict] = {}
+    known, pretrained = corpora(params, task, root), pretrained_families(params, task)  # checked
     for key in ABLATION_KEYS:
         where = f"{(root or Path()) / PARAMS_FILE} {task}.{key}"
         entries = (params.get(task) or {}).get(key) or {}
         if not isinstance(entries, dict):
-            raise ConfigError(f"{where}: expected a mapping {{<name>: {{of: <family>, set: {{...}}}}}}, "
-                              f"got {entries!r}")
-        on_corpus = key == "corpus_ablations"
+            raise ConfigError(f"{where}: expected a mapping {{<name>: {{of: <family>, "
+                              f"set: {{...}}}}}}, got {entries!r}")
         for name, entry in entries.items():
-            allowed = {"of", "set", "corpus"} if on_corpus else {"of", "set"}
-            if not isinstance(entry, dict) or "of" not in entry or not set(entry) <= allowed \
-                    or not isinstance(entry.get("set", {}), dict) \
-                    or not (entry.get("corpus") if on_corpus else entry.get("set")):
-                shape = ("{of: <family>, corpus: <name>[, set: {<key>: <value>, ...}]}" if on_corpus else
-                         "{of: <family>, set: {<key>: <value>, ...}} (one on another corpus: "
-                         f"`{task}.corpus_ablations`)")
-                raise ConfigError(f"{where}.{name}: expected {shape}, got {entry!r}")
-            if on_corpus and entry["corpus"] not in known:
-                raise ConfigError(f"{where}.{name}.corpus: {entry['corpus']!r} is not a corpus of "
-                                  f"`{task}.corpora` ({', '.join(known) or 'none'})")
-            if entry["of"] in pretrained or not isinstance(entry["of"], str):
-                raise ConfigError(f"{where}.{name}.of: expected a family trained from scratch (not one "
-                                  f"of `{task}.pretrained`), got {entry['of']!r}")
-            if root is not None and (root / CONF_DIR / "model" / f"{name}.yaml").is_file():
-                raise ConfigError(f"{where}.{name}: a family has this name (conf/model/{name}.yaml); "
-                                  "name the ablation otherwise")
+            check_ablation(f"{where}.{name}", entry, key == "corpus_ablations", task, known,
+                           pretrained, root)
             if name in found:
                 raise ConfigError(f"{where}.{name}: also an entry of `{task}.ablations`; name it once")
             found[name] = entry
     return found
 
 
+def check_ablation(where: str, entry, on_corpus: bool, task: str, known: dict, pretrained: list,
+                   root: Path | None) -> None:
+    """A ConfigError naming `where` (`<file> <task>.<key>.<name>`) unless the entry is an ablation
+    (`known`: the task's corpora; `pretrained`: its pretrained families)."""
+    name = where.rpartition(".")[2]
+    allowed = {"of", "set", "corpus"} if on_corpus else {"of", "set"}
+    if not isinstance(entry, dict) or "of" not in entry or not set(entry) <= allowed \
+            or not isinstance(entry.get("set", {}), dict) \
+            or not (entry.get("corpus") if on_corpus else entry.get("set")):
+        shape = ("{of: <family>, corpus: <name>[, set: {<key>: <value>, ...}]}" if on_corpus else
+                 "{of: <family>, set: {<key>: <value>, ...}} (one on another corpus: "
+                 f"`{task}.corpus_ablations`)")
+        raise ConfigError(f"{where}: expected {shape}, got {entry!r}")
+    if on_corpus and entry["corpus"] not in known:
+        raise ConfigError(f"{where}.corpus: {entry['corpus']!r} is not a corpus of "
+                          f"`{task}.corpora` ({', '.join(known) or 'none'})")
+    if entry["of"] in pretrained or not isinstance(entry["of"], str):
+        raise ConfigError(f"{where}.of: expected a family trained from scratch (not one of "
+                          f"`{task}.pretrained`), got {entry['of']!r}")
+    if root is not None and (root / CONF_DIR / "model" / f"{name}.yaml").is_file():
+        raise ConfigError(f"{where}: a family has this name (conf/model/{name}.yaml); "
+                          "name the ablation otherwise")
+
+
 def corpora_apply(params: dict, task: str, root: Path | None = None) -> bool:
-    """Whether the task's corpora exist on its data (corpus_applies): all of them or none (a mix is a
-    ConfigError, since dvc.yaml's corpus groups loop over `<task>.corpora` whole)."""
+    """Whether the task's corpora exist on its data (corpus_applies): all of them or none (a mix
+    is a ConfigError: dvc.yaml's corpus groups loop over `<task>.corpora` whole)."""
     names = list(corpora(params, task, root))
     applies = [n for n in names if corpus_applies(params, task, n, root)]
     if applies and len(applies) < len(names):
         gone = [n for n in names if n not in applies]
-        raise ConfigError(f"{(root or Path()) / PARAMS_FILE} {task}.corpora.{gone[0]}: built on another "
-                          f"data source than `{task}.data.source` ({', '.join(applies)} are on it): "
-                          "remove it with its corpus ablations")
+        raise ConfigError(f"{(root or Path()) / PARAMS_FILE} {task}.corpora.{gone[0]}: built on "
+                          f"another data source than `{task}.data.source` ({', '.join(applies)} "
+                          "are on it): remove it with its corpus ablations")
     return bool(applies) or not names
 
 

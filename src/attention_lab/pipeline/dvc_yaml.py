@@ -2,8 +2,9 @@
 
 The family groups loop over params.yaml's own lists and dicts (`foreach: ${translate.families}`,
 `${translate.ablations}`; the corpora and their ablations where they exist on the task's data), so
-`dvc exp run -S translate.families=[...]` runs the families it names. An item's own deps are named from its family alone: conf/model/<family>.py (a link to the
-module its `_target_` names: links()), conf/tune/<family>.yaml, `<task>.family_params.<family>`.
+`dvc exp run -S translate.families=[...]` runs the families it names. An item's own deps are
+named from its family alone: conf/model/<family>.py (a link to the module its `_target_` names:
+links()), conf/tune/<family>.yaml, `<task>.family_params.<family>`.
 `attention-lab stages` writes dvc.yaml, the links, an empty search space for a family without
 one and docs/pipeline.md's re-run table; `attention-lab repro` writes dvc.yaml alone;
 tests/test_dvc_deps.py fails while they are not current. Only the tasks of `tasks` have stages."""
@@ -48,9 +49,10 @@ class Kind:
     outs_no_cache: tuple[str, ...] = ()
     metrics: tuple[str, ...] = ()
     plots: tuple[str, ...] = ()
-    families: str = "families"      # "families", "pretrained", "ablations", "corpus_ablations" (those on another
-    #                                 corpus), "replication" (its families and ablations), "replication_pretrained"
-    #                                 (its pretrained families), "corpora" (the command says corpus=) or "" (per task)
+    # what the group loops over: "families", "pretrained", "ablations", "corpus_ablations" (those on
+    # another corpus), "replication" (its families and ablations), "replication_pretrained" (its
+    # pretrained families), "corpora" (the command says corpus=) or "" (one stage per task)
+    families: str = "families"
     overrides: str = ""             # appended to the command: replication=true
 
 
@@ -58,7 +60,8 @@ RECORDS = ("metrics", "results", "predictions")  # what report_claims reads of e
 # an evaluate stage's outputs besides metrics and plots (results/: the record's rest, data plots)
 EVALUATED = ("predictions/{task}/{item}.json", "results/{task}/{item}")
 REPLICATED = ("predictions/replication/{task}/{item}.json", "results/replication/{task}/{item}")
-SET = "{set}"  # ${item.set}: a replicated ablation's own entry (ablations()), else `<task>.replication.<name>`
+# ${item.set}: a replicated ablation's own entry (ablations()), else `<task>.replication.<name>`
+SET = "{set}"
 REPLICATION = " replication=true"
 OWN = "{own}"  # the family's own params key, `<task>.family_params.<family>`: every family has one
 LINK = "conf/model/{family}.py"  # a link to the family's model module (links()): its own code dep
@@ -80,8 +83,8 @@ KINDS = (
          deps=PREPARE, params=("profile", "{task}.data"), outs=("data/prepared/{task}",), families=""),
     Kind("tokenize_{task}", "tokenizer", "data/tokenized/<task>/tokenizer.json, trained on the training split only",
          deps=TOKENIZE, params=("{task}.tokenize",), outs=("data/tokenized/{task}",), families=""),
-    Kind("prepare_corpus_{task}", "prepare", "each corpus of params.yaml `<task>.corpora`: `<task>.data` "
-         "with its keys changed -> data/prepared/<task>_<corpus>",
+    Kind("prepare_corpus_{task}", "prepare", "each corpus of params.yaml `<task>.corpora`: "
+         "`<task>.data` with its keys changed -> data/prepared/<task>_<corpus>",
          deps=PREPARE, params=("profile", "{task}.data", "{task}.corpora.{item}"),
          outs=("data/prepared/{data}",), families="corpora"),
     Kind("tokenize_corpus_{task}", "tokenizer", "as tokenize_<task>, on the corpus -> "
@@ -123,19 +126,21 @@ KINDS = (
     Kind("export_finetuned", "export", "as export_<task>, from the fine-tuned checkpoints",
          deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
          params=("{task}.evaluate",), outs=("models/{item}/onnx",), families="pretrained"),
-    Kind("train_ablation_{task}", "train", "each of params.yaml `<task>.ablations`: its family with one "
-         "switch changed, on that family's tuned values, every seed -> models/<ablation>/checkpoints",
+    Kind("train_ablation_{task}", "train", "each of params.yaml `<task>.ablations`: its family with "
+         "one switch changed, on that family's tuned values, every seed -> "
+         "models/<ablation>/checkpoints",
          deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.ablations.{item}"),
          outs=("models/{item}/checkpoints",), families="ablations"),
     Kind("evaluate_ablation_{task}", "evaluate", "as evaluate_<task>, for the ablations",
          deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",),
          plots=("plots/{task}/{item}",), outs_no_cache=EVALUATED, families="ablations"),
-    Kind("train_corpus_ablation_{task}", "train", "each of params.yaml `<task>.corpus_ablations`: as "
-         "train_ablation_<task>, on its corpus (data/prepared/<task>_<corpus>)",
+    Kind("train_corpus_ablation_{task}", "train", "each of params.yaml `<task>.corpus_ablations`: "
+         "as train_ablation_<task>, on its corpus (data/prepared/<task>_<corpus>)",
          deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.corpus_ablations.{item}"),
          outs=("models/{item}/checkpoints",), families="corpus_ablations"),
-    Kind("evaluate_corpus_ablation_{task}", "evaluate", "as evaluate_<task>, on the ablation's corpus",
+    Kind("evaluate_corpus_ablation_{task}", "evaluate",
+         "as evaluate_<task>, on the ablation's corpus",
          deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
          params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",),
          plots=("plots/{task}/{item}",), outs_no_cache=EVALUATED, families="corpus_ablations"),
