@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.config import ABLATION_KEYS, ablations, families, pretrained_families
+from attention_lab.core.config import ABLATION_KEYS, families, pretrained_families
 from attention_lab.core.tracking import EQUIVALENT_CODE
 from attention_lab.pipeline.scratch import copy_project, drop_orphans, environ
 
@@ -292,7 +292,8 @@ def affected(params: dict, stages: list[str]) -> list[str] | None:
     its family), every family of the task for a task-wide stage (`prepare_<task>`); None (every family) for a stage
     of no one task."""
     runs = {f for t in params["tasks"] for f in families(params, t)}
-    of = {name: e["of"] for t in params["tasks"] for name, e in ablations(params, t).items()}
+    of = {name: e["of"] for t in params["tasks"] for key in ABLATION_KEYS
+          for name, e in ((params[t] or {}).get(key) or {}).items()}
     chosen: set[str] = set()
     for name in stages:
         kind, _, item = name.partition("@")
