@@ -331,7 +331,7 @@ def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
 def stage(kind: Kind, source: Source, root: Path, params: dict, task: str,
           lists: dict[str, list[str]]) -> dict:
     """A per-task kind's stage {cmd, deps, ...}, or a family kind's foreach group {foreach, do}."""
-    from attention_lab.core.config import ABLATION_KEYS
+    from attention_lab.core.config import ABLATION_KEYS, ablations
 
     if not kind.families:
         values, foreach = {"task": task, "item": task, "of": task, "data": task}, None
@@ -349,12 +349,11 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, task: str,
             if kind.families == "corpus_ablations":
                 data = f"{task}_${{item.corpus}}"
         else:  # the replication's items name a family or an ablation: their family is written here
-            section = params.get(task) or {}
+            entries, section = ablations(params, task, root), params.get(task) or {}
             where = {a: k for k in ABLATION_KEYS for a in section.get(k) or {}}
-            foreach = {f: {"of": source.base_family(f),
+            foreach = {f: {"of": entries[f]["of"] if f in entries else f,
                            "set": f"{task}.{where.get(f, 'replication')}.{f}",
-                           "data": task + corpus_suffix(
-                               ((section.get("corpus_ablations") or {}).get(f) or {}).get("corpus"))}
+                           "data": task + corpus_suffix(entries.get(f, {}).get("corpus"))}
                        for f in lists[kind.families]}
             item, of, data = "${key}", "${item.of}", "${item.data}"
         values = {"task": task, "item": item, "of": of, "own": f"{task}.family_params.{of}",
