@@ -7,7 +7,7 @@ TORCH   := torch==2.13.0
 UV      := uv==0.13.9
 
 .PHONY: setup setup-pipeline setup-serve lock
-.PHONY: browser pipeline test test-fast check-results lint clean
+.PHONY: browser pipeline test test-fast check-results lint format clean
 
 # A role's venv: $(call install,VENV,ROLE), ROLE serve, pipeline or dev (requirements/ROLE.txt).
 # Its lock goes in with --no-deps --require-hashes: exactly its files, each checked against its hash.
@@ -75,8 +75,12 @@ test-fast: $(STAMP)  ## unit tests only (the browser's tests skip without `make 
 check-results: $(STAMP)  ## are the committed results fresh, and do they agree with dvc.lock and the README?
 	$(BIN)/attention-lab readme --check
 
-lint: $(STAMP)
-	$(BIN)/ruff check src tests
+lint: $(STAMP)  ## ruff's lint and format checks (tests/test_style.py runs them too)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+format: $(STAMP)  ## rewrite the code in the project's style (ruff format, lines at most 100 columns)
+	$(BIN)/ruff format src tests benchmarks
 
 clean:
 	rm -rf $(VENV) .venv-pipeline .venv-serve .venv-lock

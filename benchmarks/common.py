@@ -22,14 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ORT_LEVELS = {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
-GIT_ID = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.com", "GIT_COMMITTER_NAME": "bench",
-          "GIT_COMMITTER_EMAIL": "bench@example.com"}  # commits in a copy of the project
+ORT_LEVELS = {
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
+GIT_ID = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+}  # commits in a copy of the project
 
 
 @dataclass
 class Family:
-    """One exported family under --models: its task, onnx folder and (when trained here) seed-0 checkpoint."""
+    """One exported family under --models: its task, onnx folder and (when trained here) seed-0
+    checkpoint."""
 
     name: str
     task: str
@@ -38,7 +47,8 @@ class Family:
 
 
 def find_families(models: Path) -> list[Family]:
-    """Every <family>/onnx folder under models, in params.yaml's family order (others after, by name)."""
+    """Every <family>/onnx folder under models, in params.yaml's family order (others after, by
+    name)."""
     from attention_lab.core.config import TASKS, families, read_params
 
     params = read_params(ROOT)
@@ -49,18 +59,28 @@ def find_families(models: Path) -> list[Family]:
         ckpt = folder / "checkpoints" / "seed0" / "best.ckpt"
         task = json.loads(meta.read_text(encoding="utf-8")).get("task", "translate")
         found.append(Family(folder.name, task, meta.parent, ckpt if ckpt.is_file() else None))
-    return sorted(found, key=lambda f: (order.index(f.name) if f.name in order else len(order), f.name))
+    return sorted(
+        found, key=lambda f: (order.index(f.name) if f.name in order else len(order), f.name)
+    )
 
 
 def cpu_model() -> str:
-    """The CPU's model name and vector extensions from /proc/cpuinfo (platform.processor() elsewhere)."""
+    """The CPU's model name and vector extensions from /proc/cpuinfo (platform.processor()
+    elsewhere)."""
     try:
-        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
+        info = dict(
+            line.split(":", 1)
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if ":" in line
+        )
     except OSError:
         return platform.processor() or platform.machine()
     info = {k.strip(): v.strip() for k, v in info.items()}
     flags = set(info.get("flags", "").split())
-    vector = ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags) or "no AVX2"
+    vector = (
+        ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags)
+        or "no AVX2"
+    )
     return f"{info.get('model name', platform.machine())} ({vector})"
 
 
@@ -69,9 +89,15 @@ def machine() -> dict:
     import onnxruntime
     import torch
 
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
-            "torch": torch.__version__, "onnxruntime": onnxruntime.__version__,
-            "torch_threads": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset")}
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
+    }
 
 
 def clock(fn: Callable, *args, **kwargs) -> tuple[float, object]:
@@ -167,15 +193,21 @@ def command(script: Path | str, argv: list[str] | None = None) -> str:
     return " ".join(["python", shown_path(script), *words])
 
 
-MARKED = re.compile(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", re.DOTALL)  # a section another script writes and keeps
+# a section another script writes and keeps
+MARKED = re.compile(r"<!-- ([\w-]+):start -->.*?<!-- \1:end -->", re.DOTALL)
 
 
 def write_marked_section(md: Path, name: str, lines: list[str], figures: dict) -> None:
-    """Replace (or append) section `name` of md, between its markers, and its key in md's .json twin."""
+    """Replace (or append) section `name` of md, between its markers, and its key in md's .json
+    twin."""
     text = md.read_text(encoding="utf-8") if md.is_file() else "# Speed benchmarks\n"
     block = "\n".join([f"<!-- {name}:start -->", *lines, f"<!-- {name}:end -->"])
     pattern = re.compile(rf"<!-- {name}:start -->.*?<!-- {name}:end -->", re.DOTALL)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    text = (
+        pattern.sub(lambda _: block, text)
+        if pattern.search(text)
+        else text.rstrip() + "\n\n" + block + "\n"
+    )
     md.write_text(text, encoding="utf-8")
     js = md.with_suffix(".json")
     summary = json.loads(js.read_text(encoding="utf-8")) if js.is_file() else {}
@@ -184,7 +216,8 @@ def write_marked_section(md: Path, name: str, lines: list[str], figures: dict) -
 
 
 def keep_marked_sections(md: Path, text: str, summary: dict) -> tuple[str, dict]:
-    """(text, summary) of a rewrite of md with the marked sections of the old md (and their .json keys) kept."""
+    """(text, summary) of a rewrite of md with the marked sections of the old md (and their .json
+    keys) kept."""
     old = md.read_text(encoding="utf-8") if md.is_file() else ""
     js = md.with_suffix(".json")
     old_json = json.loads(js.read_text(encoding="utf-8")) if js.is_file() else {}
@@ -195,7 +228,8 @@ def keep_marked_sections(md: Path, text: str, summary: dict) -> tuple[str, dict]
     return text, summary
 
 
-# The settings of a git revision (default: the committed full run) or of a folder, and data prepared from them
+# The settings of a git revision (default: the committed full run) or of a folder, and data prepared
+# from them
 
 SETTINGS_PATHS = ("params.yaml", "conf", "tuned")  # what load_config reads
 DATA_KEYS = ("task", "data", "tokenize")  # what the prepare and tokenize stages read
@@ -203,7 +237,9 @@ DATA_KEYS = ("task", "data", "tokenize")  # what the prepare and tokenize stages
 
 def git(*args: str) -> str:
     """stdout of `git -C ROOT <args>`."""
-    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def last_run_revision() -> str:
@@ -217,30 +253,38 @@ def describe(rev: str) -> str:
 
 
 def settings_of(before: str, work: Path) -> tuple[Path, str]:
-    """(root, label) of the 'before' settings: a folder with params.yaml and conf/ as it is, else a git revision's."""
+    """(root, label) of the 'before' settings: a folder with params.yaml and conf/ as it is, else a
+    git revision's."""
     if Path(before).is_dir():
         return Path(before).resolve(), f"folder `{shown_path(before, '--before')}`"
     return checkout_settings(before, work / "before"), f"revision {describe(before)}"
 
 
 def checkout_settings(rev: str, dest: Path) -> Path:
-    """params.yaml, conf/ and tuned/ of revision rev extracted under dest (git archive: no worktree left behind)."""
+    """params.yaml, conf/ and tuned/ of revision rev extracted under dest (git archive: no worktree
+    left behind)."""
     paths = [p for p in SETTINGS_PATHS if p in set(git("ls-tree", "--name-only", rev).split())]
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *paths], check=True, capture_output=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, *paths], check=True, capture_output=True
+    ).stdout
     dest.mkdir(parents=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
     fill_conf(dest / "conf")
     params = dest / "params.yaml"
-    if params.is_file() and not re.search(r"^trainer:", params.read_text(encoding="utf-8"), re.MULTILINE):
-        with params.open("a", encoding="utf-8") as out:  # before params.yaml had the switch, conf/ picked cpu
+    if params.is_file() and not re.search(
+        r"^trainer:", params.read_text(encoding="utf-8"), re.MULTILINE
+    ):
+        # before params.yaml had the switch, conf/ picked cpu
+        with params.open("a", encoding="utf-8") as out:
             out.write("trainer: cpu\n")
     return dest
 
 
 def fill_conf(conf: Path) -> None:
-    """conf/ of an older revision under today's: each file merged over today's (keys added since then keep today's
-    defaults, which today's code reads), files added since copied; the revision's values win, but for `_target_`."""
+    """conf/ of an older revision under today's: each file merged over today's (keys added since
+    then keep today's defaults, which today's code reads), files added since copied; the revision's
+    values win, but for `_target_`."""
     from omegaconf import OmegaConf
 
     for new in (ROOT / "conf").rglob("*.yaml"):
@@ -250,39 +294,60 @@ def fill_conf(conf: Path) -> None:
             old.write_text(new.read_text(encoding="utf-8"), encoding="utf-8")
             continue
         text = old.read_text(encoding="utf-8")
-        package = text.splitlines()[0] + "\n" if text.startswith("# @package") else ""  # Hydra reads it from line 1
+        # Hydra reads it from line 1
+        package = text.splitlines()[0] + "\n" if text.startswith("# @package") else ""
         today = OmegaConf.load(new)
         merged = OmegaConf.merge(today, OmegaConf.create(text))
-        if "_target_" in today:  # a class path names code, not a setting: the class as it is named today
+        # a class path names code, not a setting: the class as it is named today
+        if "_target_" in today:
             merged._target_ = today._target_
         old.write_text(package + OmegaConf.to_yaml(merged), encoding="utf-8")
 
 
 def stage_command(stage: str, task: str, data: Path) -> list[str]:
     """`python -m attention_lab.stages.<stage> task=<task>` writing under data instead of data/."""
-    return [sys.executable, "-m", f"attention_lab.stages.{stage}", f"task={task}",
-            f"paths.prepared={data / 'prepared' / task}", f"paths.tokenized={data / 'tokenized' / task}"]
+    return [
+        sys.executable,
+        "-m",
+        f"attention_lab.stages.{stage}",
+        f"task={task}",
+        f"paths.prepared={data / 'prepared' / task}",
+        f"paths.tokenized={data / 'tokenized' / task}",
+    ]
 
 
 def prepare_data(root: Path, task: str, work: Path) -> Path:
-    """<work>/<key>/{prepared,tokenized}/<task> by the prepare and tokenize stages run on the settings under root; one
-    folder per distinct data and tokenizer config (key), so two settings with the same data share it."""
+    """<work>/<key>/{prepared,tokenized}/<task> by the prepare and tokenize stages run on the
+    settings under root; one folder per distinct data and tokenizer config (key), so two settings
+    with the same data share it."""
     from omegaconf import OmegaConf
 
     from attention_lab.core.config import load_config
 
     cfg = load_config(task=task, root=root)
-    key = hashlib.sha1(OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, list(DATA_KEYS))).encode()).hexdigest()[:12]
+    key = hashlib.sha1(
+        OmegaConf.to_yaml(OmegaConf.masked_copy(cfg, list(DATA_KEYS))).encode()
+    ).hexdigest()[:12]
     return prepared(task, work / f"data-{key}", root)
 
 
 def prepared(task: str, data: Path, root: Path = ROOT) -> Path:
-    """data/{prepared,tokenized}/<task> by the project's prepare and tokenize stages on root's settings, when missing."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    """data/{prepared,tokenized}/<task> by the project's prepare and tokenize stages on root's
+    settings, when missing."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    }
     if not (data / "tokenized" / task / "tokenizer.json").is_file():
         for stage in ("prepare", "tokenizer"):
-            done = subprocess.run(stage_command(stage, task, data), check=False, cwd=root, env=env,
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                stage_command(stage, task, data),
+                check=False,
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if done.returncode:
                 raise RuntimeError(f"{stage}@{task} under {root}: {done.stderr.strip()[-500:]}")
     return data

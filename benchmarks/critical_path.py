@@ -1,17 +1,19 @@
-"""The pipeline past one machine, on paper: its critical path (its wall time on an unlimited cluster of single-core
-nodes) and its wall time on 4, 16 and 64 such nodes -> a marked block of docs/scaling.md. Reads committed files only:
-reports/cost.json, reports/benchmarks.json, params.yaml and dvc.yaml (DVC's stage graph).
+"""The pipeline past one machine, on paper: its critical path (its wall time on an unlimited cluster
+of single-core nodes) and its wall time on 4, 16 and 64 such nodes -> a marked block of
+docs/scaling.md. Reads committed files only: reports/cost.json, reports/benchmarks.json, params.yaml
+and dvc.yaml (DVC's stage graph).
 
     python benchmarks/critical_path.py [--write | --check]   # no flag: print the block
 
-The model. A stage's time is its machine seconds (benchmarks/compute_floor.py: each log's wall time shared among its
-stages by their stage seconds, all attempts counted, stopped ones too) times the cores of the logs' machine: the pool
-ran one single-thread run per core and the studies kept every core busy, so that is the core time the stage took, a
-single-core node's time (where a core idled it counts as work: the figures err long). A study is one run (its trials
-one after another); a train or fine-tune stage's time is split evenly among its runs (compute_floor's `runs`: seeds ×
-label fractions, less seed 0 where the study's best trial gave it), which may run on separate nodes; any other stage
-is one run; a stage not in the logs takes 0 s. A stage's runs start when every stage it depends on has finished; on N
-nodes the runs are placed greedily, the longest remaining path first.
+The model. A stage's time is its machine seconds (benchmarks/compute_floor.py: each log's wall time
+shared among its stages by their stage seconds, all attempts counted, stopped ones too) times the
+cores of the logs' machine: the pool ran one single-thread run per core and the studies kept every
+core busy, so that is the core time the stage took, a single-core node's time (where a core idled it
+counts as work: the figures err long). A study is one run (its trials one after another); a train or
+fine-tune stage's time is split evenly among its runs (compute_floor's `runs`: seeds × label
+fractions, less seed 0 where the study's best trial gave it), which may run on separate nodes; any
+other stage is one run; a stage not in the logs takes 0 s. A stage's runs start when every stage it
+depends on has finished; on N nodes the runs are placed greedily, the longest remaining path first.
 """
 
 from __future__ import annotations
@@ -42,13 +44,15 @@ def stage_graph(root: Path) -> dict[str, set[str]]:
 
 
 def dvc_name(stage: str, tasks) -> str:
-    """A logged stage's name as dvc.yaml spells it: older logs wrote `<kind>@<task>` for `<kind>_<task>`."""
+    """A logged stage's name as dvc.yaml spells it: older logs wrote `<kind>@<task>` for
+    `<kind>_<task>`."""
     name, _, item = stage.partition("@")
     return f"{name}_{item}" if item in tasks else stage
 
 
 def stage_runs(root: Path, graph: dict[str, set[str]]) -> dict:
-    """stage -> [seconds of each run on a single-core node] (the module's model), and what the figures rest on."""
+    """stage -> [seconds of each run on a single-core node] (the module's model), and what the
+    figures rest on."""
     from attention_lab.core.config import TASKS, families, read_params
     from benchmarks.pipeline_cost import task_and_family
 
@@ -58,8 +62,10 @@ def stage_runs(root: Path, graph: dict[str, set[str]]) -> dict:
         raise ArtifactError(f"{cost_json}: no field {missing[0]}")
     machine = read(root / "reports" / "benchmarks.json", "machine")
     if machine["cpu"] != cost["cpu"]:
-        raise ArtifactError(f"reports/benchmarks.json: machine {machine['cpu']}, not the logs' {cost['cpu']}: their "
-                            "cores are not known")
+        raise ArtifactError(
+            f"reports/benchmarks.json: machine {machine['cpu']}, not the logs' {cost['cpu']}: their"
+            " cores are not known"
+        )
     side = [g for g in cost["compute_floor"]["side_by_side"] if set(g) <= set(cost["logs"])]
     shares = machine_shares(cost["attempts"], cost["logs"], side, cost.get("spans", {}))
     seconds: dict[str, float] = defaultdict(float)
@@ -77,9 +83,17 @@ def stage_runs(root: Path, graph: dict[str, set[str]]) -> dict:
         row = rows.get(key[s], {})
         n = max(1, row.get("runs") or 1) if key[s][2] == "train" else 1
         runs[s] = [machine["cores"] * seconds.get(s, 0.0) / n] * n
-    return {"runs": runs, "key": key, "cores": machine["cores"], "cpu": cost["cpu"], "measured_s": sum(seconds.values()),
-            "unlogged": sorted(s for s in graph if s not in seconds),
-            "short": sorted(s for s in graph if rows.get(key[s], {}).get("note", "").startswith("under its floor"))}
+    return {
+        "runs": runs,
+        "key": key,
+        "cores": machine["cores"],
+        "cpu": cost["cpu"],
+        "measured_s": sum(seconds.values()),
+        "unlogged": sorted(s for s in graph if s not in seconds),
+        "short": sorted(
+            s for s in graph if rows.get(key[s], {}).get("note", "").startswith("under its floor")
+        ),
+    }
 
 
 def users(deps: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -92,7 +106,8 @@ def users(deps: dict[str, set[str]]) -> dict[str, list[str]]:
 
 
 def tails(runs: dict[str, list[float]], deps: dict[str, set[str]]) -> dict[str, float]:
-    """stage -> the longest path from its end to the pipeline's (its slowest run stands for the stage)."""
+    """stage -> the longest path from its end to the pipeline's (its slowest run stands for the
+    stage)."""
     after, tail = users(deps), {}
 
     def of(s: str) -> float:
@@ -105,8 +120,11 @@ def tails(runs: dict[str, list[float]], deps: dict[str, set[str]]) -> dict[str, 
     return tail
 
 
-def critical_path(runs: dict[str, list[float]], deps: dict[str, set[str]]) -> tuple[float, list[str]]:
-    """(seconds, stages) of the longest chain, each stage its slowest run: the wall time on unlimited nodes."""
+def critical_path(
+    runs: dict[str, list[float]], deps: dict[str, set[str]]
+) -> tuple[float, list[str]]:
+    """(seconds, stages) of the longest chain, each stage its slowest run: the wall time on
+    unlimited nodes."""
     after, tail = users(deps), tails(runs, deps)
     path = lambda s: max(runs[s]) + tail[s]  # the longest chain from the stage's start
     chain = [max(sorted(s for s in deps if not deps[s]), key=path)]
@@ -116,7 +134,8 @@ def critical_path(runs: dict[str, list[float]], deps: dict[str, set[str]]) -> tu
 
 
 def schedule(runs: dict[str, list[float]], deps: dict[str, set[str]], nodes: int) -> float:
-    """Wall seconds on `nodes` single-core nodes: greedy list scheduling, longest remaining path first."""
+    """Wall seconds on `nodes` single-core nodes: greedy list scheduling, longest remaining path
+    first."""
     after, tail = users(deps), tails(runs, deps)
     waiting = {s: len(ds) for s, ds in deps.items()}
     left = {s: len(r) for s, r in runs.items()}
@@ -153,9 +172,13 @@ def compute(root: Path = ROOT) -> dict:
     graph = stage_graph(root)
     inp = stage_runs(root, graph)
     length, chain = critical_path(inp["runs"], graph)
-    return {**inp, "total_s": sum(sum(r) for r in inp["runs"].values()), "critical_s": length,
-            "chain": [(s, max(inp["runs"][s])) for s in chain],
-            "walls": {n: schedule(inp["runs"], graph, n) for n in NODES}}
+    return {
+        **inp,
+        "total_s": sum(sum(r) for r in inp["runs"].values()),
+        "critical_s": length,
+        "chain": [(s, max(inp["runs"][s])) for s in chain],
+        "walls": {n: schedule(inp["runs"], graph, n) for n in NODES},
+    }
 
 
 def hours(s: float) -> str:
@@ -167,24 +190,43 @@ def markdown(r: dict) -> list[str]:
     one, cp = r["total_s"], r["critical_s"]
 
     def bound(n: int) -> str:
-        return f"critical path, {hours(cp)} h" if cp >= one / n else f"machine time ÷ {n}, {hours(one / n)} h"
+        return (
+            f"critical path, {hours(cp)} h"
+            if cp >= one / n
+            else f"machine time ÷ {n}, {hours(one / n)} h"
+        )
 
-    rows = [[f"the logs' machine ({r['cores']} cores, measured)", hours(r["measured_s"]),
-             f"{one / r['measured_s']:.1f}×", "its measured wall time"],
-            ["1", hours(one), "1.0×", "machine time"],
-            *([str(n), hours(w), f"{one / w:.1f}×", bound(n)] for n, w in r["walls"].items()),
-            ["unlimited", hours(cp), f"{one / cp:.1f}×", "critical path"]]
-    lines = [(f"Written by `python benchmarks/critical_path.py --write` from reports/cost.json, dvc.yaml's stage graph "
-              "and reports/benchmarks.json. Model (the script's docstring): a run on a single-core node takes its "
-              f"stage's machine seconds × the {r['cores']} cores of the logs' machine ({r['cpu']}; its core time "
-              "there, every core busy), a train stage's split evenly among its runs (seed 0 from the study), a study "
-              "one run of its trials in a row; a stage's runs start when the stages it depends on have finished, "
-              "longest remaining path first. 0 s, not in the logs: "
-              f"{', '.join(r['unlogged']) or 'none'}; low, logged short of their compute floor (reports/cost.md): "
-              f"{', '.join(r['short']) or 'none'}."), ""]
+    rows = [
+        [
+            f"the logs' machine ({r['cores']} cores, measured)",
+            hours(r["measured_s"]),
+            f"{one / r['measured_s']:.1f}×",
+            "its measured wall time",
+        ],
+        ["1", hours(one), "1.0×", "machine time"],
+        *([str(n), hours(w), f"{one / w:.1f}×", bound(n)] for n, w in r["walls"].items()),
+        ["unlimited", hours(cp), f"{one / cp:.1f}×", "critical path"],
+    ]
+    lines = [
+        (
+            "Written by `python benchmarks/critical_path.py --write` from reports/cost.json,"
+            " dvc.yaml's stage graph and reports/benchmarks.json. Model (the script's docstring):"
+            f" a run on a single-core node takes its stage's machine seconds × the {r['cores']}"
+            f" cores of the logs' machine ({r['cpu']}; its core time there, every core busy), a"
+            " train stage's split evenly among its runs (seed 0 from the study), a study one run"
+            " of its trials in a row; a stage's runs start when the stages it depends on have"
+            " finished, longest remaining path first. 0 s, not in the logs:"
+            f" {', '.join(r['unlogged']) or 'none'}; low, logged short of their compute floor"
+            f" (reports/cost.md): {', '.join(r['short']) or 'none'}."
+        ),
+        "",
+    ]
     lines += table(["nodes", "wall time (h)", "vs 1 node", "bound by"], rows)
     chain = " → ".join(f"`{s}` {sec / 60:,.1f}" for s, sec in r["chain"])
-    return lines + ["", f"The critical path, {hours(cp)} h (minutes per stage, its slowest run): {chain}."]
+    return lines + [
+        "",
+        f"The critical path, {hours(cp)} h (minutes per stage, its slowest run): {chain}.",
+    ]
 
 
 def block(lines: list[str]) -> str:
@@ -193,22 +235,33 @@ def block(lines: list[str]) -> str:
 
 def written(md: Path) -> str | None:
     """The block md holds now, markers included; None without the markers."""
-    m = re.search(rf"{re.escape(START)}.*?{re.escape(END)}", md.read_text(encoding="utf-8"), re.DOTALL)
+    m = re.search(
+        rf"{re.escape(START)}.*?{re.escape(END)}", md.read_text(encoding="utf-8"), re.DOTALL
+    )
     return m.group(0) if m else None
 
 
 def write(md: Path, lines: list[str]) -> None:
     """Replace md's block, or append a section with it."""
     text, old, new = md.read_text(encoding="utf-8"), written(md), block(lines)
-    md.write_text(text.replace(old, new) if old else f"{text.rstrip()}\n\n{HEADING}\n\n{new}\n", encoding="utf-8")
+    md.write_text(
+        text.replace(old, new) if old else f"{text.rstrip()}\n\n{HEADING}\n\n{new}\n",
+        encoding="utf-8",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     how = ap.add_mutually_exclusive_group()
-    how.add_argument("--write", action="store_true", help="replace the block of docs/scaling.md (or append it)")
-    how.add_argument("--check", action="store_true", help="exit 1 when docs/scaling.md's block differs")
-    ap.add_argument("--root", type=Path, default=ROOT, help="the project whose committed files it reads")
+    how.add_argument(
+        "--write", action="store_true", help="replace the block of docs/scaling.md (or append it)"
+    )
+    how.add_argument(
+        "--check", action="store_true", help="exit 1 when docs/scaling.md's block differs"
+    )
+    ap.add_argument(
+        "--root", type=Path, default=ROOT, help="the project whose committed files it reads"
+    )
     args = ap.parse_args(argv)
     try:
         lines = markdown(compute(args.root))
@@ -217,8 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     md = args.root / "docs" / "scaling.md"
     if args.check:
         if written(md) != block(lines):
-            print(f"{md}: the critical-path block differs from reports/cost.json's figures: run "
-                  "`python benchmarks/critical_path.py --write`")
+            print(
+                f"{md}: the critical-path block differs from reports/cost.json's figures: run "
+                "`python benchmarks/critical_path.py --write`"
+            )
             return 1
         return 0
     if args.write:

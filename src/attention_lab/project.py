@@ -1,6 +1,6 @@
-"""The `attention-lab` commands that work on the project rather than on a model: `readme` (results tables and their
-provenance), `config` (--explain), `stages` (dvc.yaml), `repro` and `neutral` (the result-neutral proof).
-cli.py parses their arguments; each imports what it needs lazily.
+"""The `attention-lab` commands that work on the project rather than on a model: `readme` (results
+tables and their provenance), `config` (--explain), `stages` (dvc.yaml), `repro` and `neutral` (the
+result-neutral proof). cli.py parses their arguments; each imports what it needs lazily.
 """
 
 from __future__ import annotations
@@ -11,31 +11,49 @@ from pathlib import Path
 
 
 def cost_table(summary: dict) -> str:
-    """README's cost table from reports/cost.json (benchmarks/pipeline_cost.py): per task, its stages' wall minutes
-    added up and its costliest family."""
-    rows = ["| task | stage minutes, added up | costliest family | stages stopped and resumed |", "|---|---|---|---|"]
+    """README's cost table from reports/cost.json (benchmarks/pipeline_cost.py): per task, its
+    stages' wall minutes added up and its costliest family."""
+    rows = [
+        "| task | stage minutes, added up | costliest family | stages stopped and resumed |",
+        "|---|---|---|---|",
+    ]
     for task, t in summary["tasks"].items():
         family, seconds = max(t["families"].items(), key=lambda kv: kv[1])
-        rows.append(f"| {task} | {t['seconds'] / 60:,.1f} | {family} {seconds / 60:,.1f} | {t['stopped']} |")
-    source = f"From the logs {', '.join(summary['logs'])} ({summary['date']}, {summary['cpu']}; [reports/cost.md](reports/cost.md))."
+        rows.append(
+            f"| {task} | {t['seconds'] / 60:,.1f} | {family} {seconds / 60:,.1f} | {t['stopped']} |"
+        )
+    source = (
+        f"From the logs {', '.join(summary['logs'])} ({summary['date']}, {summary['cpu']};"
+        " [reports/cost.md](reports/cost.md))."
+    )
     return "\n".join([*rows, "", source, ""])
 
 
 def fresh_clone_table(summary: dict) -> str:
-    """README's fresh-clone table from reports/cost-fresh.json (benchmarks/pipeline_cost.py on the logs of a clean
-    clone's `make pipeline`): per task its machine minutes, its compute floor and their ratio; last, the whole run."""
+    """README's fresh-clone table from reports/cost-fresh.json (benchmarks/pipeline_cost.py on the
+    logs of a clean clone's `make pipeline`): per task its machine minutes, its compute floor and
+    their ratio; last, the whole run."""
     floor = summary["compute_floor"]
     rows = ["| task | machine minutes | compute floor (minutes) | ratio |", "|---|---|---|---|"]
     for t in floor["totals"]:
         ratio = f"{t['ratio']:.1f}×" if t["ratio"] else "—"
-        label = f"**all of `make pipeline`** ({t['machine_s'] / 3600:.2f} h)" if t["label"] == "fresh clone" else t["label"]
-        rows.append(f"| {label} | {t['machine_s'] / 60:,.1f} | {t['floor_s'] / 60:,.1f} | {ratio} |")
+        label = (
+            f"**all of `make pipeline`** ({t['machine_s'] / 3600:.2f} h)"
+            if t["label"] == "fresh clone"
+            else t["label"]
+        )
+        rows.append(
+            f"| {label} | {t['machine_s'] / 60:,.1f} | {t['floor_s'] / 60:,.1f} | {ratio} |"
+        )
     pieces = len(summary["logs"])
-    source = (f"Wall time of `make pipeline` in a clean clone (after `make setup`), {pieces} piece{'s' * (pieces > 1)} "
-              f"one after another, first log line to last: the logs {', '.join(summary['logs'])} ({summary['date']}, "
-              f"{summary['cpu']}; [reports/cost-fresh.md](reports/cost-fresh.md)). Machine minutes: each log's wall "
-              f"time shared among the stages that ran side by side; floor: FLOPs trained at this machine's measured "
-              f"matmul peak ({floor['floor_peak']['gflops']:.1f} GFLOP/s).")
+    source = (
+        f"Wall time of `make pipeline` in a clean clone (after `make setup`), {pieces}"
+        f" piece{'s' * (pieces > 1)} one after another, first log line to last: the logs"
+        f" {', '.join(summary['logs'])} ({summary['date']}, {summary['cpu']};"
+        " [reports/cost-fresh.md](reports/cost-fresh.md)). Machine minutes: each log's wall time"
+        " shared among the stages that ran side by side; floor: FLOPs trained at this machine's"
+        f" measured matmul peak ({floor['floor_peak']['gflops']:.1f} GFLOP/s)."
+    )
     return "\n".join([*rows, "", source, ""])
 
 
@@ -58,15 +76,19 @@ def readme(args: argparse.Namespace) -> int:
     for task in params.get("tasks", []):
         cfg = load_config(root=root, task=task)
         paths = {f: records.metrics_path(cfg, f) for f in families(params, task)}
-        results = {f: records.read(cfg, f) for f, p in paths.items() if p.is_file()}  # the rest: not run yet
+        # the rest: not run yet
+        results = {f: records.read(cfg, f) for f, p in paths.items() if p.is_file()}
         if not results:
-            raise FileNotFoundError(f"no metrics yet: {', '.join(map(str, paths.values()))} "
-                                    "(run `dvc repro` first)")
+            raise FileNotFoundError(
+                f"no metrics yet: {', '.join(map(str, paths.values()))} (run `dvc repro` first)"
+            )
         text = splice_results(text, get_task(task).table(results, cfg), task)
     if (ledger_json := root / "metrics" / "claims.json").is_file():
         found = read_json(ledger_json)
         rows = ledger.headline(found["claims"], found.get("confirmatory") or [])
-        text = splice_results(text, ledger.readme_table(rows, corpus_ledger.verdicts(root)), "claims")
+        text = splice_results(
+            text, ledger.readme_table(rows, corpus_ledger.verdicts(root)), "claims"
+        )
     if (cost := root / "reports" / "cost.json").is_file():
         text = splice_results(text, cost_table(read_json(cost)), "cost")
     if (cost := root / "reports" / "cost-fresh.json").is_file():
@@ -89,22 +111,25 @@ def stages(args: argparse.Namespace) -> int:
 
     current = write(Path.cwd(), check=args.check)
     if args.check and not current:
-        print("dvc.yaml, conf/model/<family>.py or docs/pipeline.md's re-run table is not what "
-              "`attention-lab stages` writes from params.yaml and the code: run it",
-              file=sys.stderr)
+        print(
+            "dvc.yaml, conf/model/<family>.py or docs/pipeline.md's re-run table is not what "
+            "`attention-lab stages` writes from params.yaml and the code: run it",
+            file=sys.stderr,
+        )
         return 1
     print("dvc.yaml is current" if current else "wrote dvc.yaml (and the files its stages name)")
     if not args.check and (recorded := record(Path.cwd())):
         more = f"; … ({len(recorded) - 5} more)" if len(recorded) > 5 else ""
-        print(f"dvc.lock: recorded {len(recorded)} deps its stages lacked (links to files they "
-              "record, files their commands cannot import): " + "; ".join(recorded[:5])
-              + more)
+        print(
+            f"dvc.lock: recorded {len(recorded)} deps its stages lacked (links to files they "
+            "record, files their commands cannot import): " + "; ".join(recorded[:5]) + more
+        )
     return 0
 
 
 def config(args: argparse.Namespace) -> int:
-    """Print the config a stage of task=<task> family=<family> trains with (YAML), or with --explain the layer that
-    set each key (load_config's layers, as it merged them)."""
+    """Print the config a stage of task=<task> family=<family> trains with (YAML), or with --explain
+    the layer that set each key (load_config's layers, as it merged them)."""
     import yaml
     from omegaconf import OmegaConf
 
@@ -119,47 +144,74 @@ def config(args: argparse.Namespace) -> int:
     )
 
     items, explain = list(args.items), args.explain
-    if explain is not None and "=" in explain:  # `--explain task=translate ...`: the flag alone, then the items
+    # `--explain task=translate ...`: the flag alone, then the items
+    if explain is not None and "=" in explain:
         items, explain = [explain, *items], "all"
-    stage = {k: v for k, _, v in (i.partition("=") for i in items) if k in ("task", "family", "corpus")}
+    stage = {
+        k: v for k, _, v in (i.partition("=") for i in items) if k in ("task", "family", "corpus")
+    }
     overrides = [i for i in items if i.partition("=")[0] not in ("task", "family", "corpus")]
     task, family, corpus = stage.get("task", "translate"), stage.get("family"), stage.get("corpus")
     root = Path.cwd()
     params = read_params(root)
     task_params(params, root, task)  # an unknown task, named
     valid = families(params, task) + list(ablations(params, task, root))
-    if family not in valid and not (family is None and corpus):  # a corpus alone: its prepare stage's config
-        raise ConfigError(f"{'no family given' if family is None else f'unknown family {family!r}'} for task {task}; "
-                          f"give family=<name>, one of {', '.join(valid)} (params.yaml `{task}.families`, "
-                          f"`{task}.pretrained`, `{task}.ablations`), or corpus=<name>")
+    # a corpus alone: its prepare stage's config
+    if family not in valid and not (family is None and corpus):
+        raise ConfigError(
+            f"{'no family given' if family is None else f'unknown family {family!r}'} for task"
+            f" {task}; give family=<name>, one of {', '.join(valid)} (params.yaml"
+            f" `{task}.families`, `{task}.pretrained`, `{task}.ablations`), or corpus=<name>"
+        )
     cfg, origins = explain_config(overrides, family=family, root=root, task=task, corpus=corpus)
     if explain is None:
         print(OmegaConf.to_yaml(cfg, resolve=True), end="")
         return 0
-    keys = list(origins) if explain == "all" else [k for k in origins if k == explain or k.startswith(explain + ".")]
+    keys = (
+        list(origins)
+        if explain == "all"
+        else [k for k in origins if k == explain or k.startswith(explain + ".")]
+    )
     if not keys:
-        raise ConfigError(f"no key {explain!r} in the config of {task}/{family} (keys look like model.dropout, "
-                          f"train.lr; `--explain all` lists every one)")
+        raise ConfigError(
+            f"no key {explain!r} in the config of {task}/{family} (keys look like model.dropout, "
+            f"train.lr; `--explain all` lists every one)"
+        )
 
     def show(value) -> str:
-        return yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("\n...\n").strip()
+        return (
+            yaml.safe_dump(value, default_flow_style=True, width=10**6)
+            .removesuffix("\n...\n")
+            .strip()
+        )
 
     values = leaf_values(OmegaConf.to_container(cfg, resolve=True))
     for key in keys:
         *lower, (layer, _) = origins[key]
         line = f"{key}: {show(values[key])}  <- {layer}"
         if lower:
-            line += "  (over " + "; ".join(f"{name} = {show(value)}" for name, value in reversed(lower)) + ")"
+            line += (
+                "  (over "
+                + "; ".join(f"{name} = {show(value)}" for name, value in reversed(lower))
+                + ")"
+            )
         print(line)
     return 0
 
 
 def neutral(args: argparse.Namespace) -> int:
-    """Prove the change result-neutral against --base; when it is, record its code deps (pipeline/neutral.py)."""
+    """Prove the change result-neutral against --base; when it is, record its code deps
+    (pipeline/neutral.py)."""
     from attention_lab.pipeline.neutral import prove
 
-    return prove(Path.cwd(), args.base, args.families, Path(args.keep) if args.keep else None, args.record,
-                 args.new_keys)
+    return prove(
+        Path.cwd(),
+        args.base,
+        args.families,
+        Path(args.keep) if args.keep else None,
+        args.record,
+        args.new_keys,
+    )
 
 
 def ledger(args: argparse.Namespace) -> int:
@@ -170,8 +222,9 @@ def ledger(args: argparse.Namespace) -> int:
 
 
 def gpu_or_refuse(root: Path, name: str | None) -> None:
-    """Before any stage runs: a trainer on the GPU (`name`, else params.yaml `trainer:`) needs torch to see a CUDA
-    GPU; without one, the error says so here rather than Lightning's from inside the first training stage."""
+    """Before any stage runs: a trainer on the GPU (`name`, else params.yaml `trainer:`) needs torch
+    to see a CUDA GPU; without one, the error says so here rather than Lightning's from inside the
+    first training stage."""
     import yaml
 
     from attention_lab.core.config import (
@@ -184,24 +237,36 @@ def gpu_or_refuse(root: Path, name: str | None) -> None:
         read_params,
     )
 
-    chosen = (pipeline_trainer(root, name, f"--trainer {name}") if name else
-              params_trainer(read_params(root), root))
-    options = yaml.safe_load((root / CONF_DIR / "trainer" / f"{chosen}.yaml").read_text(encoding="utf-8")) or {}
+    chosen = (
+        pipeline_trainer(root, name, f"--trainer {name}")
+        if name
+        else params_trainer(read_params(root), root)
+    )
+    options = (
+        yaml.safe_load((root / CONF_DIR / "trainer" / f"{chosen}.yaml").read_text(encoding="utf-8"))
+        or {}
+    )
     if options.get("accelerator") == "gpu" and not cuda_available():
         import torch
 
         where = f"--trainer {name}" if name else f"{root / PARAMS_FILE} `trainer: {chosen}`"
-        raise ConfigError(f"{where}: trains on a CUDA GPU, and torch {torch.__version__} sees none "
-                          "(torch.cuda.is_available() is False); use cpu, or auto (gpu where torch sees one), or "
-                          "install a CUDA build of torch (docs/scaling.md)")
+        raise ConfigError(
+            f"{where}: trains on a CUDA GPU, and torch {torch.__version__} sees none "
+            "(torch.cuda.is_available() is False); use cpu, or auto (gpu where torch sees one), or "
+            "install a CUDA build of torch (docs/scaling.md)"
+        )
 
 
 def repro(args: argparse.Namespace) -> int:
-    """`dvc repro` with the families' chains side by side (pipeline/repro.py), after setting params.yaml `trainer:` when asked."""
+    """`dvc repro` with the families' chains side by side (pipeline/repro.py), after setting
+    params.yaml `trainer:` when asked."""
     from attention_lab.core.config import set_trainer
     from attention_lab.pipeline.repro import repro
 
     gpu_or_refuse(Path.cwd(), args.trainer)
-    if args.trainer and set_trainer(Path.cwd(), args.trainer):  # kept in params.yaml: dvc.lock records what ran
+    # kept in params.yaml: dvc.lock records what ran
+    if args.trainer and set_trainer(Path.cwd(), args.trainer):
         print(f"params.yaml: trainer: {args.trainer}", flush=True)
-    return repro(Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True), slots=args.slots)
+    return repro(
+        Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True), slots=args.slots
+    )

@@ -12,15 +12,25 @@ from PIL import Image, ImageDraw
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 40), "blue": (30, 60, 220)}
 SHAPES = ("circle", "square", "triangle")
 # (width, height, PIL mode, format): any size, RGB, grayscale, palette, RGBA and CMYK, JPEG and PNG
-VARIANTS = [(96, 64, "RGB", "JPEG"), (300, 200, "RGB", "PNG"), (64, 128, "CMYK", "JPEG"), (80, 80, "RGBA", "PNG"),
-            (120, 90, "P", "PNG")]
+VARIANTS = [
+    (96, 64, "RGB", "JPEG"),
+    (300, 200, "RGB", "PNG"),
+    (64, 128, "CMYK", "JPEG"),
+    (80, 80, "RGBA", "PNG"),
+    (120, 90, "P", "PNG"),
+]
 
 
 def draw(shape: str, colour: str, width: int, height: int) -> Image.Image:
     """One shape in one colour, centred on white."""
     im = Image.new("RGB", (width, height), "white")
     d, s = ImageDraw.Draw(im), min(width, height)
-    x0, y0, x1, y1 = (width - s * 0.7) / 2, (height - s * 0.7) / 2, (width + s * 0.7) / 2, (height + s * 0.7) / 2
+    x0, y0, x1, y1 = (
+        (width - s * 0.7) / 2,
+        (height - s * 0.7) / 2,
+        (width + s * 0.7) / 2,
+        (height + s * 0.7) / 2,
+    )
     fill = COLOURS[colour]
     if shape == "circle":
         d.ellipse([x0, y0, x1, y1], fill=fill)
@@ -43,8 +53,11 @@ def write_photo_set(base: Path, per_pair: int = 2, header: str = "image,caption"
                 name = f"{shape}_{colour}_{k}.{'jpg' if fmt == 'JPEG' else 'png'}"
                 draw(shape, colour, w, h).convert(mode).save(base / "Images" / name, fmt)
                 names.append(name)
-                rows += [f"{name},a {colour} {shape}", f"{name},A {colour.upper()} {shape} on white .",
-                         f'{name},"a {shape}, {colour}, in the middle"']
+                rows += [
+                    f"{name},a {colour} {shape}",
+                    f"{name},A {colour.upper()} {shape} on white .",
+                    f'{name},"a {shape}, {colour}, in the middle"',
+                ]
     (base / "captions.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
     return names
 
@@ -60,13 +73,15 @@ def write_coco_split(base: Path, annotations: str, images: str, n: int, first_id
     for shape, colour, image_id in drawn:
         name = f"{image_id:012d}.png"
         draw(shape, colour, 48, 32).save(base / images / name)
-        data["images"].append({"license": 1, "file_name": name, "height": 32, "width": 48,
-                               "id": image_id})
+        data["images"].append(
+            {"license": 1, "file_name": name, "height": 32, "width": 48, "id": image_id}
+        )
     for j, text in enumerate(COCO_CAPTIONS):  # photo by photo in turn, as COCO lists them
         for shape, colour, image_id in drawn:
             caption = text.format(shape=shape, colour=colour, COLOUR=colour.upper())
-            data["annotations"].append({"image_id": image_id, "id": 10 * image_id + j,
-                                        "caption": caption})
+            data["annotations"].append(
+                {"image_id": image_id, "id": 10 * image_id + j, "caption": caption}
+            )
     (base / annotations).parent.mkdir(parents=True, exist_ok=True)
     (base / annotations).write_text(json.dumps(data), encoding="utf-8")
     return data

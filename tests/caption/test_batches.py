@@ -1,4 +1,5 @@
-"""data.canvas_batches and data.canvas_datamodule: prepared canvases to batches, and a clear error for bad files."""
+"""data.canvas_batches and data.canvas_datamodule: prepared canvases to batches, and a clear error
+for bad files."""
 
 import numpy as np
 import pytest
@@ -13,9 +14,22 @@ from attention_lab.infer.tokenization import BOS, EOS, PAD, train_word_tokenizer
 
 @pytest.fixture
 def prepared(tmp_path):
-    """A tiny prepared caption folder and its tokenizer, as the prepare and tokenize stages write them."""
-    splits = generated_canvases(1, 64, 16, 2, [(2, 2), (3, 3), (4, 4), (5, 6)], 32, 128, (12, 18), 2, 16, 0.1,
-                                (0.6, 0.1, 0.3))
+    """A tiny prepared caption folder and its tokenizer, as the prepare and tokenize stages write
+    them."""
+    splits = generated_canvases(
+        1,
+        64,
+        16,
+        2,
+        [(2, 2), (3, 3), (4, 4), (5, 6)],
+        32,
+        128,
+        (12, 18),
+        2,
+        16,
+        0.1,
+        (0.6, 0.1, 0.3),
+    )
     for name, (rows, images) in splits.items():
         write_jsonl(tmp_path / f"{name}.jsonl", rows)
         np.save(tmp_path / f"{name}.npy", images)
@@ -28,11 +42,19 @@ def test_collate_shapes_and_targets(prepared):
     root, tok = prepared
     rows, images = load_canvases(root, "valid", tok)
     batch = collate_canvases(list(zip(rows[:3], images[:3])))
-    assert batch["images"].shape == (3, 32, 128) and 0.0 <= batch["images"].min() and batch["images"].max() <= 1.0
+    assert (
+        batch["images"].shape == (3, 32, 128)
+        and 0.0 <= batch["images"].min()
+        and batch["images"].max() <= 1.0
+    )
     n = rows[0]["n_digits"]
     assert batch["tgt_in"][0, 0] == BOS and batch["tgt_out"][0, n] == EOS
-    assert batch["tgt_in"][0, 1:n + 1].tolist() == batch["tgt_out"][0, :n].tolist() == rows[0]["tgt_ids"]
-    assert (batch["tgt_out"][0, n + 1:] == PAD).all()
+    assert (
+        batch["tgt_in"][0, 1 : n + 1].tolist()
+        == batch["tgt_out"][0, :n].tolist()
+        == rows[0]["tgt_ids"]
+    )
+    assert (batch["tgt_out"][0, n + 1 :] == PAD).all()
 
 
 def test_training_batches_mix_digit_counts(prepared):

@@ -1,4 +1,5 @@
-"""data.digits: canvases of real handwritten scans, disjoint scan splits, gold boxes, determinism."""
+"""data.digits: canvases of real handwritten scans, disjoint scan splits, gold boxes,
+determinism."""
 
 import numpy as np
 
@@ -8,7 +9,9 @@ BUCKETS = [(2, 2), (3, 3), (4, 4), (5, 6)]
 
 
 def make(seed=7, n_train=60):
-    return generated_canvases(seed, n_train, 10, 5, BUCKETS, 32, 128, (12, 18), 2, 16, 0.1, (0.6, 0.1, 0.3))
+    return generated_canvases(
+        seed, n_train, 10, 5, BUCKETS, 32, 128, (12, 18), 2, 16, 0.1, (0.6, 0.1, 0.3)
+    )
 
 
 def test_splits_use_disjoint_scans_and_cover_every_digit():
@@ -16,7 +19,9 @@ def test_splits_use_disjoint_scans_and_cover_every_digit():
     assert images.shape == (1797, 8, 8) and 0.0 <= images.min() and images.max() <= 1.0
     parts = split_scans(digits, (0.6, 0.1, 0.3), seed=0)
     assert sum(len(p) for p in parts.values()) == 1797
-    assert not set(parts["train"]) & set(parts["test"]) and not set(parts["valid"]) & set(parts["test"])
+    assert not set(parts["train"]) & set(parts["test"]) and not set(parts["valid"]) & set(
+        parts["test"]
+    )
     for p in parts.values():
         assert set(digits[p]) == set(range(10))
     parts, out = split_scans(digits, (0.6, 0.1, 0.3), seed=7), make(seed=7)
@@ -28,13 +33,19 @@ def test_canvases_captions_and_boxes():
     out = make()
     rows, images = out["test"]
     assert images.shape == (20, 32, 128) and images.dtype == np.uint8
-    assert [r["n_digits"] for r in rows[:5]] == [2] * 5 and all(5 <= r["n_digits"] <= 6 for r in rows[15:])
+    assert [r["n_digits"] for r in rows[:5]] == [2] * 5 and all(
+        5 <= r["n_digits"] <= 6 for r in rows[15:]
+    )
     for r, image in zip(rows, images):
-        assert r["caption"].split() == [WORDS[d] for d in r["digits"]] and len(r["boxes"]) == r["n_digits"]
+        assert (
+            r["caption"].split() == [WORDS[d] for d in r["digits"]]
+            and len(r["boxes"]) == r["n_digits"]
+        )
         xs = [b[0] for b in r["boxes"]]
         assert xs == sorted(xs) and all(b[2] <= 128 and b[3] <= 32 for b in r["boxes"])
         for (x0, y0, x1, y1), prev in zip(r["boxes"][1:], r["boxes"]):
-            assert x0 >= prev[2] and 12 <= x1 - x0 <= 18 and x1 - x0 == y1 - y0  # left to right, no overlap, square
+            # left to right, no overlap, square
+            assert x0 >= prev[2] and 12 <= x1 - x0 <= 18 and x1 - x0 == y1 - y0
         inside = np.zeros_like(image, dtype=bool)
         for x0, y0, x1, y1 in r["boxes"]:
             inside[y0:y1, x0:x1] = True

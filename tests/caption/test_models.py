@@ -1,4 +1,5 @@
-"""models.captioner and tasks.captioning: shapes, the decoder-step contract, attention, the doubly stochastic term."""
+"""models.captioner and tasks.captioning: shapes, the decoder-step contract, attention, the doubly
+stochastic term."""
 
 import numpy as np
 import pytest
@@ -21,7 +22,8 @@ def test_cnn_grid_and_coordinates():
     cnn = DigitCNN([4, 8])
     out = cnn(torch.zeros(2, 16, 64))
     assert out.shape == (2, 4 * 16, 8)
-    assert not torch.allclose(out[0, 0], out[0, -1])  # a blank canvas still tells cells apart (CoordConv)
+    # a blank canvas still tells cells apart (CoordConv)
+    assert not torch.allclose(out[0, 0], out[0, -1])
 
 
 @pytest.mark.parametrize("family", ["show_tell", "show_attend_tell"])
@@ -41,12 +43,15 @@ def test_forward_equals_looped_decode_steps(family):
 
 
 def test_show_tell_feeds_the_image_once_or_beside_every_word():
-    """image_input=first: the image is x_{-1} only (Vinyals); every_step: the step's input is [word; image], so the
-    image changes every step's output, and the looped steps still equal the teacher-forced forward."""
+    """image_input=first: the image is x_{-1} only (Vinyals); every_step: the step's input is [word;
+    image], so the image changes every step's output, and the looped steps still equal the
+    teacher-forced forward."""
     images, tgt = torch.rand(2, 16, 64), torch.randint(4, 14, (2, 3))
     for mode in ("first", "every_step"):
         torch.manual_seed(0)
-        model = ShowTell(14, height=16, width=64, channels=[4, 8], emb_dim=8, hidden_dim=16, image_input=mode).eval()
+        model = ShowTell(
+            14, height=16, width=64, channels=[4, 8], emb_dim=8, hidden_dim=16, image_input=mode
+        ).eval()
         assert model.lstm.input_size == (16 if mode == "every_step" else 8)
         memory, state = model.encode(images)
         other = torch.rand_like(memory)  # the same state, another image's grid at this step
@@ -64,7 +69,8 @@ def test_bad_canvas_size_names_the_divisor():
 
 def test_doubly_stochastic_penalty():
     attn = torch.zeros(1, 3, 4)
-    attn[0, 0, 0] = attn[0, 1, 1] = attn[0, 2, 2] = 1.0  # three steps on three cells: only cell 3 is never attended
+    # three steps on three cells: only cell 3 is never attended
+    attn[0, 0, 0] = attn[0, 1, 1] = attn[0, 2, 2] = 1.0
     tgt_out = torch.tensor([[5, 2, 0]])  # the third step is padding: it does not count
     assert doubly_stochastic_penalty(attn, tgt_out).tolist() == [2.0]  # cells 2 and 3 got nothing
     assert doubly_stochastic_penalty(attn, torch.tensor([[5, 6, 2]])).tolist() == [1.0]
@@ -80,7 +86,7 @@ def test_caption_batch_greedy_matches_argmax_loop():
     done = [False, False]
     for _ in range(4):
         logits, state, _ = model.decode_step(prev, state, memory, model.grid_mask(memory))
-        logits[:, [0, 1, 3]] = -torch.inf   # caption_batch never emits <pad>, <s> or <unk>
+        logits[:, [0, 1, 3]] = -torch.inf  # caption_batch never emits <pad>, <s> or <unk>
         prev = logits.argmax(-1)
         for b in range(2):
             if not done[b]:
@@ -93,7 +99,8 @@ def test_caption_batch_greedy_matches_argmax_loop():
 
 
 def test_show_attend_tell_projects_the_annotations_once_per_image():
-    """encode returns [a_i; U a_i]: decode steps reuse the projection, and attend exactly as projecting each step."""
+    """encode returns [a_i; U a_i]: decode steps reuse the projection, and attend exactly as
+    projecting each step."""
     model = small("show_attend_tell").eval()
     images = torch.rand(2, 16, 64)
     memory, state = model.encode(images)

@@ -1,5 +1,5 @@
-"""caption_export + serving.captioner: two ONNX graphs with attention, parity, onnxruntime-only captions, the
-`attention-lab caption` command and its answers to bad images."""
+"""caption_export + serving.captioner: two ONNX graphs with attention, parity, onnxruntime-only
+captions, the `attention-lab caption` command and its answers to bad images."""
 
 from __future__ import annotations
 
@@ -23,25 +23,36 @@ pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
 @pytest.fixture(scope="module", params=["show_attend_tell", "show_tell", "show_tell/every_step"])
 def exported(request, tmp_path_factory):
-    """A random-weight captioner of 16×64 canvases exported as the export stage does (eos pushed down: long captions);
-    show_tell feeding its image once (conf/model) and beside every word (params.yaml's choice)."""
+    """A random-weight captioner of 16×64 canvases exported as the export stage does (eos pushed
+    down: long captions); show_tell feeding its image once (conf/model) and beside every word
+    (params.yaml's choice)."""
     family, _, image_input = request.param.partition("/")
     root = tmp_path_factory.mktemp(family)
     tok = train_word_tokenizer([[DIGIT_WORDS]], vocab_size=100, min_frequency=1)
     tok.save(str(root / "tokenizer.json"))
-    model = tiny_model(family, tok.get_vocab_size(), **({"image_input": image_input} if image_input else {}))
+    model = tiny_model(
+        family, tok.get_vocab_size(), **({"image_input": image_input} if image_input else {})
+    )
     with torch.no_grad():
         out = model.L_o if hasattr(model, "L_o") else model.out
         out.bias[2] = -30.0
-    parity = export_and_check_captioner(model, root / "onnx", family, root / "tokenizer.json", max_len=5)
+    parity = export_and_check_captioner(
+        model, root / "onnx", family, root / "tokenizer.json", max_len=5
+    )
     return model, root / "onnx", parity
 
 
 def test_parity_and_meta(exported):
     model, folder, parity = exported
-    assert parity["ok"] and parity["greedy_identical"] and max(parity["max_abs_diff"].values()) <= 1e-4
+    assert (
+        parity["ok"] and parity["greedy_identical"] and max(parity["max_abs_diff"].values()) <= 1e-4
+    )
     meta = json.loads((folder / "meta.json").read_text())
-    assert meta["task"] == "caption" and meta["grid"] == [4, 16] and (meta["height"], meta["width"]) == (16, 64)
+    assert (
+        meta["task"] == "caption"
+        and meta["grid"] == [4, 16]
+        and (meta["height"], meta["width"]) == (16, 64)
+    )
     assert meta["has_attention"] == model.has_attention
 
 
@@ -51,7 +62,9 @@ def test_onnx_captions_equal_torch(exported):
     captioner = OnnxCaptioner(folder)
     ours = captioner.caption(list(images))
     torch_hyps = caption_batch(model, torch.from_numpy(images), max_len=5)
-    assert [[captioner.tokenizer.token_to_id(w) for w in c.words] for c in ours] == [h.tokens for h in torch_hyps]
+    assert [[captioner.tokenizer.token_to_id(w) for w in c.words] for c in ours] == [
+        h.tokens for h in torch_hyps
+    ]
     for c in ours:
         assert len(c.words) == 5 and c.attention.shape == (5, 4, 16)
         if model.has_attention:
@@ -59,8 +72,13 @@ def test_onnx_captions_equal_torch(exported):
 
 
 def test_overlay_has_a_panel_per_word():
-    picture = overlay(np.zeros((16, 64), np.float32), ["one", "two"], np.ones((2, 4, 16)) / 64, scale=2,
-                      boxes=[[0, 0, 8, 8]])
+    picture = overlay(
+        np.zeros((16, 64), np.float32),
+        ["one", "two"],
+        np.ones((2, 4, 16)) / 64,
+        scale=2,
+        boxes=[[0, 0, 8, 8]],
+    )
     assert picture.size == (70 + 128, 2 * 32 + 2 * 4)
 
 
@@ -71,9 +89,11 @@ def test_cli_caption_without_torch_and_bad_images(exported, tmp_path):
     proc = run_python(f"""
         import json, sys
         from attention_lab.cli import main
-        code = main(["caption", "--model", "{folder}", "--overlay-dir", "{tmp_path / 'out'}", "--json", "{good}"])
+        out = "{tmp_path / "out"}"
+        code = main(["caption", "--model", "{folder}", "--overlay-dir", out, "--json", "{good}"])
         assert code == 0
-        assert not [m for m in sys.modules if m.split(".")[0] in ("torch", "lightning")], "serving imported torch"
+        heavy = [m for m in sys.modules if m.split(".")[0] in ("torch", "lightning")]
+        assert not heavy, "serving imported torch"
     """)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)[0]
@@ -84,10 +104,24 @@ def test_cli_caption_without_torch_and_bad_images(exported, tmp_path):
     Image.fromarray(np.zeros((20, 64), np.uint8)).save(wrong)
     (tmp_path / "empty.png").write_bytes(b"")
     (tmp_path / "text.png").write_text("not an image")
-    for name, message in [("wrong.png", "is 64×20 pixels, expected 64×16"), ("empty.png", "empty file"),
-                          ("text.png", "not a readable image"), ("missing.png", "no such file")]:
+    for name, message in [
+        ("wrong.png", "is 64×20 pixels, expected 64×16"),
+        ("empty.png", "empty file"),
+        ("text.png", "not a readable image"),
+        ("missing.png", "no such file"),
+    ]:
         out_dir = tmp_path / f"out-{name}"
-        bad = run_cli(["caption", "--model", str(folder), "--overlay-dir", str(out_dir), str(good), str(tmp_path / name)])
+        bad = run_cli(
+            [
+                "caption",
+                "--model",
+                str(folder),
+                "--overlay-dir",
+                str(out_dir),
+                str(good),
+                str(tmp_path / name),
+            ]
+        )
         assert bad.returncode == 2 and name in bad.stderr and message in bad.stderr, bad.stderr
         assert not out_dir.exists()  # every image is checked before anything is written
 

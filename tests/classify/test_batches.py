@@ -1,16 +1,27 @@
-"""data/document_batches.py: both layouts of a batch hold the same words; labels and truncation as in training."""
+"""data/document_batches.py: both layouts of a batch hold the same words; labels and truncation as
+in training."""
 
 from __future__ import annotations
 
 import pytest
 
-from attention_lab.classify.data.batches import collate_documents, label_subset, load_documents, train_labels
+from attention_lab.classify.data.batches import (
+    collate_documents,
+    label_subset,
+    load_documents,
+    train_labels,
+)
 from attention_lab.core.files import write_jsonl
 from attention_lab.infer.tokenization import PAD, train_word_tokenizer, train_wordpiece, truncate
 
-DOCS = [{"label": "pos", "sentences": [["good", "food", "."], ["we", "ate", "."]]},
-        {"label": "neg", "sentences": [["bad", "."]]},
-        {"label": "pos", "sentences": [["lovely", "room", "and", "good", "food", "."], ["yes"], ["no", "."]]}]
+DOCS = [
+    {"label": "pos", "sentences": [["good", "food", "."], ["we", "ate", "."]]},
+    {"label": "neg", "sentences": [["bad", "."]]},
+    {
+        "label": "pos",
+        "sentences": [["lovely", "room", "and", "good", "food", "."], ["yes"], ["no", "."]],
+    },
+]
 
 
 @pytest.fixture
@@ -42,11 +53,16 @@ def test_unknown_label_names_the_document(prepared):
 
 
 def test_wordpiece_documents_keep_the_word_of_each_piece_and_cut_at_a_word(prepared):
-    tok = train_wordpiece([" ".join(w for s in d["sentences"] for w in s) for d in DOCS], vocab_size=40,
-                          min_frequency=1)
+    tok = train_wordpiece(
+        [" ".join(w for s in d["sentences"] for w in s) for d in DOCS],
+        vocab_size=40,
+        min_frequency=1,
+    )
     rows = load_documents(prepared, "train", tok, ["neg", "pos"], 10, 10)
     for r in rows:  # every word has at least one piece, in order
-        assert [sorted(set(w)) for w in r["word_of"]] == [list(range(len(s))) for s in r["sentences"]]
+        assert [sorted(set(w)) for w in r["word_of"]] == [
+            list(range(len(s))) for s in r["sentences"]
+        ]
         assert [len(i) for i in r["ids"]] == [len(w) for w in r["word_of"]]
     ids = [[1, 2, 3], [4, 5, 6, 7]]
     word_of = [[0, 0, 1], [0, 1, 1, 1]]

@@ -1,4 +1,5 @@
-"""models/bert.py and models/hf_bert.py: our BERT's contracts, and parity with transformers on all-MiniLM-L6-v2."""
+"""models/bert.py and models/hf_bert.py: our BERT's contracts, and parity with transformers on
+all-MiniLM-L6-v2."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from torch import Tensor
 
 from attention_lab.classify.export import ClassifierGraph
 from attention_lab.classify.models.bert import Bert, BertClassifier, BertConfig, BertPretraining
-from attention_lab.classify.models.hf_bert import config_from_hf, load_hf_bert, minilm_dir, state_dict_from_hf
+from attention_lab.classify.models.hf_bert import (
+    config_from_hf,
+    load_hf_bert,
+    minilm_dir,
+    state_dict_from_hf,
+)
 from attention_lab.nn.export import all_dynamic, check_dynamic
 from attention_lab.nn.layers import EncoderLayer
 from tests.conftest import ROOT
@@ -20,11 +26,15 @@ from tests.tiny_models import TINY, tiny_model
 
 V, C = 50, 3
 SIZES = TINY["bert"]
-PAIRS = [  # (segment A, segment B | None): a pair, a single sentence, a longer pair, so that two rows are padded
+# (segment A, segment B | None): a pair, a single sentence, a longer pair, so that two rows are
+# padded
+PAIRS = [
     ("The cat sat on the mat.", "It was warm there."),
     ("Attention is all you need", None),
-    ("BERT reads both directions at once, unlike a left-to-right language model.",
-     "Masked tokens are predicted from their left and right context."),
+    (
+        "BERT reads both directions at once, unlike a left-to-right language model.",
+        "Masked tokens are predicted from their left and right context.",
+    ),
 ]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -44,7 +54,7 @@ def pad(docs: list[list[int]], T: int | None = None) -> tuple[Tensor, Tensor]:
     T = T or max(map(len, docs))
     ids = torch.zeros(len(docs), T, dtype=torch.long)
     for b, doc in enumerate(docs):
-        ids[b, :len(doc)] = torch.tensor(doc)
+        ids[b, : len(doc)] = torch.tensor(doc)
     return ids, ids != 0
 
 
@@ -54,24 +64,29 @@ def random_docs(lengths: list[int], seed: int) -> list[list[int]]:
     return [torch.randint(4, V, (n,), generator=gen).tolist() for n in lengths]
 
 
-# ---------------------------------------------------------------- parity with transformers.BertModel on real weights
+# ---------------------------------------------------------------- parity with
+# transformers.BertModel on real weights
 
 
 @pytest.fixture(scope="module")
 def minilm():
-    """(transformers BertModel, our Bert) on all-MiniLM-L6-v2, eval mode, loaded from the installed package only."""
+    """(transformers BertModel, our Bert) on all-MiniLM-L6-v2, eval mode, loaded from the installed
+    package only."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_HUB_OFFLINE", "1")
         mp.setenv("TRANSFORMERS_OFFLINE", "1")
         transformers = pytest.importorskip("transformers")
-        hf = transformers.BertModel.from_pretrained(minilm_dir(), attn_implementation="eager").eval()
+        hf = transformers.BertModel.from_pretrained(
+            minilm_dir(), attn_implementation="eager"
+        ).eval()
     ours, config = load_hf_bert(minilm_dir())
     assert (config.layers, config.hidden, config.heads, config.vocab_size) == (6, 384, 12, 30522)
     return hf, ours
 
 
 def minilm_batch() -> tuple[Tensor, Tensor, Tensor]:
-    """PAIRS through the package's tokenizer.json ([CLS] A [SEP] B [SEP]), right-padded by hand: ids, mask, segments."""
+    """PAIRS through the package's tokenizer.json ([CLS] A [SEP] B [SEP]), right-padded by hand:
+    ids, mask, segments."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(minilm_dir() / "tokenizer.json"))
@@ -79,9 +94,15 @@ def minilm_batch() -> tuple[Tensor, Tensor, Tensor]:
     tok.no_truncation()
     encodings = [tok.encode(a) if b is None else tok.encode(a, b) for a, b in PAIRS]
     S = max(len(e.ids) for e in encodings)
-    ids, segments = torch.zeros(len(PAIRS), S, dtype=torch.long), torch.zeros(len(PAIRS), S, dtype=torch.long)
+    ids, segments = (
+        torch.zeros(len(PAIRS), S, dtype=torch.long),
+        torch.zeros(len(PAIRS), S, dtype=torch.long),
+    )
     for i, e in enumerate(encodings):
-        ids[i, :len(e.ids)], segments[i, :len(e.ids)] = torch.tensor(e.ids), torch.tensor(e.type_ids)
+        ids[i, : len(e.ids)], segments[i, : len(e.ids)] = (
+            torch.tensor(e.ids),
+            torch.tensor(e.type_ids),
+        )
     mask = torch.arange(S) < torch.tensor([len(e.ids) for e in encodings]).unsqueeze(1)  # (B, S)
     return ids, mask, segments
 
@@ -90,8 +111,11 @@ def minilm_batch() -> tuple[Tensor, Tensor, Tensor]:
 def test_minilm_parity_with_transformers(minilm):
     hf, ours = minilm
     ids, mask, segments = minilm_batch()
-    assert (~mask).any() and (segments == 1).any() and segments[1].eq(0).all()  # padding, pairs, and a single
-    ref = hf(input_ids=ids, attention_mask=mask.long(), token_type_ids=segments, output_attentions=True)
+    # padding, pairs, and a single
+    assert (~mask).any() and (segments == 1).any() and segments[1].eq(0).all()
+    ref = hf(
+        input_ids=ids, attention_mask=mask.long(), token_type_ids=segments, output_attentions=True
+    )
     hidden, pooled, attentions = ours(ids, mask, segments, need_weights=True)
     hidden_diff = (hidden - ref.last_hidden_state)[mask].abs().max().item()  # real positions only
     pooled_diff = (pooled - ref.pooler_output).abs().max().item()
@@ -99,11 +123,14 @@ def test_minilm_parity_with_transformers(minilm):
     assert pooled_diff <= 1e-4, pooled_diff
     assert len(attentions) == len(ref.attentions) == 6
     for layer, (a, r) in enumerate(zip(attentions, ref.attentions)):
-        # ALL rows, padded query rows included: both models let a padded query attend to the real keys only
+        # ALL rows, padded query rows included: both models let a padded query attend to the real
+        # keys only
         assert a.shape == r.shape == (len(PAIRS), 12, ids.shape[1], ids.shape[1])
         diff = (a - r).abs().max().item()
         assert diff <= 1e-5, (layer, diff)
-        assert a.masked_select(~mask[:, None, None, :]).eq(0).all()  # exactly zero weight on padded keys
+        assert (
+            a.masked_select(~mask[:, None, None, :]).eq(0).all()
+        )  # exactly zero weight on padded keys
     # without need_weights the fused kernel runs: same hidden states
     fused, _, none = ours(ids, mask, segments)
     assert none == () and (fused - hidden)[mask].abs().max() <= 1e-5
@@ -118,7 +145,8 @@ def minilm_state() -> dict[str, Tensor]:
 
 def test_state_dict_from_hf_names_missing_and_unknown_keys(minilm_state):
     config = config_from_hf(json.loads((minilm_dir() / "config.json").read_text()))
-    ours = state_dict_from_hf({f"bert.{k}": v for k, v in minilm_state.items()}, config)  # a 'bert.' prefix is fine
+    # a 'bert.' prefix is fine
+    ours = state_dict_from_hf({f"bert.{k}": v for k, v in minilm_state.items()}, config)
     assert ours.keys() == Bert(config).state_dict().keys()
     state = dict(minilm_state)
     del state["encoder.layer.3.attention.self.key.bias"]
@@ -178,7 +206,8 @@ def test_bert_initialisation():
 def test_pretraining_heads_and_tied_decoder():
     torch.manual_seed(0)
     model = BertPretraining(BertConfig(V, **SIZES)).eval()
-    assert model.decoder.weight is model.bert.embeddings.word.weight  # tied: one tensor, one storage
+    # tied: one tensor, one storage
+    assert model.decoder.weight is model.bert.embeddings.word.weight
     assert model.decoder.bias.eq(0).all()
     ids, mask = pad(random_docs([6, 4], 1))
     mlm, pair = model(ids, mask, torch.zeros_like(ids))
@@ -226,9 +255,17 @@ def test_classifier_onnx_round_trip(tmp_path):
     names = list(model.output_names)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(ClassifierGraph(model, names), (ids, mask), str(path), dynamo=True, opset_version=20,
-                          input_names=["ids", "mask"], output_names=names,
-                          dynamic_shapes=(all_dynamic(ids), all_dynamic(mask)), verbose=False)
+        torch.onnx.export(
+            ClassifierGraph(model, names),
+            (ids, mask),
+            str(path),
+            dynamo=True,
+            opset_version=20,
+            input_names=["ids", "mask"],
+            output_names=names,
+            dynamic_shapes=(all_dynamic(ids), all_dynamic(mask)),
+            verbose=False,
+        )
     check_dynamic(path, {"ids": [0, 1], "mask": [0, 1]})
     ids, mask = pad(random_docs([9, 1, 4, 7, 2], 5))  # B = 5, T = 9: unlike the example
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -241,7 +278,8 @@ def test_classifier_onnx_round_trip(tmp_path):
 
 @torch.inference_mode()
 def test_bertviz_head_and_model_views_read_our_attentions():
-    """The per-layer (batch, heads, query, key) tuple is what bertviz takes: its views embed our weights as they are."""
+    """The per-layer (batch, heads, query, key) tuple is what bertviz takes: its views embed our
+    weights as they are."""
     from bertviz import head_view, model_view
 
     model = tiny_classifier()
@@ -250,13 +288,16 @@ def test_bertviz_head_and_model_views_read_our_attentions():
     tokens = ["[CLS]", "w1", "w2", "w3", "w4", "[SEP]"]
     for view in (head_view, model_view):
         html = view(maps, tokens, html_action="return").data
-        params, _ = json.JSONDecoder().raw_decode(html, html.index("{", html.index("const params = ")))
+        params, _ = json.JSONDecoder().raw_decode(
+            html, html.index("{", html.index("const params = "))
+        )
         got = np.array(params["attention"][0]["attn"])  # (layers, heads, query, key)
         np.testing.assert_allclose(got, torch.stack([m[0] for m in maps]).numpy(), atol=1e-6)
         assert params["attention"][0]["left_text"] == tokens
 
 
-# ---------------------------------------------------------------- bert is transformer_encoder's pretrained twin
+# ---------------------------------------------------------------- bert is transformer_encoder's
+# pretrained twin
 
 
 def shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
@@ -264,20 +305,30 @@ def shapes(module: torch.nn.Module) -> dict[str, tuple[int, ...]]:
 
 
 def test_bert_and_transformer_encoder_are_twins():
-    """conf/model/bert.yaml and conf/model/transformer_encoder.yaml build the same encoder (layers, positions, widths,
-    dropout): the pretraining gain is measured between twins. bert has only what pretraining adds (segment embeddings
-    and the pooler, trained by the sentence-order head) and a [CLS] token row where the other has a [CLS] vector."""
+    """conf/model/bert.yaml and conf/model/transformer_encoder.yaml build the same encoder (layers,
+    positions, widths, dropout): the pretraining gain is measured between twins. bert has only what
+    pretraining adds (segment embeddings and the pooler, trained by the sentence-order head) and a
+    [CLS] token row where the other has a [CLS] vector."""
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     def build(family):
-        return instantiate(OmegaConf.load(ROOT / "conf" / "model" / f"{family}.yaml"), vocab_size=V, num_classes=C,
-                           pad_id=0)
+        return instantiate(
+            OmegaConf.load(ROOT / "conf" / "model" / f"{family}.yaml"),
+            vocab_size=V,
+            num_classes=C,
+            pad_id=0,
+        )
 
     scratch, bert = build("transformer_encoder"), build("bert")
     encoder = bert.bert
-    assert scratch.positions == encoder.config.positions == "alibi" and encoder.config.layout == "pre_ln"
-    assert encoder.embeddings.position is None and isinstance(encoder.embeddings.norm, torch.nn.Identity)
+    assert (
+        scratch.positions == encoder.config.positions == "alibi"
+        and encoder.config.layout == "pre_ln"
+    )
+    assert encoder.embeddings.position is None and isinstance(
+        encoder.embeddings.norm, torch.nn.Identity
+    )
     assert len(scratch.layers) == len(encoder.layers) > 0
     for ours, theirs in zip(scratch.layers, encoder.layers):
         assert type(ours) is type(theirs) is EncoderLayer and shapes(ours) == shapes(theirs)
@@ -287,18 +338,30 @@ def test_bert_and_transformer_encoder_are_twins():
     assert scratch.embed.weight.shape[1] == encoder.embeddings.word.weight.shape[1]
     assert scratch.drop.p == encoder.embeddings.drop.p
     outside = {n for n in shapes(encoder) if not n.startswith(("layers.", "norm."))}
-    assert outside == {"embeddings.word.weight", "embeddings.segment.weight", "pooler.weight", "pooler.bias"}
-    assert {n for n in shapes(scratch) if not n.startswith(("layers.", "norm."))} == {"cls", "embed.weight",
-                                                                                      "out.weight", "out.bias"}
+    assert outside == {
+        "embeddings.word.weight",
+        "embeddings.segment.weight",
+        "pooler.weight",
+        "pooler.bias",
+    }
+    assert {n for n in shapes(scratch) if not n.startswith(("layers.", "norm."))} == {
+        "cls",
+        "embed.weight",
+        "out.weight",
+        "out.bias",
+    }
 
 
 def test_the_twins_train_by_the_same_recipe():
-    """bert and transformer_encoder also train alike (schedule, stopping, batch, label fractions; params.yaml
-    family_params): only their tuned values (searched with the same budget) and bert's WordPiece cap may differ."""
+    """bert and transformer_encoder also train alike (schedule, stopping, batch, label fractions;
+    params.yaml family_params): only their tuned values (searched with the same budget) and bert's
+    WordPiece cap may differ."""
     from attention_lab.stages.common import stage_config
 
-    scratch, bert = (stage_config(["task=classify", f"family={f}"], tuned=False).train
-                     for f in ("transformer_encoder", "bert"))
+    scratch, bert = (
+        stage_config(["task=classify", f"family={f}"], tuned=False).train
+        for f in ("transformer_encoder", "bert")
+    )
     differ = {k for k in set(scratch) | set(bert) if scratch.get(k) != bert.get(k)}
     assert differ <= {"lr", "max_tokens"}, differ
     assert scratch.min_epochs == 25 and list(scratch.label_fractions) == [0.1, 1.0]
@@ -309,7 +372,8 @@ def test_bert_minilm_keeps_berts_layout():
 
     minilm = OmegaConf.load(ROOT / "conf" / "model" / "bert_minilm.yaml")
     assert (minilm.positions, minilm.layout) == ("learned", "post_ln")
-    assert (BertConfig(V).positions, BertConfig(V).layout) == ("learned", "post_ln")  # HF configs, old config.json
+    # HF configs, old config.json
+    assert (BertConfig(V).positions, BertConfig(V).layout) == ("learned", "post_ln")
     with pytest.raises(ValueError, match="positions"):
         BertConfig(V, positions="rotary")
 
@@ -325,11 +389,13 @@ def test_pre_ln_alibi_bert_masks_padding_and_ignores_it():
     alone, _, _ = model(*pad(random_docs([7, 3, 5], 0)[1:2]))
     torch.testing.assert_close(alone, hidden[1:2, :3], atol=1e-5, rtol=1e-5)
     fast, _, _ = model(ids, mask)
-    torch.testing.assert_close(fast, hidden, atol=1e-5, rtol=1e-5)  # fused kernel == explicit softmax, with the bias
+    # fused kernel == explicit softmax, with the bias
+    torch.testing.assert_close(fast, hidden, atol=1e-5, rtol=1e-5)
 
 
 def test_pretrained_twin_loads_into_the_bert_family():
-    """pretrain@bert saves BertPretraining(conf/model/bert.yaml sizes).bert; fine-tuning loads it strictly."""
+    """pretrain@bert saves BertPretraining(conf/model/bert.yaml sizes).bert; fine-tuning loads it
+    strictly."""
     torch.manual_seed(0)
     classifier = tiny_classifier()
     pretrained = BertPretraining(classifier.config)

@@ -1,4 +1,5 @@
-"""The review generator: determinism, disjoint splits, bucketed balanced test set, gold rationales, BoW difficulty."""
+"""The review generator: determinism, disjoint splits, bucketed balanced test set, gold rationales,
+BoW difficulty."""
 
 from collections import Counter
 
@@ -19,7 +20,9 @@ NEUTRAL_MARKERS = {"fine", "okay", "average", "neither", "nothing"}
 
 @pytest.fixture(scope="module")
 def splits() -> dict[str, list[dict]]:
-    return generated_documents(seed=0, n_train=2000, n_valid=300, n_test_per_bucket=150, buckets=BUCKETS)
+    return generated_documents(
+        seed=0, n_train=2000, n_valid=300, n_test_per_bucket=150, buckets=BUCKETS
+    )
 
 
 def text(doc: dict) -> str:
@@ -27,7 +30,9 @@ def text(doc: dict) -> str:
 
 
 def test_same_seed_same_documents_and_different_seed_different(splits):
-    again = generated_documents(seed=0, n_train=2000, n_valid=300, n_test_per_bucket=150, buckets=BUCKETS)
+    again = generated_documents(
+        seed=0, n_train=2000, n_valid=300, n_test_per_bucket=150, buckets=BUCKETS
+    )
     assert again == splits
     other = generated_documents(seed=1, n_train=50, n_valid=0, n_test_per_bucket=0, buckets=[])
     assert [text(d) for d in other["train"]] != [text(d) for d in splits["train"][:50]]
@@ -42,17 +47,23 @@ def test_split_sizes_and_no_document_in_two_splits(splits):
 def test_lengths_span_3_to_30_and_test_buckets_are_balanced(splits):
     lengths = [len(d["sentences"]) for d in splits["train"]]
     assert min(lengths) == 3 and max(lengths) == 30 and 14 < sum(lengths) / len(lengths) < 19
-    assert Counter(d["label"] for d in splits["train"]) == Counter({label: 2000 // 3 + (i < 2000 % 3)
-                                                                  for i, label in enumerate(LABELS)})
+    assert Counter(d["label"] for d in splits["train"]) == Counter(
+        {label: 2000 // 3 + (i < 2000 % 3) for i, label in enumerate(LABELS)}
+    )
     for lo, hi in BUCKETS:
         bucket = [d for d in splits["test"] if lo <= len(d["sentences"]) <= hi]
-        assert len(bucket) == 150 and Counter(d["label"] for d in bucket) == {label: 50 for label in LABELS}
+        assert len(bucket) == 150 and Counter(d["label"] for d in bucket) == {
+            label: 50 for label in LABELS
+        }
 
 
 def test_rows_follow_the_contract(splits):
     for doc in splits["valid"]:
         assert set(doc) == {"label", "sentences", "rationale"} and doc["label"] in LABELS
-        assert all(s and all(isinstance(w, str) and w == w.lower() and " " not in w for w in s) for s in doc["sentences"])
+        assert all(
+            s and all(isinstance(w, str) and w == w.lower() and " " not in w for w in s)
+            for s in doc["sentences"]
+        )
         keys = doc["rationale"]["sentences"]
         assert keys == sorted(set(keys)) and 1 <= len(keys) <= 3
         assert {i for i, _ in doc["rationale"]["words"]} == set(keys)
@@ -65,7 +76,8 @@ def read_key_words(doc: dict) -> str:
     for i in doc["rationale"]["sentences"]:
         words = [doc["sentences"][i][j] for s, j in doc["rationale"]["words"] if s == i]
         polar = [w for w in words if w in POSITIVE or w in NEGATIVE or w in LIKED or w in DISLIKED]
-        if NEUTRAL_MARKERS & set(words) or len(polar) == 2:  # "fine, nothing special"; "good but also bad"
+        # "fine, nothing special"; "good but also bad"
+        if NEUTRAL_MARKERS & set(words) or len(polar) == 2:
             continue
         assert len(polar) == 1, (doc, i, words)
         sign = 1 if polar[0] in POSITIVE or polar[0] in LIKED else -1
@@ -83,8 +95,16 @@ def test_gold_key_words_decide_every_label(splits):
 
 def test_distractors_use_the_sentiment_words_of_the_other_class(splits):
     positive = [d for d in splits["train"] if d["label"] == "positive"]
-    misleading = [d for d in positive if any(w in NEGATIVE for i, s in enumerate(d["sentences"])
-                                             if i not in d["rationale"]["sentences"] for w in s)]
+    misleading = [
+        d
+        for d in positive
+        if any(
+            w in NEGATIVE
+            for i, s in enumerate(d["sentences"])
+            if i not in d["rationale"]["sentences"]
+            for w in s
+        )
+    ]
     assert len(misleading) > len(positive) // 4
 
 
@@ -96,23 +116,39 @@ def test_bag_of_words_learns_something_but_not_everything(splits):
     x_train = vectorizer.fit_transform([text(d) for d in splits["train"]])
     model = LogisticRegression(max_iter=2000).fit(x_train, [d["label"] for d in splits["train"]])
     predicted = model.predict(vectorizer.transform([text(d) for d in splits["test"]]))
-    accuracy = sum(p == d["label"] for p, d in zip(predicted, splits["test"], strict=True)) / len(predicted)
-    assert 0.45 < accuracy < 0.8, accuracy  # measured 0.60 (chance 0.33; the key sentences decide every label)
+    accuracy = sum(p == d["label"] for p, d in zip(predicted, splits["test"], strict=True)) / len(
+        predicted
+    )
+    # measured 0.60 (chance 0.33; the key sentences decide every label)
+    assert 0.45 < accuracy < 0.8, accuracy
 
 
-def test_generation_checks_its_buckets():  # speed is not a test's business (a shared CPU made it flaky)
-    assert len(generated_documents(seed=3, n_train=500, n_valid=0, n_test_per_bucket=0, buckets=[])["train"]) == 500
+# speed is not a test's business (a shared CPU made it flaky)
+def test_generation_checks_its_buckets():
+    assert (
+        len(
+            generated_documents(seed=3, n_train=500, n_valid=0, n_test_per_bucket=0, buckets=[])[
+                "train"
+            ]
+        )
+        == 500
+    )
     with pytest.raises(ValueError, match=r"bucket \(2, 7\)"):
         generated_documents(seed=0, n_train=1, n_valid=1, n_test_per_bucket=1, buckets=[(2, 7)])
 
 
 def test_unlabelled_documents_are_text_only_and_repeat_no_labelled_one(splits):
-    """The unlabelled documents come last from their own seed stream: the labelled splits stay the same, and none
-    equals a train, valid or test document."""
-    more = generated_documents(seed=0, n_train=2000, n_valid=300, n_test_per_bucket=150, buckets=BUCKETS,
-                               n_unlabelled=3000)
-    assert {s: more[s] for s in ("train", "valid", "test")} == {s: splits[s] for s in ("train", "valid", "test")}
-    assert len(more["unlabelled"]) == 3000 and all(set(d) == {"sentences"} for d in more["unlabelled"])
+    """The unlabelled documents come last from their own seed stream: the labelled splits stay the
+    same, and none equals a train, valid or test document."""
+    more = generated_documents(
+        seed=0, n_train=2000, n_valid=300, n_test_per_bucket=150, buckets=BUCKETS, n_unlabelled=3000
+    )
+    assert {s: more[s] for s in ("train", "valid", "test")} == {
+        s: splits[s] for s in ("train", "valid", "test")
+    }
+    assert len(more["unlabelled"]) == 3000 and all(
+        set(d) == {"sentences"} for d in more["unlabelled"]
+    )
     unlabelled = {text(d) for d in more["unlabelled"]}
     assert len(unlabelled) == 3000
     assert not unlabelled & {text(d) for s in ("train", "valid", "test") for d in splits[s]}

@@ -1,4 +1,5 @@
-"""classifier_export + serving.classifier: one ONNX graph per classify family, parity, and onnxruntime-only use."""
+"""classifier_export + serving.classifier: one ONNX graph per classify family, parity, and
+onnxruntime-only use."""
 
 from __future__ import annotations
 
@@ -24,15 +25,27 @@ pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.slow]
 
 @pytest.fixture(scope="module", params=["han", "self_attentive", "bow"])
 def exported(request, tmp_path_factory):
-    """A random-weight classify family exported with a word-level tokenizer, as the export stage does."""
+    """A random-weight classify family exported with a word-level tokenizer, as the export stage
+    does."""
     root = tmp_path_factory.mktemp(request.param)
     tok = train_word_tokenizer(DOCS * 2, vocab_size=100, min_frequency=1)
     tok.save(str(root / "tokenizer.json"))
     torch.manual_seed(0)
-    model = instantiate(OmegaConf.load(f"conf/model/{request.param}.yaml"), vocab_size=tok.get_vocab_size(),
-                        num_classes=len(LABELS), pad_id=0).eval()
-    parity = export_and_check_classifier(model, root / "onnx", request.param, root / "tokenizer.json", LABELS,
-                                         max_sentences=5, max_words=8)
+    model = instantiate(
+        OmegaConf.load(f"conf/model/{request.param}.yaml"),
+        vocab_size=tok.get_vocab_size(),
+        num_classes=len(LABELS),
+        pad_id=0,
+    ).eval()
+    parity = export_and_check_classifier(
+        model,
+        root / "onnx",
+        request.param,
+        root / "tokenizer.json",
+        LABELS,
+        max_sentences=5,
+        max_words=8,
+    )
     return request.param, root / "onnx", model, parity
 
 
@@ -41,18 +54,27 @@ def test_parity_is_recorded(exported):
     assert parity["ok"] and parity["prediction_identical"]
     assert json.loads((out / "parity.json").read_text())["max_abs_diff"]["logits"] <= 1e-4
     meta = json.loads((out / "meta.json").read_text())
-    assert meta["task"] == "classify" and meta["labels"] == LABELS and "penalty" not in meta["outputs"]
+    assert (
+        meta["task"] == "classify" and meta["labels"] == LABELS and "penalty" not in meta["outputs"]
+    )
 
 
 def test_classifier_matches_torch_and_truncates_like_training(exported):
     family, out, model, _ = exported
     clf = OnnxClassifier(out)
     [result] = clf.classify([TEXT])
-    assert result.sentences[0] == ["The", "food", "was", "not", "good", "."] and len(result.sentences) == 3
-    ids, mask = document_arrays([[clf.tok.encode(s, is_pretokenized=True).ids for s in result.sentences]],
-                                model.hierarchical)
+    assert (
+        result.sentences[0] == ["The", "food", "was", "not", "good", "."]
+        and len(result.sentences) == 3
+    )
+    ids, mask = document_arrays(
+        [[clf.tok.encode(s, is_pretokenized=True).ids for s in result.sentences]],
+        model.hierarchical,
+    )
     with torch.no_grad():
-        probs = model(torch.from_numpy(ids), torch.from_numpy(mask))["logits"].softmax(-1)[0].numpy()
+        probs = (
+            model(torch.from_numpy(ids), torch.from_numpy(mask))["logits"].softmax(-1)[0].numpy()
+        )
     np.testing.assert_allclose([result.probabilities[label] for label in LABELS], probs, atol=1e-5)
     if family == "bow":
         assert result.sentence_weights is None and result.top_sentences() == []
@@ -61,7 +83,8 @@ def test_classifier_matches_torch_and_truncates_like_training(exported):
         assert [len(w) for w in result.word_weights] == [len(s) for s in result.sentences]
     long = " ".join(["word"] * 20) + ". " + " ".join(f"Sentence {i}." for i in range(10))
     [cut] = clf.classify([long])
-    assert len(cut.sentences) == 5 and len(cut.sentences[0]) == 8  # max_sentences, max_words of the export
+    # max_sentences, max_words of the export
+    assert len(cut.sentences) == 5 and len(cut.sentences[0]) == 8
 
 
 def test_empty_document_is_refused(exported):

@@ -38,28 +38,39 @@ def run(args: list[str], cwd: Path, check: bool = True) -> subprocess.CompletedP
     env.update(GIT_ID, PATH=f"{BIN}:{env['PATH']}", PYTHONUNBUFFERED="1")
     proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if check and proc.returncode:
-        pytest.fail(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
-                    f"{proc.stderr[-4000:]}")
+        pytest.fail(
+            f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
+            f"{proc.stderr[-4000:]}"
+        )
     return proc
 
 
 def one_family(params: dict) -> None:
     """tasks: [translate], bahdanau alone, no ablation nor corpus."""
     params["tasks"] = ["translate"]
-    params["translate"].update(families=["bahdanau"], ablations={}, corpus_ablations={}, corpora={},
-                               replication={})
+    params["translate"].update(
+        families=["bahdanau"], ablations={}, corpus_ablations={}, corpora={}, replication={}
+    )
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """The tiny pipeline run to its end by `dvc repro` and committed, in a repository of its own."""
-    dest = scratch.copy_project(tmp_path_factory.mktemp("exp") / "project", profile="tiny",
-                                seeds=[0, 1], edit=one_family)
+    dest = scratch.copy_project(
+        tmp_path_factory.mktemp("exp") / "project", profile="tiny", seeds=[0, 1], edit=one_family
+    )
     edit_tiny_profile(dest, "translate", tune={"trials": 0})  # studies are the tiny pipeline's test
-    for args in (["attention-lab", "stages"], ["git", "init", "-q"], ["dvc", "init", "-q"],
-                 ["dvc", "config", "core.analytics", "false"], ["git", "add", "-A"],
-                 ["git", "commit", "-qm", "project"], ["dvc", "repro"],
-                 ["git", "add", "-A"], ["git", "commit", "-qm", "results"]):
+    for args in (
+        ["attention-lab", "stages"],
+        ["git", "init", "-q"],
+        ["dvc", "init", "-q"],
+        ["dvc", "config", "core.analytics", "false"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "project"],
+        ["dvc", "repro"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "results"],
+    ):
         run(args, dest)
     return dest
 
@@ -120,8 +131,11 @@ def test_a_queued_experiment_keeps_its_mlflow_runs_in_the_user_s_store(project):
     assert not list((project / ".dvc" / "tmp" / "exps").glob("tmp*")), "DVC kept its copy"
     rev = run(["git", "rev-parse", exp_ref(project, "xavier")], project).stdout.strip()
     ran = yaml.safe_load(run(["git", "show", f"{rev}:dvc.lock"], project).stdout)["stages"]
-    assert changed(before, ran) == {"train_ablation_translate@bahdanau_xavier",
-                                    "evaluate_ablation_translate@bahdanau_xavier", *REPORTS}
+    assert changed(before, ran) == {
+        "train_ablation_translate@bahdanau_xavier",
+        "evaluate_ablation_translate@bahdanau_xavier",
+        *REPORTS,
+    }
     trained = runs(project / "mlflow.db", family="bahdanau_xavier", stage="train")
     assert sorted(r.data.tags["seed"] for r in trained) == ["0", "1"]  # the user's store's
     assert all(r.data.tags["dvc_exp"] == "xavier" for r in trained)  # `dvc exp run`'s name
@@ -149,8 +163,18 @@ def test_a_clone_that_pulls_evaluates_exports_and_reports_to_its_own_store(proje
     run(["dvc", "pull"], clone)
     folder = clone / "models" / "bahdanau" / "checkpoints"
     seeds = {s: json.loads((folder / f"seed{s}/run.json").read_text())["run_id"] for s in (0, 1)}
-    out = run(["dvc", "repro", "-f", "-s", "evaluate_translate@bahdanau",
-               "export_translate@bahdanau", "report_translate"], clone).stdout
+    out = run(
+        [
+            "dvc",
+            "repro",
+            "-f",
+            "-s",
+            "evaluate_translate@bahdanau",
+            "export_translate@bahdanau",
+            "report_translate",
+        ],
+        clone,
+    ).stdout
     assert out.count(f"tagged {ORIGIN_TAG}=") == 2, out  # a line a run: evaluate's; export reuses
     comparison = runs(clone / "mlflow.db", kind="comparison")[0].info.run_id
     onnx = {}
@@ -160,8 +184,9 @@ def test_a_clone_that_pulls_evaluates_exports_and_reports_to_its_own_store(proje
         assert stand_in.data.tags["seed"] == str(seed)
         assert "test/bleu" in stand_in.data.metrics
         assert stand_in.data.tags["mlflow.parentRunId"] == comparison
-        graph = client.download_artifacts(stand_in.info.run_id, "onnx/encoder.onnx.data",
-                                          str(tmp_path))
+        graph = client.download_artifacts(
+            stand_in.info.run_id, "onnx/encoder.onnx.data", str(tmp_path)
+        )
         onnx[seed] = hashlib.sha256(Path(graph).read_bytes()).hexdigest()
     assert onnx[0] != onnx[1], "each seed's run holds its own export"
     served = clone / "models" / "bahdanau" / "onnx" / "encoder.onnx.data"

@@ -22,13 +22,17 @@ HERE = Path(__file__).parent / "new_family"
 
 def test_a_new_family_takes_three_edits_and_runs_its_stages(tmp_path, monkeypatch):
     dest = copy_project(tmp_path / "project")
-    monkeypatch.setenv("PYTHONPATH", str(dest / "src"))  # the stages import the copy's code, its new module included
+    # the stages import the copy's code, its new module included
+    monkeypatch.setenv("PYTHONPATH", str(dest / "src"))
     sh(["git", "init", "-q"], dest)
     sh(["dvc", "init", "-q"], dest)
     sh(["git", "add", "-A"], dest)
     sh(["git", "commit", "-qm", "project"], dest)
 
-    shutil.copy(HERE / "toy_search.py", dest / "src" / "attention_lab" / "translate" / "models" / "toy_search.py")
+    shutil.copy(
+        HERE / "toy_search.py",
+        dest / "src" / "attention_lab" / "translate" / "models" / "toy_search.py",
+    )
     shutil.copy(HERE / "toy_search.yaml", dest / "conf" / "model" / "toy_search.yaml")
     params = (dest / "params.yaml").read_text()
     last = "    - transformer          # Vaswani et al. 2017\n"
@@ -38,13 +42,21 @@ def test_a_new_family_takes_three_edits_and_runs_its_stages(tmp_path, monkeypatc
     sh(["git", "add", "-N", "."], dest)
     stat = sh(["git", "diff", "--stat"], dest).stdout
     assert stat.splitlines()[-1].strip().startswith("3 files changed"), stat
-    for path in ("params.yaml", "conf/model/toy_search.yaml", "src/attention_lab/translate/models/toy_search.py"):
+    for path in (
+        "params.yaml",
+        "conf/model/toy_search.yaml",
+        "src/attention_lab/translate/models/toy_search.py",
+    ):
         assert path in stat, stat
 
     sh(["attention-lab", "stages"], dest)
     stages = sh(["dvc", "stage", "list", "--name-only"], dest).stdout.split()
-    assert {f"{kind}_translate@toy_search" for kind in ("tune", "train", "evaluate", "export")} <= set(stages)
-    log = sh(["dvc", "repro", "export_translate@toy_search", "evaluate_translate@toy_search"], dest).stdout
+    assert {
+        f"{kind}_translate@toy_search" for kind in ("tune", "train", "evaluate", "export")
+    } <= set(stages)
+    log = sh(
+        ["dvc", "repro", "export_translate@toy_search", "evaluate_translate@toy_search"], dest
+    ).stdout
     assert "not tuned" in log
     record = records.read_at(dest, "translate", "toy_search")
     assert record["family"] == "toy_search" and "test/bleu" in record

@@ -1,6 +1,6 @@
-"""End to end on photos: the real `dvc repro` of the caption task on a tiny generated image–caption set in Flickr8k's
-layout (tests/caption/photo_set.py), one family, one seed, the tiny profile; then the exported photo path captions a
-new photo with `attention-lab caption` on onnxruntime alone."""
+"""End to end on photos: the real `dvc repro` of the caption task on a tiny generated image–caption
+set in Flickr8k's layout (tests/caption/photo_set.py), one family, one seed, the tiny profile; then
+the exported photo path captions a new photo with `attention-lab caption` on onnxruntime alone."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow
 
 
 def photos_only(params: Path) -> None:
-    """tasks: [caption], show_attend_tell alone at tiny sizes, on 18 shape photos written into the copied project."""
+    """tasks: [caption], show_attend_tell alone at tiny sizes, on 18 shape photos written into the
+    copied project."""
     import yaml
 
     write_photo_set(params.parent / "corpora" / "shapes")
@@ -32,12 +33,20 @@ def photos_only(params: Path) -> None:
     c = p["caption"]
     c["families"] = ["show_attend_tell"]
     scratch.drop_orphans(p)  # show_tell_once: its family does not run
-    c["family_params"]["show_attend_tell"] = {"model": {"emb_dim": 8, "hidden_dim": 16, "attn_dim": 8}}
-    c["data"] = {"source": "image_captions", "path": "corpora/shapes", "valid_fraction": 0.2, "test_fraction": 0.2}
+    c["family_params"]["show_attend_tell"] = {
+        "model": {"emb_dim": 8, "hidden_dim": 16, "attn_dim": 8}
+    }
+    c["data"] = {
+        "source": "image_captions",
+        "path": "corpora/shapes",
+        "valid_fraction": 0.2,
+        "test_fraction": 0.2,
+    }
     c["tokenize"] = {"vocab_size": 100, "min_frequency": 1}
     c["train"]["batch_size"] = 8
     params.write_text(yaml.safe_dump(p, sort_keys=False))
-    edit_tiny_profile(params.parent, "caption", tune={"trials": 0})  # tuning is the tiny pipeline's test
+    # tuning is the tiny pipeline's test
+    edit_tiny_profile(params.parent, "caption", tune={"trials": 0})
 
 
 def test_photo_captions_through_dvc_repro(tmp_path):
@@ -52,14 +61,33 @@ def test_photo_captions_through_dvc_repro(tmp_path):
     assert parity["ok"] and parity["greedy_identical"], parity
     meta = json.loads((folder / "meta.json").read_text())
     assert meta["input"] == "photo"
-    tok = load_tokenizer(dest / "data" / "tokenized" / "caption" / "tokenizer.json")  # the cap follows the captions
-    longest = max(len(ids) for r in read_jsonl(dest / "data" / "prepared" / "caption" / "train.jsonl")
-                  for ids in encode(tok, r["captions"]))  # every reference caption of every training photo
+    # the cap follows the captions
+    tok = load_tokenizer(dest / "data" / "tokenized" / "caption" / "tokenizer.json")
+    longest = max(
+        len(ids)
+        for r in read_jsonl(dest / "data" / "prepared" / "caption" / "train.jsonl")
+        # every reference caption of every training photo
+        for ids in encode(tok, r["captions"])
+    )
     assert meta["max_len"] == math.ceil(1.5 * longest) + 1
     assert "| `show_attend_tell` |" in (dest / "reports" / "caption.md").read_text()
     photo = tmp_path / "new.jpg"
     photo.write_bytes(photo_png(500, 333, "JPEG"))
-    proc = sh(["attention-lab", "caption", "--model", str(folder), "--overlay-dir", str(tmp_path), "--json",
-               str(photo)], dest)
+    proc = sh(
+        [
+            "attention-lab",
+            "caption",
+            "--model",
+            str(folder),
+            "--overlay-dir",
+            str(tmp_path),
+            "--json",
+            str(photo),
+        ],
+        dest,
+    )
     [result] = json.loads(proc.stdout)
-    assert len(result["attention"]) == len(result["words"]) and (tmp_path / "new_attention.png").is_file()
+    assert (
+        len(result["attention"]) == len(result["words"])
+        and (tmp_path / "new_attention.png").is_file()
+    )

@@ -1,7 +1,8 @@
-"""End to end on users' corpora: the real `dvc repro` on the optional test corpora (BBC News, Tatoeba; the
-`shared_data` fixture, skipped without them) with the tiny profile.
+"""End to end on users' corpora: the real `dvc repro` on the optional test corpora (BBC News,
+Tatoeba; the `shared_data` fixture, skipped without them) with the tiny profile.
 
-A file of its own so that a second test worker runs it beside the tiny pipeline of tests/e2e/test_pipeline.py.
+A file of its own so that a second test worker runs it beside the tiny pipeline of
+tests/e2e/test_pipeline.py.
 """
 
 from __future__ import annotations
@@ -31,23 +32,38 @@ def edit_tiny_profile(project: Path, task: str, **sections: dict) -> None:
 def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
     corpus = shared_data / "bbc_news" / "bbc_news.jsonl"
 
-    def use_bbc(params: Path) -> None:  # the classify task only, on real news with a stratified split
+    # the classify task only, on real news with a stratified split
+    def use_bbc(params: Path) -> None:
         import yaml
 
         params_dict = yaml.safe_load(params.read_text())
         params_dict["tasks"] = ["classify"]
         params_dict["translate"]["families"] = params_dict["caption"]["families"] = []
         c = params_dict["classify"]
-        c["families"], c["pretrained"] = ["bow", "han"], ["bert_minilm"]  # this test is about the corpus
+        # this test is about the corpus
+        c["families"], c["pretrained"] = ["bow", "han"], ["bert_minilm"]
         scratch.drop_orphans(params_dict)  # those of families left out would train
-        c["data"] = {"source": "labeled_files", "path": str(corpus), "format": "jsonl",
-                     "text_field": "text", "label_field": "label", "title_field": "title"}
+        c["data"] = {
+            "source": "labeled_files",
+            "path": str(corpus),
+            "format": "jsonl",
+            "text_field": "text",
+            "label_field": "label",
+            "title_field": "title",
+        }
         c["train"].update(max_sentences=12, max_words=30)  # short news: a fast test
-        # stopped by the profile's 3-minute cap below; all labels only (10% of them is the tiny pipeline's test)
+        # stopped by the profile's 3-minute cap below; all labels only (10% of them is the tiny
+        # pipeline's test)
         c["family_params"]["bert_minilm"]["train"].update(max_tokens=64, label_fractions=[1.0])
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
-        # no tuning (the tiny pipeline's test): the families' own settings; one epoch stays near chance level
-        edit_tiny_profile(params.parent, "classify", tune={"trials": 0}, train={"max_epochs": 3, "max_minutes": 3.0})
+        # no tuning (the tiny pipeline's test): the families' own settings; one epoch stays near
+        # chance level
+        edit_tiny_profile(
+            params.parent,
+            "classify",
+            tune={"trials": 0},
+            train={"max_epochs": 3, "max_minutes": 3.0},
+        )
 
     dest, _ = repro_project(tmp_path / "project", use_bbc)
     stats = json.loads((dest / "data" / "prepared" / "classify" / "stats.json").read_text())
@@ -55,26 +71,37 @@ def test_bbc_news_through_the_classify_pipeline(tmp_path, shared_data):
     labels = stats["test"]["labels"]
     assert set(labels) == {"business", "entertainment", "politics", "sport", "tech"}
     majority = max(labels.values()) / sum(labels.values())  # always answering the largest class
-    accuracy = {f: json.loads((dest / "metrics" / "classify" / f"{f}.json").read_text())["test/accuracy"]
-                for f in ("bow", "han", "bert_minilm")}
-    assert accuracy["han"] > majority + 0.2, (accuracy, majority)  # news topics are easy: HAN learns them fast
+    accuracy = {
+        f: json.loads((dest / "metrics" / "classify" / f"{f}.json").read_text())["test/accuracy"]
+        for f in ("bow", "han", "bert_minilm")
+    }
+    # news topics are easy: HAN learns them fast
+    assert accuracy["han"] > majority + 0.2, (accuracy, majority)
     for family, acc in accuracy.items():
         m = json.loads((dest / "metrics" / "classify" / f"{family}.json").read_text())
         assert "test/rationale_acc" not in m  # no gold rationales in user data
         assert 0.0 <= acc <= 1.0
     assert "| `han` |" in (dest / "reports" / "classify.md").read_text()
     # the ledger on the user's corpus: its claims of classify, those the data cannot give marked so
-    ledger = {r["id"]: r for r in json.loads((dest / "metrics" / "claims.json").read_text())["claims"]}
+    ledger = {
+        r["id"]: r for r in json.loads((dest / "metrics" / "claims.json").read_text())["claims"]
+    }
     assert {r["task"] for r in ledger.values()} == {"classify"}
-    assert ledger["yang2016-sentences"]["verdict"] == "not measurable on this data"  # no gold rationales
-    assert ledger["yang2016-hierarchy"]["verdict"] == "not run"  # bigru_max is not one of this run's families
-    assert "**yang2016-sentences** (not measurable on this data)" in (dest / "reports" / "claims.md").read_text()
+    # no gold rationales
+    assert ledger["yang2016-sentences"]["verdict"] == "not measurable on this data"
+    # bigru_max is not one of this run's families
+    assert ledger["yang2016-hierarchy"]["verdict"] == "not run"
+    assert (
+        "**yang2016-sentences** (not measurable on this data)"
+        in (dest / "reports" / "claims.md").read_text()
+    )
 
 
 def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
     corpus = shared_data / "korean_english_tatoeba" / "kor.txt"
 
-    def use_tatoeba(params: Path) -> None:  # a few families: this test is about the corpus, not the models
+    # a few families: this test is about the corpus, not the models
+    def use_tatoeba(params: Path) -> None:
         import yaml
 
         params_dict = yaml.safe_load(params.read_text())
@@ -86,7 +113,8 @@ def test_tatoeba_corpus_through_the_whole_pipeline(tmp_path, shared_data):
         scratch.drop_orphans(params_dict)  # those of families left out would train
         t["data"] = {"source": "tsv", "path": str(corpus), "src_column": 0, "tgt_column": 1}
         params.write_text(yaml.safe_dump(params_dict, sort_keys=False))
-        edit_tiny_profile(params.parent, "translate", tune={"trials": 0})  # tuning is the tiny pipeline's test
+        # tuning is the tiny pipeline's test
+        edit_tiny_profile(params.parent, "translate", tune={"trials": 0})
 
     dest, _ = repro_project(tmp_path / "project", use_tatoeba)
     stats = json.loads((dest / "data" / "prepared" / "translate" / "stats.json").read_text())

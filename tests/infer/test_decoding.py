@@ -1,4 +1,5 @@
-"""decoding.py: greedy and beam search over NumPy step functions (a transition table, a toy attention RNN)."""
+"""decoding.py: greedy and beam search over NumPy step functions (a transition table, a toy
+attention RNN)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def table_step(table: np.ndarray):
-    """Step over a Markov table: log_probs = log table[prev]; state counts steps; attention is one-hot on step."""
+    """Step over a Markov table: log_probs = log table[prev]; state counts steps; attention is
+    one-hot on step."""
     log_table = np.log(np.maximum(table, 1e-12)).astype(np.float32)
 
     def step(prev, state, memory):
@@ -41,7 +43,8 @@ def table_inputs(batch: int = 1, src_len: int = 4):
 
 
 class ToyAttentionRNN:
-    """A random NumPy encoder-decoder with additive-free dot attention, enough to exercise batching and padding."""
+    """A random NumPy encoder-decoder with additive-free dot attention, enough to exercise batching
+    and padding."""
 
     def __init__(self, vocab: int = 17, hidden: int = 8, seed: int = 0):
         rng = np.random.default_rng(seed)
@@ -50,19 +53,19 @@ class ToyAttentionRNN:
         self.out = (rng.normal(size=(2 * hidden, vocab)) * 1.5).astype(np.float32)
 
     def encode(self, src, mask):
-        memory = np.tanh(self.emb[src]) * mask[..., None]                 # (B, S, H)
-        h0 = memory.sum(1) / mask.sum(1, keepdims=True)                   # (B, H)
+        memory = np.tanh(self.emb[src]) * mask[..., None]  # (B, S, H)
+        h0 = memory.sum(1) / mask.sum(1, keepdims=True)  # (B, H)
         return (h0.astype(np.float32),), (memory.astype(np.float32), mask)
 
     def step(self, prev, state, memory):
         (h,), (mem, mask) = state, memory
-        h = np.tanh(np.concatenate([self.emb[prev], h], 1) @ self.w)      # (B, H)
+        h = np.tanh(np.concatenate([self.emb[prev], h], 1) @ self.w)  # (B, H)
         scores = np.einsum("bsh,bh->bs", mem, h)
         scores = np.where(mask, scores, -np.inf)
         attn = np.exp(scores - scores.max(1, keepdims=True))
-        attn /= attn.sum(1, keepdims=True)                                # (B, S)
+        attn /= attn.sum(1, keepdims=True)  # (B, S)
         ctx = np.einsum("bs,bsh->bh", attn, mem)
-        logits = np.concatenate([h, ctx], 1) @ self.out                   # (B, V)
+        logits = np.concatenate([h, ctx], 1) @ self.out  # (B, V)
         logits -= logits.max(1, keepdims=True)
         log_probs = logits - np.log(np.exp(logits).sum(1, keepdims=True))
         return log_probs.astype(np.float32), (h.astype(np.float32),), attn.astype(np.float32)
@@ -81,9 +84,9 @@ def run_toy(model, sentences, fn, **kw):
 
 # tokens: 0 pad, 1 bos, 2 eos, 3 A, 4 B, 5 C, 6 D
 TRAP = np.zeros((7, 7))
-TRAP[BOS, [3, 4, EOS]] = [0.5, 0.4, 0.1]    # greedy takes A ...
-TRAP[3, [5, 6, EOS]] = [0.4, 0.3, 0.3]      # ... then C: p(A C </s>) = 0.2
-TRAP[4, EOS] = 1.0                          # beam finds B </s>: 0.4
+TRAP[BOS, [3, 4, EOS]] = [0.5, 0.4, 0.1]  # greedy takes A ...
+TRAP[3, [5, 6, EOS]] = [0.4, 0.3, 0.3]  # ... then C: p(A C </s>) = 0.2
+TRAP[4, EOS] = 1.0  # beam finds B </s>: 0.4
 TRAP[5, EOS] = TRAP[6, EOS] = 1.0
 TRAP[[PAD, EOS], EOS] = 1.0
 
@@ -109,11 +112,13 @@ def test_attention_has_one_row_per_token():
 
 def test_max_len_stops_without_eos():
     loop = np.zeros((7, 7))
-    loop[:, [3, 4, EOS]] = [0.6, 0.399, 0.001]   # eos never ranks among the best extensions
+    loop[:, [3, 4, EOS]] = [0.6, 0.399, 0.001]  # eos never ranks among the best extensions
     state, memory = table_inputs(batch=3)
     max_len = np.array([1, 3, 5])
-    for hyps in (greedy(table_step(loop), state, memory, max_len),
-                 beam_search(table_step(loop), state, memory, max_len, beam=2, len_penalty=0.0)):
+    for hyps in (
+        greedy(table_step(loop), state, memory, max_len),
+        beam_search(table_step(loop), state, memory, max_len, beam=2, len_penalty=0.0),
+    ):
         assert [len(h.tokens) for h in hyps] == [1, 3, 5]
 
 
@@ -135,12 +140,15 @@ def exhaustive_best(table: np.ndarray, max_len: int, alpha: float) -> list[int]:
 def test_length_penalty_changes_the_winner_and_wide_beam_is_exact():
     rng = np.random.default_rng(3)
     table = rng.dirichlet(np.ones(4) * 0.7, size=4)
-    table[BOS, EOS] = 0.3                     # an early eos is cheap, longer hypotheses pay more log-prob
+    # an early eos is cheap, longer hypotheses pay more log-prob
+    table[BOS, EOS] = 0.3
     table /= table.sum(1, keepdims=True)
     state, memory = table_inputs()
     winners = {}
     for alpha in (0.0, 1.0, 4.0):
-        hyp = beam_search(table_step(table), state, memory, np.array([4]), beam=4 ** 4, len_penalty=alpha)[0]
+        hyp = beam_search(
+            table_step(table), state, memory, np.array([4]), beam=4**4, len_penalty=alpha
+        )[0]
         assert hyp.tokens == exhaustive_best(table, 4, alpha)
         winners[alpha] = len(hyp.tokens)
     assert winners[0.0] < winners[4.0]
@@ -166,8 +174,11 @@ def test_batch_equals_one_sentence_at_a_time(beam):
         single = run_toy(model, [sent], search, beam=beam, len_penalty=1.0)[0]
         assert single.tokens == hyp.tokens
         assert single.score == pytest.approx(hyp.score, abs=1e-4)
-        np.testing.assert_allclose(single.attention[:, : len(sent)], hyp.attention[:, : len(sent)], atol=1e-5)
-        assert np.abs(hyp.attention[:, len(sent):]).max(initial=0.0) == 0.0   # padding gets no attention
+        np.testing.assert_allclose(
+            single.attention[:, : len(sent)], hyp.attention[:, : len(sent)], atol=1e-5
+        )
+        # padding gets no attention
+        assert np.abs(hyp.attention[:, len(sent) :]).max(initial=0.0) == 0.0
 
 
 @pytest.mark.parametrize("beam", [1, 2])
@@ -191,7 +202,9 @@ def test_beam_scores_use_gnmt_length_penalty():
     model = ToyAttentionRNN(seed=6)
     for hyp in run_toy(model, toy_batch(4, seed=8), beam_search, beam=3, len_penalty=0.6):
         with_eos, without = (hyp.logprob / length_penalty(len(hyp.tokens) + d, 0.6) for d in (1, 0))
-        assert hyp.score == pytest.approx(with_eos, rel=1e-6) or hyp.score == pytest.approx(without, rel=1e-6)
+        assert hyp.score == pytest.approx(with_eos, rel=1e-6) or hyp.score == pytest.approx(
+            without, rel=1e-6
+        )
 
 
 def test_pad_batch_and_budget():
@@ -203,7 +216,8 @@ def test_pad_batch_and_budget():
         pad_batch([[]])
 
 
-# tokens: 0 pad, 1 bos, 2 eos, 3 unk, 4 A, 5 B; unk is the most likely next token everywhere, then pad and bos
+# tokens: 0 pad, 1 bos, 2 eos, 3 unk, 4 A, 5 B; unk is the most likely next token everywhere, then
+# pad and bos
 UNK_FIRST = np.zeros((6, 6))
 UNK_FIRST[:, [UNK, PAD, BOS, 4, 5, EOS]] = [0.5, 0.15, 0.1, 0.12, 0.08, 0.05]
 
@@ -213,14 +227,19 @@ def test_banned_ids_are_never_emitted(beam):
     state, memory = table_inputs(batch=2)
     max_len = np.array([4, 6])
     free = search(table_step(UNK_FIRST), state, memory, max_len, beam=beam, len_penalty=1.0)
-    assert all(UNK in h.tokens for h in free)              # without a ban the search does emit <unk>
-    hyps = search(table_step(UNK_FIRST), state, memory, max_len, beam=beam, len_penalty=1.0, banned=NEVER)
+    # without a ban the search does emit <unk>
+    assert all(UNK in h.tokens for h in free)
+    hyps = search(
+        table_step(UNK_FIRST), state, memory, max_len, beam=beam, len_penalty=1.0, banned=NEVER
+    )
     for h in hyps:
         assert not set(h.tokens) & set(NEVER), h.tokens
         assert np.isfinite(h.score) and h.attention.shape == (len(h.tokens), 4)
-    if beam == 1:                                           # greedy: the best allowed token, A, until max_len
+    # greedy: the best allowed token, A, until max_len
+    if beam == 1:
         assert [h.tokens for h in hyps] == [[4] * 4, [4] * 6]
-        assert hyps[0].logprob == pytest.approx(4 * np.log(0.12), abs=1e-5)   # the model's log-probs, not renormalised
+        # the model's log-probs, not renormalised
+        assert hyps[0].logprob == pytest.approx(4 * np.log(0.12), abs=1e-5)
 
 
 def test_a_ban_changes_nothing_where_the_banned_ids_were_not_chosen():
@@ -228,11 +247,16 @@ def test_a_ban_changes_nothing_where_the_banned_ids_were_not_chosen():
     for fn, kw in ((greedy, {}), (beam_search, {"beam": 2, "len_penalty": 0.0})):
         plain = fn(table_step(TRAP), state, memory, np.array([5]), **kw)[0]
         banned = fn(table_step(TRAP), state, memory, np.array([5]), banned=(PAD, BOS), **kw)[0]
-        assert (plain.tokens, plain.score, plain.logprob) == (banned.tokens, banned.score, banned.logprob)
+        assert (plain.tokens, plain.score, plain.logprob) == (
+            banned.tokens,
+            banned.score,
+            banned.logprob,
+        )
     model = ToyAttentionRNN(seed=4)
     sents = toy_batch(7, seed=5)
     plain = run_toy(model, sents, greedy)
-    unused = set(range(17)) - {t for h in plain for t in h.tokens} - {EOS}   # ids greedy never chose
+    # ids greedy never chose
+    unused = set(range(17)) - {t for h in plain for t in h.tokens} - {EOS}
     banned = run_toy(model, sents, greedy, banned=tuple(unused))
     assert len(unused) > 3 and [h.tokens for h in banned] == [h.tokens for h in plain]
     assert [h.score for h in banned] == [h.score for h in plain]
@@ -248,7 +272,8 @@ def test_the_ban_leaves_the_step_output_alone_and_refuses_eos():
         return out
 
     greedy(step, state, memory, np.array([2]), banned=NEVER)
-    assert all(np.isfinite(lp).all() for lp in seen)       # -inf went into a copy, not into the step's array
+    # -inf went into a copy, not into the step's array
+    assert all(np.isfinite(lp).all() for lp in seen)
     for fn in (greedy, beam_search):
         with pytest.raises(ValueError, match="include eos"):
             fn(table_step(UNK_FIRST), state, memory, np.array([2]), banned=(UNK, EOS))

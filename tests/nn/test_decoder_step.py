@@ -1,5 +1,6 @@
-"""decoder_step.py: every decoder-step family (translation and captioning) keeps the contract, and the torch adapter
-leaves a model in the mode it found it in (the search itself: tests/translate/test_search.py)."""
+"""decoder_step.py: every decoder-step family (translation and captioning) keeps the contract, and
+the torch adapter leaves a model in the mode it found it in (the search itself:
+tests/translate/test_search.py)."""
 
 import pytest
 import torch

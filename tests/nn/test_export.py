@@ -1,4 +1,5 @@
-"""export.py (core): recurrent layers as single ONNX LSTM nodes; a packed LSTM keeps its lengths (sequence_lens)."""
+"""export.py (core): recurrent layers as single ONNX LSTM nodes; a packed LSTM keeps its lengths
+(sequence_lens)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class PackedLSTMGraph(torch.nn.Module):
-    """(x (B, S, 5), mask (B, S)) -> outputs (B, S, 7), h_n, c_n (2, B, 7) of a 2-layer PackedLSTM."""
+    """(x (B, S, 5), mask (B, S)) -> outputs (B, S, 7), h_n, c_n (2, B, 7) of a 2-layer
+    PackedLSTM."""
 
     def __init__(self):
         super().__init__()
@@ -28,22 +30,34 @@ class PackedLSTMGraph(torch.nn.Module):
 
 
 def test_packed_lstm_exports_as_lstm_with_sequence_lens(tmp_path):
-    """ONNX LSTM sequence_lens == packed sequences: zero outputs past each length, final state at each length."""
+    """ONNX LSTM sequence_lens == packed sequences: zero outputs past each length, final state at
+    each length."""
     torch.manual_seed(0)
     module = PackedLSTMGraph().eval()
     lengths = torch.tensor([6, 3, 5, 2])
     x, mask = torch.randn(4, 6, 5), torch.arange(6) < lengths[:, None]
     path = tmp_path / "lstm.onnx"
     with onnx_friendly(module) as table:
-        torch.onnx.export(module, (x, mask), str(path), dynamo=True, opset_version=20, input_names=["x", "mask"],
-                          output_names=["outputs", "h", "c"], custom_translation_table=table,
-                          dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO, 1: Dim.AUTO}), verbose=False)
-    assert "forward" not in vars(module.rnn)   # the patch is undone
+        torch.onnx.export(
+            module,
+            (x, mask),
+            str(path),
+            dynamo=True,
+            opset_version=20,
+            input_names=["x", "mask"],
+            output_names=["outputs", "h", "c"],
+            custom_translation_table=table,
+            dynamic_shapes=({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO, 1: Dim.AUTO}),
+            verbose=False,
+        )
+    assert "forward" not in vars(module.rnn)  # the patch is undone
     graph = onnx.load(str(path)).graph
     assert [n.op_type for n in graph.node].count("LSTM") == 2
-    assert all(len(n.input) >= 5 and n.input[4] for n in graph.node if n.op_type == "LSTM")   # sequence_lens wired
+    # sequence_lens wired
+    assert all(len(n.input) >= 5 and n.input[4] for n in graph.node if n.op_type == "LSTM")
     dims = {i.name: i.type.tensor_type.shape.dim for i in graph.input}
-    assert not [d for name in ("x", "mask") for d in dims[name][:2] if d.HasField("dim_value")]   # batch, length
+    # batch, length
+    assert not [d for name in ("x", "mask") for d in dims[name][:2] if d.HasField("dim_value")]
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     for lens in ([9, 1, 4], [3]):
@@ -56,4 +70,3 @@ def test_packed_lstm_exports_as_lstm_with_sequence_lens(tmp_path):
             assert want.shape == have.shape
             np.testing.assert_allclose(have, want, atol=1e-5, rtol=0)
         assert all(np.all(got[0][b, n:] == 0) for b, n in enumerate(lens))
-

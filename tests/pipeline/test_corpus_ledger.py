@@ -107,8 +107,10 @@ def test_a_folders_checksum_is_that_of_its_files_sha256sum_lines(tmp_path):
     (folder / "images").mkdir(parents=True)
     (folder / "images" / "b.jpg").write_bytes(b"b")
     (folder / "a.json").write_bytes(b"{}")
-    lines = "".join(f"{hashlib.sha256(data).hexdigest()}  {name}\n"
-                    for name, data in (("a.json", b"{}"), ("images/b.jpg", b"b")))
+    lines = "".join(
+        f"{hashlib.sha256(data).hexdigest()}  {name}\n"
+        for name, data in (("a.json", b"{}"), ("images/b.jpg", b"b"))
+    )
     found = corpus_ledger.checksums([folder], folder)
     assert found == {"./ (2 files)": hashlib.sha256(lines.encode()).hexdigest()}
 

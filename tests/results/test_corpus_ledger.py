@@ -62,8 +62,10 @@ def row(verdict, mean=1.0, sd=0.5, item_sd=0.5, **more):
         (
             row(claims.CONTRADICTED, mean=-2.0),
             row(claims.HOLDS),
-            ("disagrees: contradicted here (-2.0 [-3.0, -1.0]), "
-            "holds on the built-in data (+1.0 [+0.0, +2.0])"),
+            (
+                "disagrees: contradicted here (-2.0 [-3.0, -1.0]), "
+                "holds on the built-in data (+1.0 [+0.0, +2.0])"
+            ),
         ),
         (
             row(claims.HOLDS),

@@ -24,12 +24,15 @@ def test_corpus_scores_use_sacrebleu():
 
 def test_bucket_bleu_splits_by_source_words():
     srcs = ["a b", "a b c d e f g h i j k l"]
-    out = metrics.bucket_bleu(["x y z w v", "p q r s"], ["x y z w v", "a b c d"], srcs, [[1, 10], [11, 20]])
+    out = metrics.bucket_bleu(
+        ["x y z w v", "p q r s"], ["x y z w v", "a b c d"], srcs, [[1, 10], [11, 20]]
+    )
     assert out["bleu_len_1_10"] == pytest.approx(100.0) and out["bleu_len_11_20"] < 1.0
 
 
 def test_word_attention_sums_sources_and_averages_targets():
-    attn = np.array([[0.1, 0.2, 0.7], [0.3, 0.3, 0.4], [1.0, 0.0, 0.0]])  # 3 target pieces x 3 source pieces
+    # 3 target pieces x 3 source pieces
+    attn = np.array([[0.1, 0.2, 0.7], [0.3, 0.3, 0.4], [1.0, 0.0, 0.0]])
     w = metrics.word_attention(attn, src_words=[0, 0, 1], tgt_words=[0, 0, 1])
     np.testing.assert_allclose(w, [[0.45, 0.55], [1.0, 0.0]])
     np.testing.assert_allclose(w.sum(1), 1.0)

@@ -1,4 +1,5 @@
-"""plots.py: document attention figures (wrapped sentences, capped rows) and hop heatmaps of long documents."""
+"""plots.py: document attention figures (wrapped sentences, capped rows) and hop heatmaps of long
+documents."""
 
 import numpy as np
 import pytest
@@ -6,14 +7,17 @@ from PIL import Image
 
 from attention_lab.results import plots
 
-SENTENCES = [s.split() for s in (
-    "the room was dirty",
-    "staff were <b>rude</b> to us",
-    "breakfast was fine",
-    "we will never come back",
-    "호텔 방은 매우 더러웠다",
-    "$5 for wifi",
-)]
+SENTENCES = [
+    s.split()
+    for s in (
+        "the room was dirty",
+        "staff were <b>rude</b> to us",
+        "breakfast was fine",
+        "we will never come back",
+        "호텔 방은 매우 더러웠다",
+        "$5 for wifi",
+    )
+]
 SENT_W = np.array([0.3, 0.1, 0.05, 0.4, 0.1, 0.05])  # (N,)
 GOLD = {"sentences": [0, 3], "words": [[0, 3], [3, 2]]}
 
@@ -39,7 +43,8 @@ def test_document_figure_wraps_long_sentences_and_caps_rows():
     short = plots.document_figure(SENTENCES, SENT_W, flat)
     long_doc = [["word"] * 200] + SENTENCES[1:]
     long_sentence = plots.document_figure(long_doc, SENT_W, [np.ones(200)] + word_rows()[1:])
-    assert long_sentence.get_size_inches()[1] > short.get_size_inches()[1] + 1  # wrapped onto several lines
+    # wrapped onto several lines
+    assert long_sentence.get_size_inches()[1] > short.get_size_inches()[1] + 1
     assert long_sentence.get_size_inches()[0] == pytest.approx(short.get_size_inches()[0])
     many = [["a", "b"]] * 45
     capped = plots.document_figure(many, np.full(45, 1 / 45), [np.ones(2)] * 45)

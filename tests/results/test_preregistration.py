@@ -1,5 +1,6 @@
-"""preregistration.py on a real git repository: a claim frozen before its runs is confirmatory on fresh seeds,
-exploratory on a study's seed, on runs recorded before it, or while its lines are uncommitted."""
+"""preregistration.py on a real git repository: a claim frozen before its runs is confirmatory on
+fresh seeds, exploratory on a study's seed, on runs recorded before it, or while its lines are
+uncommitted."""
 
 import subprocess
 
@@ -43,7 +44,9 @@ def repo(tmp_path):
         return run("rev-parse", "--short=7", "HEAD").strip()
 
     def run(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True
+        ).stdout
 
     run("init", "-q")
     run("config", "user.email", "lab@example.com")
@@ -65,7 +68,10 @@ def test_runs_before_the_claim_are_exploratory_runs_after_it_confirmatory(repo):
     later = commit("replication", **{"dvc.lock": lock("bbb")})
     after = preregistration.recorded_at(root, "a")
     assert after[0] == later
-    assert preregistration.evidence(root, at["c1"], {"a": after}, ["10", "11"], {"0"})["kind"] == "confirmatory"
+    assert (
+        preregistration.evidence(root, at["c1"], {"a": after}, ["10", "11"], {"0"})["kind"]
+        == "confirmatory"
+    )
     chosen = preregistration.evidence(root, at["c1"], {"a": after}, ["0", "10"], {"0"})
     assert chosen["kind"] == "exploratory" and "seed 0 is a tuning study's" in chosen["why"]
     pending = preregistration.evidence(root, at["c1"], {"a": after, "b": None}, ["10"], {"0"})
@@ -73,7 +79,9 @@ def test_runs_before_the_claim_are_exploratory_runs_after_it_confirmatory(repo):
     assert "`b`" in pending["why"] and "`a`" not in pending["why"]
 
 
-def test_a_claim_changed_later_is_frozen_by_its_own_last_commit_and_uncommitted_lines_freeze_nothing(repo):
+def test_a_changed_claim_is_frozen_by_its_last_commit_and_uncommitted_lines_freeze_nothing(
+    repo,
+):
     root, commit = repo
     first = commit("freeze", **{"conf__claims.yaml": CLAIM})
     second = commit("restate c2", **{"conf__claims.yaml": CLAIM.replace("b beats c", "c beats b")})
@@ -83,4 +91,7 @@ def test_a_claim_changed_later_is_frozen_by_its_own_last_commit_and_uncommitted_
     (root / "conf" / "claims.yaml").write_text(restated.replace("a beats b", "a beats everything"))
     at = preregistration.frozen_at(root)
     assert at["c1"] is None and at["c2"][0] == second
-    assert preregistration.evidence(root, None, {}, ["10"], set())["why"] == "the claim is not committed yet"
+    assert (
+        preregistration.evidence(root, None, {}, ["10"], set())["why"]
+        == "the claim is not committed yet"
+    )

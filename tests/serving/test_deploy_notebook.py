@@ -1,5 +1,5 @@
-"""notebooks/03_deploy_onnx.ipynb: committed without outputs, runs on tiny random-weight exports with onnxruntime only,
-draws its attention plots, and skips a task that has no exported model."""
+"""notebooks/03_deploy_onnx.ipynb: committed without outputs, runs on tiny random-weight exports
+with onnxruntime only, draws its attention plots, and skips a task that has no exported model."""
 
 from __future__ import annotations
 
@@ -21,10 +21,13 @@ NOTEBOOK = ROOT / "notebooks" / "03_deploy_onnx.ipynb"
 
 
 def execute(models: Path):
-    """The notebook executed from the repository root with ATTENTION_LAB_MODELS=models (raises on a failing cell)."""
+    """The notebook executed from the repository root with ATTENTION_LAB_MODELS=models (raises on a
+    failing cell)."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     env = {**os.environ, "ATTENTION_LAB_MODELS": str(models), "OMP_NUM_THREADS": "1"}
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute(env=env)
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    ).execute(env=env)
     return nb
 
 
@@ -58,7 +61,9 @@ def test_runs_on_exported_models(models):
     nb = execute(models)
     listing = text(tagged(nb, "models"))
     assert all(family in listing for family in ("bahdanau", "han", "show_attend_tell"))
-    translations = re.findall(r"^(greedy|beam 4) : (.*)$", text(tagged(nb, "translate")), re.MULTILINE)
+    translations = re.findall(
+        r"^(greedy|beam 4) : (.*)$", text(tagged(nb, "translate")), re.MULTILINE
+    )
     assert len(translations) == 6 and all(t.strip() for _, t in translations)
     assert images(tagged(nb, "translate-plot")), "the cross-attention heatmap"
     assert "label: " in text(tagged(nb, "classify"))

@@ -55,17 +55,33 @@ def servers(registry, tmp_path_factory):
     """task -> the URL of `mlflow models serve -m models:/<name>/1` on loopback."""
     uri, _ = registry
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "MLFLOW_DISABLE_TELEMETRY": "true",
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}   # it runs `uvicorn`
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    }  # it runs `uvicorn`
     logs = tmp_path_factory.mktemp("serve")
     started = {}
     for task, name in NAMES.items():
         port = free_port()
-        log = open(logs / f"{task}.log", "wb")   # noqa: SIM115 (closed at teardown)
-        command = [str(bin_dir / "mlflow"), "models", "serve", "-m", f"models:/{name}/1",
-                   "--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)]
-        proc = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        log = open(logs / f"{task}.log", "wb")  # noqa: SIM115 (closed at teardown)
+        command = [
+            str(bin_dir / "mlflow"),
+            "models",
+            "serve",
+            "-m",
+            f"models:/{name}/1",
+            "--env-manager",
+            "local",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ]
+        proc = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         started[task] = (proc, log, f"http://127.0.0.1:{port}")
     try:
         for task, (proc, log, url) in started.items():
@@ -74,7 +90,7 @@ def servers(registry, tmp_path_factory):
     finally:
         for proc, log, _ in started.values():
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)   # its own session: mlflow and its uvicorn
+                os.killpg(proc.pid, signal.SIGTERM)  # its own session: mlflow and its uvicorn
                 proc.wait(timeout=30)
             log.close()
 
@@ -90,8 +106,9 @@ def wait_until_up(proc: subprocess.Popen, url: str, log: Path, timeout: float = 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"mlflow models serve exited ({proc.returncode}):\n"
-                        f"{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"mlflow models serve exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
+            )
         try:
             with urllib.request.urlopen(f"{url}/ping", timeout=2) as answer:
                 if answer.status == 200:
@@ -104,8 +121,11 @@ def wait_until_up(proc: subprocess.Popen, url: str, log: Path, timeout: float = 
 
 def invoke(url: str, payload: dict) -> tuple[int, dict]:
     """POST /invocations with a JSON body -> (status, JSON answer)."""
-    request = urllib.request.Request(f"{url}/invocations", json.dumps(payload).encode("utf-8"),
-                                     {"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{url}/invocations",
+        json.dumps(payload).encode("utf-8"),
+        {"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as answer:
             return answer.status, json.loads(answer.read())
@@ -156,17 +176,48 @@ def test_register_logs_a_pyfunc_with_signature_and_example(registry):
     assert mlflow.get_run(version.run_id).data.tags["stage"] == "register"
 
 
-@pytest.mark.parametrize(("task", "payload", "path", "request_"), [
-    ("translate", {"inputs": {"text": SENTENCES}}, "/translate", [{"text": s} for s in SENTENCES]),
-    ("translate", {"dataframe_split": {"columns": ["text"], "data": [[SENTENCES[0]]]},
-                   "params": {"beam": 3, "len_penalty": 0.6}},
-     "/translate", [{"text": SENTENCES[0], "beam": 3, "len_penalty": 0.6}]),
-    ("classify", {"dataframe_records": [{"text": DOCUMENT}]}, "/classify", [{"text": DOCUMENT}]),
-    ("caption", {"dataframe_split": {"columns": ["image"], "data": [[IMAGE]]}}, "/caption", [{}]),
-    ("caption", {"inputs": {"image": [IMAGE]}, "params": {"beam": 2}}, "/caption", [{"beam": "2"}]),
-], ids=["translate-default", "translate-beam3", "classify", "caption-default", "caption-beam2"])
-def test_mlflow_models_serve_answers_as_attention_lab_serve(servers, client, task, payload, path,
-                                                            request_):
+@pytest.mark.parametrize(
+    ("task", "payload", "path", "request_"),
+    [
+        (
+            "translate",
+            {"inputs": {"text": SENTENCES}},
+            "/translate",
+            [{"text": s} for s in SENTENCES],
+        ),
+        (
+            "translate",
+            {
+                "dataframe_split": {"columns": ["text"], "data": [[SENTENCES[0]]]},
+                "params": {"beam": 3, "len_penalty": 0.6},
+            },
+            "/translate",
+            [{"text": SENTENCES[0], "beam": 3, "len_penalty": 0.6}],
+        ),
+        (
+            "classify",
+            {"dataframe_records": [{"text": DOCUMENT}]},
+            "/classify",
+            [{"text": DOCUMENT}],
+        ),
+        (
+            "caption",
+            {"dataframe_split": {"columns": ["image"], "data": [[IMAGE]]}},
+            "/caption",
+            [{}],
+        ),
+        (
+            "caption",
+            {"inputs": {"image": [IMAGE]}, "params": {"beam": 2}},
+            "/caption",
+            [{"beam": "2"}],
+        ),
+    ],
+    ids=["translate-default", "translate-beam3", "classify", "caption-default", "caption-beam2"],
+)
+def test_mlflow_models_serve_answers_as_attention_lab_serve(
+    servers, client, task, payload, path, request_
+):
     status, answer = invoke(servers[task], payload)
     assert status == 200, answer
     model = NAMES[task]
@@ -178,14 +229,24 @@ def test_mlflow_models_serve_answers_as_attention_lab_serve(servers, client, tas
     assert answer == {"predictions": want}
 
 
-@pytest.mark.parametrize(("task", "payload", "message"), [
-    ("classify", {"inputs": {"text": [" \n "]}}, "empty document: no words to classify"),
-    ("caption", {"inputs": {"image": [base64.b64encode(b"not a png").decode("ascii")]}},
-     "image 0: not a readable image"),
-    ("translate", {"inputs": {"sentence": ["hi"]}}, "Model is missing inputs ['text']"),
-    ("caption", {"inputs": {"image": [IMAGE]}, "params": {"beam": 99}},
-     "beam must be in [1, 16], got 99"),
-], ids=["no-words", "not-an-image", "no-column", "beam-99"])
+@pytest.mark.parametrize(
+    ("task", "payload", "message"),
+    [
+        ("classify", {"inputs": {"text": [" \n "]}}, "empty document: no words to classify"),
+        (
+            "caption",
+            {"inputs": {"image": [base64.b64encode(b"not a png").decode("ascii")]}},
+            "image 0: not a readable image",
+        ),
+        ("translate", {"inputs": {"sentence": ["hi"]}}, "Model is missing inputs ['text']"),
+        (
+            "caption",
+            {"inputs": {"image": [IMAGE]}, "params": {"beam": 99}},
+            "beam must be in [1, 16], got 99",
+        ),
+    ],
+    ids=["no-words", "not-an-image", "no-column", "beam-99"],
+)
 def test_a_refused_input_is_a_400_with_the_reason(servers, task, payload, message):
     status, answer = invoke(servers[task], payload)
     assert status == 400 and message in answer["message"], answer
@@ -222,10 +283,14 @@ def test_a_photo_model_answers_a_photo_as_serve_does(photo_export, tmp_path):
     folder = photo_export()[1]
     version = log_folder(folder, "photo", f"sqlite:///{tmp_path / 'mlflow.db'}")
     pyfunc = mlflow.pyfunc.load_model(f"models:/photo/{version}")
-    assert pyfunc.input_example["image"][0][:4] == b"\x89PNG"   # a black photo of the input size
+    assert pyfunc.input_example["image"][0][:4] == b"\x89PNG"  # a black photo of the input size
     photo = photo_png(97, 301)
     [answer] = pyfunc.predict(pd.DataFrame({"image": [photo]}))
     with TestClient(create_app(discover(folder.parent.parent)[0])) as app:
-        want = served(app, "/caption", data={"model": folder.parent.name},
-                      files={"image": ("photo.png", photo, "image/png")})
+        want = served(
+            app,
+            "/caption",
+            data={"model": folder.parent.name},
+            files={"image": ("photo.png", photo, "image/png")},
+        )
     assert answer == {**want, "model": "photo"} and len(answer["words"]) == 4

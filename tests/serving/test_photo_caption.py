@@ -1,5 +1,7 @@
-"""POST /caption with a photo model (the whole photo path exported): photos of any size and format, bodies over
---max-body but under --max-image-body, the same caption and attention as the captioner, bad photos as 422 / 413."""
+"""POST /caption with a photo model (the whole photo path exported): photos of any size and format,
+bodies over
+--max-body but under --max-image-body, the same caption and attention as the captioner, bad photos
+as 422 / 413."""
 
 from __future__ import annotations
 
@@ -25,7 +27,9 @@ MODEL = "show_attend_tell"
 @pytest.fixture(scope="module")
 def photo_client(photo_export):
     models, _ = discover(photo_export()[1].parent.parent)
-    with TestClient(create_app(models, ServeSettings(max_body_bytes=2048, max_image_bytes=200_000))) as c:
+    with TestClient(
+        create_app(models, ServeSettings(max_body_bytes=2048, max_image_bytes=200_000))
+    ) as c:
         yield c
 
 
@@ -59,14 +63,25 @@ def test_a_photo_of_any_size_is_captioned(photo_export, photo_client, size, fmt)
     assert overlay.size == (70 + 224, 4 * (224 + 4))
 
 
-@pytest.mark.parametrize(("kind", "status", "message"), [
-    ("not-an-image", 422, "photo.jpg: not an image Pillow can read (expected JPEG or PNG)"),
-    ("truncated", 422, "photo.jpg: truncated image"),
-    ("zero", 422, "photo.jpg: not an image Pillow can read"),
-    ("huge", 422, "photo.jpg: 1200×900 = 1,080,000 pixels, over the cap max_pixels (meta.json) = 1,000,000"),
-    ("empty", 422, "photo.jpg: empty file, expected a JPEG or PNG photo"),
-    ("over-limit", 413, "over this server's limit of 200000 bytes (--max-image-body)"),
-], ids=["not-an-image", "truncated", "0x0", "huge", "empty", "over-limit"])
+@pytest.mark.parametrize(
+    ("kind", "status", "message"),
+    [
+        ("not-an-image", 422, "photo.jpg: not an image Pillow can read (expected JPEG or PNG)"),
+        ("truncated", 422, "photo.jpg: truncated image"),
+        ("zero", 422, "photo.jpg: not an image Pillow can read"),
+        (
+            "huge",
+            422,
+            (
+                "photo.jpg: 1200×900 = 1,080,000 pixels, over the cap max_pixels (meta.json) ="
+                " 1,000,000"
+            ),
+        ),
+        ("empty", 422, "photo.jpg: empty file, expected a JPEG or PNG photo"),
+        ("over-limit", 413, "over this server's limit of 200000 bytes (--max-image-body)"),
+    ],
+    ids=["not-an-image", "truncated", "0x0", "huge", "empty", "over-limit"],
+)
 def test_bad_photos_get_a_named_error(photo_client, kind, status, message):
     data = np.random.default_rng(1).bytes(300_000) if kind == "over-limit" else bad_photo(kind)
     got = photo_client.post("/caption", **upload(data))

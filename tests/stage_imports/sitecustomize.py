@@ -1,6 +1,7 @@
-"""Imported at the start of every Python process while this folder is on PYTHONPATH and $STAGE_IMPORTS names a file
-(tests/e2e/test_pipeline.py): at exit, the process appends one JSON line there, its pid, parent pid, argv and the
-attention_lab modules it imported, so a test can tell which modules each stage's command (and its workers) ran."""
+"""Imported at the start of every Python process while this folder is on PYTHONPATH and
+$STAGE_IMPORTS names a file (tests/e2e/test_pipeline.py): at exit, the process appends one JSON line
+there, its pid, parent pid, argv and the attention_lab modules it imported, so a test can tell which
+modules each stage's command (and its workers) ran."""
 
 import atexit
 import json
@@ -9,9 +10,14 @@ import sys
 
 
 def _record(path: str) -> None:
-    modules = sorted(m for m in sys.modules if m == "attention_lab" or m.startswith("attention_lab."))
-    line = json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv, "modules": modules})
-    with open(path, "a", encoding="utf-8") as log:  # one write of one line: lines of several processes never mix
+    modules = sorted(
+        m for m in sys.modules if m == "attention_lab" or m.startswith("attention_lab.")
+    )
+    line = json.dumps(
+        {"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv, "modules": modules}
+    )
+    # one write of one line: lines of several processes never mix
+    with open(path, "a", encoding="utf-8") as log:
         log.write(line + "\n")
 
 

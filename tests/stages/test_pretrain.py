@@ -1,4 +1,5 @@
-"""pretrain@bert on the tiny profile: the training split plus the unlabelled documents, a schedule in updates."""
+"""pretrain@bert on the tiny profile: the training split plus the unlabelled documents, a schedule
+in updates."""
 
 from __future__ import annotations
 
@@ -9,20 +10,39 @@ from attention_lab.core.files import read_jsonl
 from attention_lab.stages import prepare, pretrain
 from tests.tiny_models import stage_overrides
 
-BERT = ["task=classify", "family=bert", *stage_overrides("bert"), "pretrain.vocab_size=300", "pretrain.max_tokens=64",
-        "pretrain.batch_size=16", "pretrain.warmup_steps=2", "pretrain.max_updates=18", "pretrain.validate_every=9"]
+BERT = [
+    "task=classify",
+    "family=bert",
+    *stage_overrides("bert"),
+    "pretrain.vocab_size=300",
+    "pretrain.max_tokens=64",
+    "pretrain.batch_size=16",
+    "pretrain.warmup_steps=2",
+    "pretrain.max_updates=18",
+    "pretrain.validate_every=9",
+]
 
 
 @pytest.mark.slow  # it pretrains: `make test-fast` leaves it out
-def test_pretraining_reads_the_unlabelled_documents_for_a_number_of_updates(project, one_torch_thread):
-    """60 training + 120 unlabelled documents (never valid/test) at batch 16, 12 updates an epoch: 18 updates, validated
-    every 9 updates, and the MLM curves reach MLflow."""
+def test_pretraining_reads_the_unlabelled_documents_for_a_number_of_updates(
+    project, one_torch_thread
+):
+    """60 training + 120 unlabelled documents (never valid/test) at batch 16, 12 updates an epoch:
+    18 updates, validated every 9 updates, and the MLM curves reach MLflow."""
     prepare.main(["task=classify", "data.n_train=60", "data.n_valid=15", "data.n_unlabelled=120"])
     about = pretrain.main(BERT)
-    assert about["documents"] == 180 == len(read_jsonl(project / "data/prepared/classify/unlabelled.jsonl")) + 60
-    assert (about["steps"], about["epochs"], about["stopped_by"]) == (18, 2, "update cap")  # the second epoch cut short
+    assert (
+        about["documents"]
+        == 180
+        == len(read_jsonl(project / "data/prepared/classify/unlabelled.jsonl")) + 60
+    )
+    # the second epoch cut short
+    assert (about["steps"], about["epochs"], about["stopped_by"]) == (18, 2, "update cap")
     assert {"val/mlm_loss", "val/mlm_accuracy", "val/perplexity"} <= set(about["last_val"])
-    run = next(r for r in mlflow.search_runs(experiment_names=["classify"], output_format="list")
-               if r.data.tags.get("stage") == "pretrain")
+    run = next(
+        r
+        for r in mlflow.search_runs(experiment_names=["classify"], output_format="list")
+        if r.data.tags.get("stage") == "pretrain"
+    )
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "val/mlm_loss")
     assert [m.step for m in history] == [8, 17]  # after updates 9 and 18, across the epoch boundary

@@ -1,5 +1,6 @@
-"""progress.py: EpochLine's one line per validation (epochs or updates, the monitored metric, the time estimate) and
-progress_callback's choice between it and Rich's bar. A whole train stage's lines: tests/stages/test_train.py."""
+"""progress.py: EpochLine's one line per validation (epochs or updates, the monitored metric, the
+time estimate) and progress_callback's choice between it and Rich's bar. A whole train stage's
+lines: tests/stages/test_train.py."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from lightning.pytorch.callbacks import RichProgressBar
 
 from attention_lab.train.progress import EpochLine, progress_callback
 
-LINE = re.compile(r"^(?P<what>.+): (?P<unit>epoch|update) (?P<done>\d+)/(?P<total>\d+) (?P<shown>.+), "
-                  r"(?P<elapsed>\d+) s, at most (?P<left>\d+) s left$")
+LINE = re.compile(
+    r"^(?P<what>.+): (?P<unit>epoch|update) (?P<done>\d+)/(?P<total>\d+) (?P<shown>.+), "
+    r"(?P<elapsed>\d+) s, at most (?P<left>\d+) s left$"
+)
 
 
 class Rising(pl.LightningModule):
@@ -42,9 +45,19 @@ class Rising(pl.LightningModule):
 
 def fit(tmp_path, line: EpochLine, **schedule) -> None:
     """Rising on 4 batches an epoch, validated on 4, with `line` among the callbacks."""
-    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(8, 1)), batch_size=2)
-    trainer = pl.Trainer(callbacks=[line], logger=False, enable_progress_bar=False, enable_model_summary=False,
-                         enable_checkpointing=False, default_root_dir=tmp_path, accelerator="cpu", **schedule)
+    data = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.ones(8, 1)), batch_size=2
+    )
+    trainer = pl.Trainer(
+        callbacks=[line],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+        default_root_dir=tmp_path,
+        accelerator="cpu",
+        **schedule,
+    )
     trainer.fit(Rising(), data, data)
 
 
@@ -56,36 +69,61 @@ def printed(capsys) -> list[dict]:
 
 
 def test_one_line_per_validated_epoch_none_for_the_sanity_check(tmp_path, capsys, one_torch_thread):
-    """3 epochs (after a sanity check): `train bahdanau seed 2: epoch e/3 val/loss x` with the epoch's value, and the
-    last line has nothing left."""
+    """3 epochs (after a sanity check): `train bahdanau seed 2: epoch e/3 val/loss x` with the
+    epoch's value, and the last line has nothing left."""
     fit(tmp_path, EpochLine("train", "bahdanau", 2), max_epochs=3, num_sanity_val_steps=2)
     lines = printed(capsys)
     assert [(d["what"], d["unit"], d["done"], d["total"]) for d in lines] == [
-        ("train bahdanau seed 2", "epoch", str(e), "3") for e in (1, 2, 3)]
+        ("train bahdanau seed 2", "epoch", str(e), "3") for e in (1, 2, 3)
+    ]
     assert [d["shown"] for d in lines] == ["val/loss 1.1000", "val/loss 1.2000", "val/loss 1.3000"]
     assert lines[-1]["left"] == "0"
 
 
 def test_a_run_capped_in_updates_counts_updates(tmp_path, capsys, one_torch_thread):
-    """max_steps (pretrain.max_updates), validated every 3 updates across epochs of 4: `update 3/9`, 6/9, 9/9."""
-    fit(tmp_path, EpochLine("pretrain", "bert", 0), max_steps=9, val_check_interval=3, check_val_every_n_epoch=None,
-        num_sanity_val_steps=0)
+    """max_steps (pretrain.max_updates), validated every 3 updates across epochs of 4: `update 3/9`,
+    6/9, 9/9."""
+    fit(
+        tmp_path,
+        EpochLine("pretrain", "bert", 0),
+        max_steps=9,
+        val_check_interval=3,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+    )
     lines = printed(capsys)
     assert [(d["what"], d["unit"], d["done"], d["total"]) for d in lines] == [
-        ("pretrain bert seed 0", "update", str(u), "9") for u in (3, 6, 9)]
+        ("pretrain bert seed 0", "update", str(u), "9") for u in (3, 6, 9)
+    ]
 
 
 def test_a_metric_not_logged_shows_a_dash(tmp_path, capsys, one_torch_thread):
-    """The monitored metric (classify: val/accuracy) absent from the logged metrics: `val/accuracy —`, no error."""
-    fit(tmp_path, EpochLine("train", "han", 1, metric="val/accuracy"), max_epochs=1, num_sanity_val_steps=0)
+    """The monitored metric (classify: val/accuracy) absent from the logged metrics: `val/accuracy
+    —`, no error."""
+    fit(
+        tmp_path,
+        EpochLine("train", "han", 1, metric="val/accuracy"),
+        max_epochs=1,
+        num_sanity_val_steps=0,
+    )
     assert [d["shown"] for d in printed(capsys)] == ["val/accuracy —"]
 
 
 def trainer_at(epoch: int, max_epochs: int, **state) -> SimpleNamespace:
-    """The Trainer attributes EpochLine reads, at the end of epoch `epoch` (0-based) of a run with no update cap."""
-    return SimpleNamespace(**{"sanity_checking": False, "is_global_zero": True, "current_epoch": epoch,
-                              "max_epochs": max_epochs, "max_steps": -1, "global_step": 0,
-                              "callback_metrics": {"val/loss": torch.tensor(0.5)}, **state})
+    """The Trainer attributes EpochLine reads, at the end of epoch `epoch` (0-based) of a run with
+    no update cap."""
+    return SimpleNamespace(
+        **{
+            "sanity_checking": False,
+            "is_global_zero": True,
+            "current_epoch": epoch,
+            "max_epochs": max_epochs,
+            "max_steps": -1,
+            "global_step": 0,
+            "callback_metrics": {"val/loss": torch.tensor(0.5)},
+            **state,
+        }
+    )
 
 
 def test_the_estimate_assumes_the_remaining_epochs_take_as_long(capsys):
@@ -94,12 +132,18 @@ def test_the_estimate_assumes_the_remaining_epochs_take_as_long(capsys):
     line._t0 = time.perf_counter() - 1000  # the clock on_train_start would have started 1000 s ago
     line.on_validation_epoch_end(trainer_at(1, 5), None)
     [d] = printed(capsys)
-    assert (d["done"], d["total"], d["shown"], d["elapsed"], d["left"]) == ("2", "5", "val/loss 0.5000", "1000", "1500")
+    assert (d["done"], d["total"], d["shown"], d["elapsed"], d["left"]) == (
+        "2",
+        "5",
+        "val/loss 0.5000",
+        "1000",
+        "1500",
+    )
 
 
 def test_no_line_on_other_ranks_or_before_training_starts(capsys):
-    """Rank > 0 of a data-parallel run, and a validation before on_train_start (trainer.validate), print nothing;
-    an update cap before the first update counts as update 1."""
+    """Rank > 0 of a data-parallel run, and a validation before on_train_start (trainer.validate),
+    print nothing; an update cap before the first update counts as update 1."""
     line = EpochLine("train", "bahdanau", 0)
     line.on_validation_epoch_end(trainer_at(0, 3), None)  # not started
     line.on_train_start(trainer_at(0, 3), None)
@@ -111,7 +155,8 @@ def test_no_line_on_other_ranks_or_before_training_starts(capsys):
 
 
 def test_progress_callback_is_a_bar_on_a_terminal_else_epoch_lines(monkeypatch):
-    """stdout a terminal (a pty): RichProgressBar; a pipe or file (pytest's capture): EpochLine with the metric."""
+    """stdout a terminal (a pty): RichProgressBar; a pipe or file (pytest's capture): EpochLine with
+    the metric."""
     callback = progress_callback("train", "han", 3, "val/accuracy")
     assert isinstance(callback, EpochLine)
     assert (callback.what, callback.metric) == ("train han seed 3", "val/accuracy")

@@ -1,6 +1,7 @@
-"""training.py: train_one's exact resume (and not resuming a crashed run of other settings), its reshuffled epochs
-and what its summary says stopped training. Run through the train stage where a whole run is needed (tests/stages/
-test_train.py's `run`); the tune stage's best trial taken as a run: tests/stages/test_tune.py."""
+"""training.py: train_one's exact resume (and not resuming a crashed run of other settings), its
+reshuffled epochs and what its summary says stopped training. Run through the train stage where a
+whole run is needed (tests/stages/ test_train.py's `run`); the tune stage's best trial taken as a
+run: tests/stages/test_tune.py."""
 
 import shutil
 
@@ -40,7 +41,14 @@ def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
     out = seed_dir(cfg, 0)
     shutil.rmtree(out)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        training.train_one(cfg.copy(), get_task(cfg.task.name), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+        training.train_one(
+            cfg.copy(),
+            get_task(cfg.task.name),
+            0,
+            out,
+            partial_dir(out, out.parent),
+            callbacks=(Crash(),),
+        )
     partial = partial_dir(out, out.parent)
     assert (partial / "last.ckpt").is_file() and not out.exists()  # nothing half-written in place
     resumed = run(2)
@@ -53,7 +61,14 @@ def test_a_crashed_run_of_other_settings_is_not_resumed(prepared, capsys):
     cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2", "train.lr=0.01"])
     out = seed_dir(cfg, 0)
     with pytest.raises(RuntimeError, match="simulated crash"):
-        training.train_one(cfg.copy(), get_task(cfg.task.name), 0, out, partial_dir(out, out.parent), callbacks=(Crash(),))
+        training.train_one(
+            cfg.copy(),
+            get_task(cfg.task.name),
+            0,
+            out,
+            partial_dir(out, out.parent),
+            callbacks=(Crash(),),
+        )
     crashed_run = read_json(partial_dir(out, out.parent) / "run.json")["run_id"]
     straight = run(2)  # the default lr: a fresh run, not the crashed one's second epoch
     assert "not resuming" in capsys.readouterr().out
@@ -75,15 +90,20 @@ def test_every_epoch_reshuffles_the_batches(prepared):
     cfg = stage_config(["family=bahdanau", *SMALL, "train.max_epochs=2"])
     out = seed_dir(cfg, 0)
     seen = FirstBatches()
-    training.train_one(cfg.copy(), get_task(cfg.task.name), 0, out, partial_dir(out, out.parent), callbacks=(seen,))
+    training.train_one(
+        cfg.copy(), get_task(cfg.task.name), 0, out, partial_dir(out, out.parent), callbacks=(seen,)
+    )
     assert len(seen.first) == 2 and not torch.equal(seen.first[0], seen.first[1])
 
 
 def test_the_summary_says_what_stopped_training(prepared):
-    """train.json's stopped_by: the epoch cap when every epoch ran; early stopping when val/loss stopped improving for
-    train.patience validations (a zero learning rate after warm-up never improves on the first validation)."""
+    """train.json's stopped_by: the epoch cap when every epoch ran; early stopping when val/loss
+    stopped improving for train.patience validations (a zero learning rate after warm-up never
+    improves on the first validation)."""
     assert run(2)["stopped_by"] == "epoch cap"
-    stopped = run(6, "train.patience=1", "train.lr=1e-9", "train.warmup_steps=1", "train.min_epochs=0")
+    stopped = run(
+        6, "train.patience=1", "train.lr=1e-9", "train.warmup_steps=1", "train.min_epochs=0"
+    )
     assert stopped["stopped_by"] == "early stopping" and stopped["epochs"] < 6
 
 
@@ -94,15 +114,17 @@ def test_a_run_s_settings_go_on_a_copy_of_the_family_s_config_in_order():
 
     cfg = OmegaConf.create({"train": {"max_epochs": 4}})
     OmegaConf.set_struct(cfg, True)
-    run = Run(0, "out", settings=(("train.share", 0.5), ("train.max_epochs", 8), ("train.share", 0.25)))
+    run = Run(
+        0, "out", settings=(("train.share", 0.5), ("train.max_epochs", 8), ("train.share", 0.25))
+    )
     run_cfg = training.run_settings(cfg, run)
     assert OmegaConf.to_container(run_cfg) == {"train": {"max_epochs": 8, "share": 0.25}}
     assert OmegaConf.to_container(cfg) == {"train": {"max_epochs": 4}}
 
 
 class Climber(pl.LightningModule):
-    """Logs a val/loss that rises at every validation while val/accuracy climbs for `climb` validations, then stays
-    flat: a task judged on accuracy (classify) whose loss says stop."""
+    """Logs a val/loss that rises at every validation while val/accuracy climbs for `climb`
+    validations, then stays flat: a task judged on accuracy (classify) whose loss says stop."""
 
     def __init__(self, climb: int):
         super().__init__()
@@ -121,34 +143,61 @@ class Climber(pl.LightningModule):
 
 
 def test_a_maximised_metric_stops_the_run_and_picks_its_checkpoint(tmp_path):
-    """Stopping on val/accuracy (mode max): a rising val/loss does not stop a run whose accuracy still climbs; it
-    stops `patience` validations after accuracy's last gain, best.ckpt is the best accuracy, and val_curve holds the
-    monitored metric at every validation."""
+    """Stopping on val/accuracy (mode max): a rising val/loss does not stop a run whose accuracy
+    still climbs; it stops `patience` validations after accuracy's last gain, best.ckpt is the best
+    accuracy, and val_curve holds the monitored metric at every validation."""
     from lightning.pytorch.callbacks import ModelCheckpoint
 
     from attention_lab.train.module import EarlyStoppingAfter, improved, monitored
 
     monitor, mode = monitored({"tune": {"metric": "val/accuracy", "direction": "maximize"}})
     assert (monitor, mode) == ("val/accuracy", "max")
-    assert monitored({"tune": {"metric": "val/loss", "direction": "minimize"}}) == ("val/loss", "min")
-    # the plateau schedule's comparison (TaskModule.update_schedule): better by more than min_delta, either way
+    assert monitored({"tune": {"metric": "val/loss", "direction": "minimize"}}) == (
+        "val/loss",
+        "min",
+    )
+    # the plateau schedule's comparison (TaskModule.update_schedule): better by more than min_delta,
+    # either way
     assert improved(0.60, 0.59, 0.005, "max") and not improved(0.593, 0.59, 0.005, "max")
     assert improved(1.0, 1.02, 0.01, "min") and not improved(1.0, 1.005, 0.01, "min")
-    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(4, 1)), batch_size=2)
-    ckpt = ModelCheckpoint(dirpath=tmp_path, filename="best", monitor=monitor, mode=mode, save_top_k=1)
+    data = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(torch.ones(4, 1)), batch_size=2
+    )
+    ckpt = ModelCheckpoint(
+        dirpath=tmp_path, filename="best", monitor=monitor, mode=mode, save_top_k=1
+    )
     early = EarlyStoppingAfter(patience=2, min_delta=0.005, start=3, monitor=monitor, mode=mode)
     curve = training.ValCurve(monitor)
-    trainer = pl.Trainer(max_epochs=20, callbacks=[ckpt, early, curve], logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=tmp_path)
+    trainer = pl.Trainer(
+        max_epochs=20,
+        callbacks=[ckpt, early, curve],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(Climber(climb=8), data, data)
-    assert trainer.current_epoch == 10  # gains until validation 8, two without: stopped after validation 10
+    # gains until validation 8, two without: stopped after validation 10
+    assert trainer.current_epoch == 10
     assert training.stopped_by(trainer, early) == "early stopping"
-    assert float(ckpt.best_model_score) == pytest.approx(0.58) and ckpt.best_model_path.endswith("best.ckpt")
-    assert torch.load(ckpt.best_model_path, weights_only=False)["epoch"] == 7  # validation 8's checkpoint
+    assert float(ckpt.best_model_score) == pytest.approx(0.58) and ckpt.best_model_path.endswith(
+        "best.ckpt"
+    )
+    # validation 8's checkpoint
+    assert torch.load(ckpt.best_model_path, weights_only=False)["epoch"] == 7
     assert [e for e, _ in curve.curve] == list(range(1, 11)) and curve.curve[-1] == [10, 0.58]
-    loss_stop = EarlyStoppingAfter(patience=2, min_delta=0.005, start=3)  # the old monitor: val/loss, min
-    trainer = pl.Trainer(max_epochs=20, callbacks=[loss_stop], logger=False, enable_progress_bar=False,
-                         enable_model_summary=False, num_sanity_val_steps=0, enable_checkpointing=False,
-                         default_root_dir=tmp_path)
+    # the old monitor: val/loss, min
+    loss_stop = EarlyStoppingAfter(patience=2, min_delta=0.005, start=3)
+    trainer = pl.Trainer(
+        max_epochs=20,
+        callbacks=[loss_stop],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        enable_checkpointing=False,
+        default_root_dir=tmp_path,
+    )
     trainer.fit(Climber(climb=8), data, data)
     assert trainer.current_epoch < 8  # on val/loss the same run stops mid-climb

@@ -1,5 +1,5 @@
-"""export.py (translate): encoder + decoder-step ONNX graphs per family, parity with torch on unseen batch sizes
-and lengths."""
+"""export.py (translate): encoder + decoder-step ONNX graphs per family, parity with torch on unseen
+batch sizes and lengths."""
 
 from __future__ import annotations
 
@@ -25,9 +25,12 @@ def test_export_parity(family, tmp_path):
         assert (tmp_path / f"{name}.onnx.data").is_file()
     meta = json.loads((tmp_path / "meta.json").read_text())
     assert meta["family"] == family and meta["vocab_size"] == 50 and meta["eos_id"] == 2
-    assert meta["has_attention"] == model.has_attention and len(meta["state_inputs"]) == len(meta["state_outputs"])
+    assert meta["has_attention"] == model.has_attention and len(meta["state_inputs"]) == len(
+        meta["state_outputs"]
+    )
 
-    cases = [[1], [2, 9], [13, 1, 5, 3, 8, 6]]     # batch 1 and 6, lengths 1..13: none is the export example
+    # batch 1 and 6, lengths 1..13: none is the export example
+    cases = [[1], [2, 9], [13, 1, 5, 3, 8, 6]]
     parity = check_parity(model, tmp_path, cases=cases, max_len_ratio=1.5)
     assert parity == json.loads((tmp_path / "parity.json").read_text())
     diff = parity["max_abs_diff"]
@@ -41,6 +44,7 @@ def test_parity_failure_is_reported(tmp_path):
     model = tiny_model("bahdanau", 50)
     export_model(model, tmp_path, "bahdanau")
     with torch.no_grad():
-        model.output.W_o.bias.add_(torch.randn_like(model.output.W_o.bias))   # torch drifts from the graph
+        # torch drifts from the graph
+        model.output.W_o.bias.add_(torch.randn_like(model.output.W_o.bias))
     parity = check_parity(model, tmp_path, cases=[[4, 2]])
     assert not parity["ok"] and parity["max_abs_diff"]["logits"] > 1e-3

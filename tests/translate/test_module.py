@@ -1,4 +1,5 @@
-"""module.py (translate): the teacher-forcing schedules of scheduled sampling (Bengio et al. 2015)."""
+"""module.py (translate): the teacher-forcing schedules of scheduled sampling (Bengio et al.
+2015)."""
 
 import math
 
@@ -10,7 +11,9 @@ from attention_lab.translate.module import teacher_forcing_ratio
 def test_teacher_forcing_schedules_follow_bengio_2015():
     from omegaconf import OmegaConf
 
-    tf = OmegaConf.create({"schedule": "constant", "ratio": 0.8, "min_ratio": 0.5, "slope": 0.2, "k": 5.0})
+    tf = OmegaConf.create(
+        {"schedule": "constant", "ratio": 0.8, "min_ratio": 0.5, "slope": 0.2, "k": 5.0}
+    )
     assert [teacher_forcing_ratio(tf, i) for i in (0, 9)] == [0.8, 0.8]
     tf.schedule = "linear"  # max(ε, k − c·i)
     assert [round(teacher_forcing_ratio(tf, i), 6) for i in range(4)] == [0.8, 0.6, 0.5, 0.5]
@@ -22,6 +25,7 @@ def test_teacher_forcing_schedules_follow_bengio_2015():
     with pytest.raises(ValueError, match="train.teacher_forcing.per.*epoch, update"):
         teacher_forcing_ratio(tf, 0)
     tf.per, tf.schedule = "epoch", "cosine"
-    with pytest.raises(ValueError, match="train.teacher_forcing.schedule.*constant, linear, inverse_sigmoid"):
+    with pytest.raises(
+        ValueError, match="train.teacher_forcing.schedule.*constant, linear, inverse_sigmoid"
+    ):
         teacher_forcing_ratio(tf, 0)
-

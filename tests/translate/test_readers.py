@@ -15,17 +15,24 @@ def write(path: Path, data: str | bytes) -> Path:
 
 def test_tsv_normalises_whitespace_and_skips_blank_lines(tmp_path):
     f = write(tmp_path / "c.tsv", "\ufeffhello   world \t 안녕  세상\tx\n\nbye\t잘 가\n")
-    assert read_tsv(f) == [{"src": "hello world", "tgt": "안녕 세상"}, {"src": "bye", "tgt": "잘 가"}]
+    assert read_tsv(f) == [
+        {"src": "hello world", "tgt": "안녕 세상"},
+        {"src": "bye", "tgt": "잘 가"},
+    ]
     assert read_tsv(f, src_column=1, tgt_column=0)[1] == {"src": "잘 가", "tgt": "bye"}
 
 
 def test_tsv_missing_column(tmp_path):
     f = write(tmp_path / "c.tsv", "a\tb\nonly one column\n")
-    with pytest.raises(DataError, match=rf"{f}:2: expected at least 2 tab-separated columns .* found 1"):
+    with pytest.raises(
+        DataError, match=rf"{f}:2: expected at least 2 tab-separated columns .* found 1"
+    ):
         read_tsv(f)
 
 
-@pytest.mark.parametrize(("text", "side"), [("a\tb\n  \t가\n", "source"), ("a\tb\nc\t \n", "target")])
+@pytest.mark.parametrize(
+    ("text", "side"), [("a\tb\n  \t가\n", "source"), ("a\tb\nc\t \n", "target")]
+)
 def test_tsv_empty_side(tmp_path, text, side):
     f = write(tmp_path / "c.tsv", text)
     with pytest.raises(DataError, match=rf"{f}:2: empty {side} text"):
@@ -48,8 +55,14 @@ def test_empty_and_missing_files(tmp_path):
 
 
 def test_parallel_files(tmp_path):
-    en, ko = write(tmp_path / "a.en", "the  dog\n\ncats\n"), write(tmp_path / "a.ko", "개\n\n 고양이 \n")
-    assert read_parallel_files(en, ko) == [{"src": "the dog", "tgt": "개"}, {"src": "cats", "tgt": "고양이"}]
+    en, ko = (
+        write(tmp_path / "a.en", "the  dog\n\ncats\n"),
+        write(tmp_path / "a.ko", "개\n\n 고양이 \n"),
+    )
+    assert read_parallel_files(en, ko) == [
+        {"src": "the dog", "tgt": "개"},
+        {"src": "cats", "tgt": "고양이"},
+    ]
 
 
 def test_parallel_files_mismatched_line_counts(tmp_path):
@@ -80,7 +93,10 @@ def test_split_pairs_is_reproducible_and_complete():
 def test_reads_the_tatoeba_corpus(shared_data):
     tatoeba = shared_data / "korean_english_tatoeba" / "kor.txt"
     if not tatoeba.is_file():
-        pytest.fail(f"{tatoeba} is missing: {shared_data} is there but lacks the Tatoeba English-Korean corpus")
+        pytest.fail(
+            f"{tatoeba} is missing: {shared_data} is there but lacks the Tatoeba English-Korean"
+            " corpus"
+        )
     pairs = read_tsv(tatoeba)
     assert len(pairs) == 3798
     assert pairs[0] == {"src": "Go.", "tgt": "가."}

@@ -1,4 +1,5 @@
-"""Standalone HTML attention highlights for a classified document (inline CSS; no scripts, links or fonts)."""
+"""Standalone HTML attention highlights for a classified document (inline CSS; no scripts, links or
+fonts)."""
 
 from __future__ import annotations
 
@@ -38,12 +39,21 @@ def _bar(fraction: float) -> str:
     return f'<span class="track"><span class="fill" style="width:{width:.1f}%"></span></span>'
 
 
-def document_html(sentences: list[list[str]], sentence_weights: np.ndarray, word_weights, title: str,
-                  label: str, probabilities: dict[str, float], gold: dict | None = None) -> str:
-    """One page: prediction and class probabilities, then each sentence with its weight bar and shaded words.
+def document_html(
+    sentences: list[list[str]],
+    sentence_weights: np.ndarray,
+    word_weights,
+    title: str,
+    label: str,
+    probabilities: dict[str, float],
+    gold: dict | None = None,
+) -> str:
+    """One page: prediction and class probabilities, then each sentence with its weight bar and
+    shaded words.
 
-    word_weights: padded (N, L), ragged, or flat (T,); gold: {"sentences": [i, ...], "words": [[i, j], ...]}.
-    Bars scale to the largest sentence weight, shading to the largest word weight; hover shows the weight.
+    word_weights: padded (N, L), ragged, or flat (T,); gold: {"sentences": [i, ...], "words": [[i,
+    j], ...]}. Bars scale to the largest sentence weight, shading to the largest word weight; hover
+    shows the weight.
     """
     sentence_weights = np.asarray(sentence_weights, dtype=float)  # (N,)
     if len(sentence_weights) != len(sentences):
@@ -56,8 +66,10 @@ def document_html(sentences: list[list[str]], sentence_weights: np.ndarray, word
 
     esc = html.escape
     probs = "\n".join(
-        f'<div class="prob"><span class="name">{esc(str(name))}</span>{_bar(p)}<span>{p:.3f}</span></div>'
-        for name, p in sorted(probabilities.items(), key=lambda kv: -kv[1]))
+        '<div class="prob"><span'
+        f' class="name">{esc(str(name))}</span>{_bar(p)}<span>{p:.3f}</span></div>'
+        for name, p in sorted(probabilities.items(), key=lambda kv: -kv[1])
+    )
     body = []
     for i, (words, weights) in enumerate(zip(sentences, rows)):
         spans = []
@@ -65,15 +77,24 @@ def document_html(sentences: list[list[str]], sentence_weights: np.ndarray, word
             a = float(w) / w_max
             cls = "w gold" if (i, j) in gold_w else "w"
             color = "#fff" if a > 0.65 else "#000"
-            spans.append(f'<span class="{cls}" title="{w:.4f}" style="background:rgba(31,119,180,{a:.3f});'
-                         f'color:{color}">{esc(word)}</span>')
-        key = '<span class="key" title="gold key sentence">&#9733; key</span>' if i in gold_s else ""
+            spans.append(
+                f'<span class="{cls}" title="{w:.4f}" style="background:rgba(31,119,180,{a:.3f});'
+                f'color:{color}">{esc(word)}</span>'
+            )
+        key = (
+            '<span class="key" title="gold key sentence">&#9733; key</span>' if i in gold_s else ""
+        )
         sw = sentence_weights[i]
-        body.append(f'<div class="sent{" gold" if i in gold_s else ""}" data-weight="{sw:.4f}" '
-                    f'title="sentence {i}: weight {sw:.4f}"><span class="meta">{i} {_bar(sw / s_max)} '
-                    f'{sw:.4f} {key}</span><span class="words">{" ".join(spans)}</span></div>')
-    legend = ("Orange bar: sentence weight (scaled to the largest); blue shading: word weight (scaled to the "
-              "largest; hover for the value)" + ("; red: gold key sentences and words." if gold else "."))
+        body.append(
+            f'<div class="sent{" gold" if i in gold_s else ""}" data-weight="{sw:.4f}" '
+            f'title="sentence {i}: weight {sw:.4f}"><span class="meta">{i} {_bar(sw / s_max)} '
+            f'{sw:.4f} {key}</span><span class="words">{" ".join(spans)}</span></div>'
+        )
+    legend = (
+        "Orange bar: sentence weight (scaled to the largest); blue shading: word weight (scaled to"
+        " the largest; hover for the value)"
+        + ("; red: gold key sentences and words." if gold else ".")
+    )
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -93,9 +114,18 @@ def document_html(sentences: list[list[str]], sentence_weights: np.ndarray, word
 """
 
 
-def write_document_html(path: str | Path, sentences: list[list[str]], sentence_weights: np.ndarray,
-                        word_weights, title: str, label: str, probabilities: dict[str, float],
-                        gold: dict | None = None) -> None:
+def write_document_html(
+    path: str | Path,
+    sentences: list[list[str]],
+    sentence_weights: np.ndarray,
+    word_weights,
+    title: str,
+    label: str,
+    probabilities: dict[str, float],
+    gold: dict | None = None,
+) -> None:
     """Write document_html to path atomically."""
-    page = document_html(sentences, sentence_weights, word_weights, title, label, probabilities, gold)
+    page = document_html(
+        sentences, sentence_weights, word_weights, title, label, probabilities, gold
+    )
     write_text(path, page)

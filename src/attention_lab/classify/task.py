@@ -1,5 +1,6 @@
-"""Document classification with rationales: labelled documents in, a DocumentClassifier family (BERT's pretraining in
-classify/pretraining.py) trained on all or part of the labels, accuracy / macro-F1 / rationale agreement out."""
+"""Document classification with rationales: labelled documents in, a DocumentClassifier family
+(BERT's pretraining in classify/pretraining.py) trained on all or part of the labels, accuracy /
+macro-F1 / rationale agreement out."""
 
 from attention_lab.core.task import Task, lazy
 
@@ -7,9 +8,13 @@ TASK = Task(
     name="classify",
     headline={"test/accuracy": "accuracy", "test/macro_f1": "macro-F1"},
     speed_column="train words/s",
-    ablation_columns=(("accuracy", "test/accuracy", 3), ("rationale acc", "test/rationale_acc", 3),
-                      ("hop overlap", "test/hop_overlap", 3),
-                      ("accuracy, tokens shuffled", "test/accuracy_shuffled", 3)),  # evaluate.py: order used?
+    ablation_columns=(
+        ("accuracy", "test/accuracy", 3),
+        ("rationale acc", "test/rationale_acc", 3),
+        ("hop overlap", "test/hop_overlap", 3),
+        # evaluate.py: order used?
+        ("accuracy, tokens shuffled", "test/accuracy_shuffled", 3),
+    ),
     ablation_names={"model.positions": "absolute vs distance-aware positions"},
     splits=lazy("attention_lab.classify.prepare:splits"),
     stats=lazy("attention_lab.classify.prepare:stats"),

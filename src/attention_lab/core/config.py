@@ -1,5 +1,5 @@
-"""One place that turns conf/ (Hydra groups) + params.yaml (DVC knobs) + CLI overrides into a config, and says which
-layer set each of its values (`attention-lab config --explain`)."""
+"""One place that turns conf/ (Hydra groups) + params.yaml (DVC knobs) + CLI overrides into a
+config, and says which layer set each of its values (`attention-lab config --explain`)."""
 
 from __future__ import annotations
 
@@ -13,23 +13,51 @@ from omegaconf import DictConfig, OmegaConf
 
 from attention_lab.core.config_rules import ConfigError, check_config, check_missing, check_value  # noqa: F401
 
-# stages import ConfigError and check_value from here (tuning.py, a DVC dependency of every tune stage, among them)
+# stages import ConfigError and check_value from here (tuning.py, a DVC dependency of every tune
+# stage, among them)
 from attention_lab.core.paths import CONF_DIR, TUNED_DIR
-from attention_lab.core.task import NAMES as TASKS  # params.yaml holds one section for each task it runs
+
+# params.yaml holds one section for each task it runs
+from attention_lab.core.task import NAMES as TASKS
 
 PARAMS_FILE = "params.yaml"
-MISSING = "???"  # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml (check_missing)
-REPLACED = ("data.length_mix",)  # params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
-GROUPS = {"model": "family {name}", "data": "data source {name} for task {task}", "trainer": "trainer {name}"}  # overrides that pick a file
-NOT_KNOBS = ("families", "pretrained", "family_params", "ablations", "corpus_ablations",
-             "replication", "corpora")  # params.yaml lists
-REPLICATION_SEED = 1000  # the replication's first seed: far from params.yaml `seeds`, none seen by a study
-REPLICATED = ("models", "metrics", "predictions")  # paths the replication's runs keep under <path>/replication
-AUTO = "auto"  # params.yaml `trainer: auto`: conf/trainer/gpu.yaml where torch sees a CUDA GPU, else cpu.yaml
-SET_ELSEWHERE = {"task": "the stage argument task=<task>", "family": "the stage argument family=<family>",
-                 "profile": "params.yaml `profile:`", "seeds": "params.yaml `seeds:`", "root": "the working directory",
-                 "pretrained": "params.yaml `<task>.pretrained:`",
-                 "explicit": "params.yaml `<task>.family_params` (an ablation: and its `set`) and the command line"}
+# OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml
+# (check_missing)
+MISSING = "???"
+# params.yaml `<task>:` replaces these whole (a mix of other buckets), not key by key
+REPLACED = ("data.length_mix",)
+# overrides that pick a file
+GROUPS = {
+    "model": "family {name}",
+    "data": "data source {name} for task {task}",
+    "trainer": "trainer {name}",
+}
+NOT_KNOBS = (
+    "families",
+    "pretrained",
+    "family_params",
+    "ablations",
+    "corpus_ablations",
+    "replication",
+    "corpora",
+)  # params.yaml lists
+# the replication's first seed: far from params.yaml `seeds`, none seen by a study
+REPLICATION_SEED = 1000
+# paths the replication's runs keep under <path>/replication
+REPLICATED = ("models", "metrics", "predictions")
+# params.yaml `trainer: auto`: conf/trainer/gpu.yaml where torch sees a CUDA GPU, else cpu.yaml
+AUTO = "auto"
+SET_ELSEWHERE = {
+    "task": "the stage argument task=<task>",
+    "family": "the stage argument family=<family>",
+    "profile": "params.yaml `profile:`",
+    "seeds": "params.yaml `seeds:`",
+    "root": "the working directory",
+    "pretrained": "params.yaml `<task>.pretrained:`",
+    "explicit": (
+        "params.yaml `<task>.family_params` (an ablation: and its `set`) and the command line"
+    ),
+}
 
 
 def read_params(root: Path) -> dict:
@@ -45,64 +73,81 @@ def read_params(root: Path) -> dict:
         raise ConfigError(f"{path}: expected a mapping at the top level")
     unknown = sorted(set(params) - {"profile", "seeds", "tasks", "trainer", *TASKS})
     if unknown:
-        raise ConfigError(f"{path}: unknown top-level key(s) {unknown}; expected profile, seeds, tasks, trainer and "
-                          f"one section per task ({', '.join(TASKS)})")
+        raise ConfigError(
+            f"{path}: unknown top-level key(s) {unknown}; expected profile, seeds, tasks, trainer"
+            f" and one section per task ({', '.join(TASKS)})"
+        )
     return params
 
 
 def task_params(params: dict, root: Path, task: str) -> dict:
-    """params.yaml `<task>:`, the knobs of one task (families, family_params, data, tokenize, train, evaluate)."""
+    """params.yaml `<task>:`, the knobs of one task (families, family_params, data, tokenize, train,
+    evaluate)."""
     if task not in TASKS:
         raise ConfigError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     own = params.get(task)
     if not isinstance(own, dict):
-        raise ConfigError(f"{root / PARAMS_FILE}: expected a mapping `{task}:` (families, data, train, ...), got {own!r}")
+        raise ConfigError(
+            f"{root / PARAMS_FILE}: expected a mapping `{task}:` (families, data, train, ...), got"
+            f" {own!r}"
+        )
     return own
 
 
 def families(params: dict, task: str) -> list[str]:
-    """params.yaml `<task>.families` in timeline order, then `<task>.pretrained` (families fine-tuned from a
-    pretrained encoder)."""
+    """params.yaml `<task>.families` in timeline order, then `<task>.pretrained` (families
+    fine-tuned from a pretrained encoder)."""
     own = params.get(task, {})
     return list(own.get("families") or []) + pretrained_families(params, task)
 
 
 def pretrained_families(params: dict, task: str) -> list[str]:
-    """params.yaml `<task>.pretrained`: families whose encoder comes from their `pretrain@<family>` stage."""
+    """params.yaml `<task>.pretrained`: families whose encoder comes from their `pretrain@<family>`
+    stage."""
     return list(params.get(task, {}).get("pretrained") or [])
 
 
 def corpora(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
-    """params.yaml `<task>.corpora`: {name: {data key: value, ...}}, each the task's `data` with those keys changed
-    (or added: a transform the task's prepare reads, e.g. translate's `order`), prepared and tokenized on its own
-    under data/prepared/<task>_<name> and data/tokenized/<task>_<name>, for the ablations that name it; checked.
-    An entry's `source` names the data source it is built on: it exists only while `<task>.data.source` is that
-    one (a corpus of the built-in data does not exist on a user's corpus: corpus_applies)."""
+    """params.yaml `<task>.corpora`: {name: {data key: value, ...}}, each the task's `data` with
+    those keys changed (or added: a transform the task's prepare reads, e.g. translate's `order`),
+    prepared and tokenized on its own under data/prepared/<task>_<name> and
+    data/tokenized/<task>_<name>, for the ablations that name it; checked. An entry's `source` names
+    the data source it is built on: it exists only while `<task>.data.source` is that one (a corpus
+    of the built-in data does not exist on a user's corpus: corpus_applies)."""
     where = f"{(root or Path()) / PARAMS_FILE} {task}.corpora"
     entries = (params.get(task) or {}).get("corpora") or {}
     if not isinstance(entries, dict):
-        raise ConfigError(f"{where}: expected a mapping {{<name>: {{<data key>: <value>, ...}}}}, got {entries!r}")
+        raise ConfigError(
+            f"{where}: expected a mapping {{<name>: {{<data key>: <value>, ...}}}}, got {entries!r}"
+        )
     for name, entry in entries.items():
         if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
-            raise ConfigError(f"{where}: corpus name {name!r}: expected lowercase letters, digits and _")
+            raise ConfigError(
+                f"{where}: corpus name {name!r}: expected lowercase letters, digits and _"
+            )
         if not isinstance(entry, dict) or not entry:
-            raise ConfigError(f"{where}.{name}: expected {{<data key>: <value>, ...}} (what differs from "
-                              f"`{task}.data`), got {entry!r}")
+            raise ConfigError(
+                f"{where}.{name}: expected {{<data key>: <value>, ...}} (what differs from "
+                f"`{task}.data`), got {entry!r}"
+            )
         if "source" in entry and not isinstance(entry["source"], str):
-            raise ConfigError(f"{where}.{name}.source: expected the data source the corpus is built on (e.g. "
-                              f"generated), got {entry['source']!r}")
+            raise ConfigError(
+                f"{where}.{name}.source: expected the data source the corpus is built on (e.g. "
+                f"generated), got {entry['source']!r}"
+            )
     return entries
 
 
 def corpus_applies(params: dict, task: str, corpus: str, root: Path | None = None) -> bool:
-    """Whether `<task>.corpora.<corpus>` exists on the task's data: its `source`, where it names one, is
-    `<task>.data.source`."""
+    """Whether `<task>.corpora.<corpus>` exists on the task's data: its `source`, where it names
+    one, is `<task>.data.source`."""
     source = corpora(params, task, root)[corpus].get("source")
     return source is None or source == ((params.get(task) or {}).get("data") or {}).get("source")
 
 
 def corpus_suffix(corpus: str | None) -> str:
-    """A corpus's folders are <task>_<name> beside the task's own <task>: the suffix `_<name>` ('' for none)."""
+    """A corpus's folders are <task>_<name> beside the task's own <task>: the suffix `_<name>` (''
+    for none)."""
     return f"_{corpus}" if corpus else ""
 
 
@@ -111,48 +156,67 @@ ABLATION_KEYS = ("ablations", "corpus_ablations")  # a task's two dicts of ablat
 
 def ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
     """params.yaml `<task>.ablations` and `<task>.corpus_ablations` as one checked dict {name: {of:
-    family, set: {key: value, ...}[, corpus: name]}}: a family with one switch changed, or trained on
-    a corpus of `<task>.corpora` (every seed, the family's tuned values, evaluated as it). Two dicts
-    since dvc.yaml loops over each, and an item of the second reads data/prepared/<task>_<corpus>."""
+    family, set: {key: value, ...}[, corpus: name]}}: a family with one switch changed, or trained
+    on a corpus of `<task>.corpora` (every seed, the family's tuned values, evaluated as it). Two
+    dicts since dvc.yaml loops over each, and an item of the second reads
+    data/prepared/<task>_<corpus>."""
     found: dict[str, dict] = {}
     known, pretrained = corpora(params, task, root), pretrained_families(params, task)  # checked
     for key in ABLATION_KEYS:
         where = f"{(root or Path()) / PARAMS_FILE} {task}.{key}"
         entries = (params.get(task) or {}).get(key) or {}
         if not isinstance(entries, dict):
-            raise ConfigError(f"{where}: expected a mapping {{<name>: {{of: <family>, "
-                              f"set: {{...}}}}}}, got {entries!r}")
+            raise ConfigError(
+                f"{where}: expected a mapping {{<name>: {{of: <family>, "
+                f"set: {{...}}}}}}, got {entries!r}"
+            )
         for name, entry in entries.items():
-            check_ablation(f"{where}.{name}", entry, key == "corpus_ablations", task, known,
-                           pretrained, root)
+            check_ablation(
+                f"{where}.{name}", entry, key == "corpus_ablations", task, known, pretrained, root
+            )
             if name in found:
-                raise ConfigError(f"{where}.{name}: also an entry of `{task}.ablations`; name it once")
+                raise ConfigError(
+                    f"{where}.{name}: also an entry of `{task}.ablations`; name it once"
+                )
             found[name] = entry
     return found
 
 
-def check_ablation(where: str, entry, on_corpus: bool, task: str, known: dict, pretrained: list,
-                   root: Path | None) -> None:
+def check_ablation(
+    where: str, entry, on_corpus: bool, task: str, known: dict, pretrained: list, root: Path | None
+) -> None:
     """A ConfigError naming `where` (`<file> <task>.<key>.<name>`) unless the entry is an ablation
     (`known`: the task's corpora; `pretrained`: its pretrained families)."""
     name = where.rpartition(".")[2]
     allowed = {"of", "set", "corpus"} if on_corpus else {"of", "set"}
-    if not isinstance(entry, dict) or "of" not in entry or not set(entry) <= allowed \
-            or not isinstance(entry.get("set", {}), dict) \
-            or not (entry.get("corpus") if on_corpus else entry.get("set")):
-        shape = ("{of: <family>, corpus: <name>[, set: {<key>: <value>, ...}]}" if on_corpus else
-                 "{of: <family>, set: {<key>: <value>, ...}} (one on another corpus: "
-                 f"`{task}.corpus_ablations`)")
+    if (
+        not isinstance(entry, dict)
+        or "of" not in entry
+        or not set(entry) <= allowed
+        or not isinstance(entry.get("set", {}), dict)
+        or not (entry.get("corpus") if on_corpus else entry.get("set"))
+    ):
+        shape = (
+            "{of: <family>, corpus: <name>[, set: {<key>: <value>, ...}]}"
+            if on_corpus
+            else "{of: <family>, set: {<key>: <value>, ...}} (one on another corpus: "
+            f"`{task}.corpus_ablations`)"
+        )
         raise ConfigError(f"{where}: expected {shape}, got {entry!r}")
     if on_corpus and entry["corpus"] not in known:
-        raise ConfigError(f"{where}.corpus: {entry['corpus']!r} is not a corpus of "
-                          f"`{task}.corpora` ({', '.join(known) or 'none'})")
+        raise ConfigError(
+            f"{where}.corpus: {entry['corpus']!r} is not a corpus of "
+            f"`{task}.corpora` ({', '.join(known) or 'none'})"
+        )
     if entry["of"] in pretrained or not isinstance(entry["of"], str):
-        raise ConfigError(f"{where}.of: expected a family trained from scratch (not one of "
-                          f"`{task}.pretrained`), got {entry['of']!r}")
+        raise ConfigError(
+            f"{where}.of: expected a family trained from scratch (not one of "
+            f"`{task}.pretrained`), got {entry['of']!r}"
+        )
     if root is not None and (root / CONF_DIR / "model" / f"{name}.yaml").is_file():
-        raise ConfigError(f"{where}: a family has this name (conf/model/{name}.yaml); "
-                          "name the ablation otherwise")
+        raise ConfigError(
+            f"{where}: a family has this name (conf/model/{name}.yaml); name the ablation otherwise"
+        )
 
 
 def corpora_apply(params: dict, task: str, root: Path | None = None) -> bool:
@@ -162,53 +226,67 @@ def corpora_apply(params: dict, task: str, root: Path | None = None) -> bool:
     applies = [n for n in names if corpus_applies(params, task, n, root)]
     if applies and len(applies) < len(names):
         gone = [n for n in names if n not in applies]
-        raise ConfigError(f"{(root or Path()) / PARAMS_FILE} {task}.corpora.{gone[0]}: built on "
-                          f"another data source than `{task}.data.source` ({', '.join(applies)} "
-                          "are on it): remove it with its corpus ablations")
+        raise ConfigError(
+            f"{(root or Path()) / PARAMS_FILE} {task}.corpora.{gone[0]}: built on "
+            f"another data source than `{task}.data.source` ({', '.join(applies)} "
+            "are on it): remove it with its corpus ablations"
+        )
     return bool(applies) or not names
 
 
 def replication(params: dict, task: str, root: Path | None = None) -> dict[str, int]:
-    """params.yaml `<task>.replication`: {family or ablation: seeds}, the confirmatory replication's runs (fresh seeds
-    from REPLICATION_SEED, trained after the claims are frozen), checked: each a family or ablation the pipeline runs,
-    2 to 100 seeds."""
+    """params.yaml `<task>.replication`: {family or ablation: seeds}, the confirmatory replication's
+    runs (fresh seeds from REPLICATION_SEED, trained after the claims are frozen), checked: each a
+    family or ablation the pipeline runs, 2 to 100 seeds."""
     where = f"{(root or Path()) / PARAMS_FILE} {task}.replication"
     entries = (params.get(task) or {}).get("replication") or {}
     if not isinstance(entries, dict):
-        raise ConfigError(f"{where}: expected a mapping {{<family or ablation>: <seeds>}}, got {entries!r}")
+        raise ConfigError(
+            f"{where}: expected a mapping {{<family or ablation>: <seeds>}}, got {entries!r}"
+        )
     known = families(params, task) + list(run_ablations(params, task, root))
-    defined = set(ablations(params, task, root))  # an entry of a family or ablation left out of this run: no stages
+    # an entry of a family or ablation left out of this run: no stages
+    defined = set(ablations(params, task, root))
     for name, n in entries.items():
         model = root is not None and (root / CONF_DIR / "model" / f"{name}.yaml").is_file()
         if name not in known and name not in defined and not model:
-            raise ConfigError(f"{where}.{name}: not a family or ablation; choose from {', '.join(known)}")
+            raise ConfigError(
+                f"{where}.{name}: not a family or ablation; choose from {', '.join(known)}"
+            )
         if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= 100:
             raise ConfigError(f"{where}.{name} = {n!r}: expected a number of seeds from 2 to 100")
     return {name: n for name, n in entries.items() if name in known}
 
 
 def run_ablations(params: dict, task: str, root: Path | None = None) -> dict[str, dict]:
-    """The ablations (`ablations`) the pipeline runs: those of a family in `<task>.families`, on a corpus that
-    exists on the task's data (corpus_applies)."""
+    """The ablations (`ablations`) the pipeline runs: those of a family in `<task>.families`, on a
+    corpus that exists on the task's data (corpus_applies)."""
     own = families(params, task)
-    return {name: entry for name, entry in ablations(params, task, root).items()
-            if entry["of"] in own and ("corpus" not in entry or corpus_applies(params, task, entry["corpus"], root))}
+    return {
+        name: entry
+        for name, entry in ablations(params, task, root).items()
+        if entry["of"] in own
+        and ("corpus" not in entry or corpus_applies(params, task, entry["corpus"], root))
+    }
 
 
 def family_params(params: dict, path: Path, task: str, family: str | None) -> dict:
-    """`<task>.family_params.<family>` of params.yaml (or of a profile, its overlay; `path` is the file): overrides
-    for one family (its DVC stages alone depend on them)."""
+    """`<task>.family_params.<family>` of params.yaml (or of a profile, its overlay; `path` is the
+    file): overrides for one family (its DVC stages alone depend on them)."""
     if family is None:
         return {}
     own = (params[task].get("family_params") or {}).get(family, {})
     if not isinstance(own, dict):
-        raise ConfigError(f"{path}: {task}.family_params.{family} must be a mapping "
-                          f"(e.g. {{model: {{...}}}}), got {own!r}")
+        raise ConfigError(
+            f"{path}: {task}.family_params.{family} must be a mapping "
+            f"(e.g. {{model: {{...}}}}), got {own!r}"
+        )
     return own
 
 
 def tuned_params(root: Path, family: str | None) -> dict:
-    """tuned/<family>.yaml `params:` (the tune stage's best trial), or {} when the family has not been tuned."""
+    """tuned/<family>.yaml `params:` (the tune stage's best trial), or {} when the family has not
+    been tuned."""
     path = root / TUNED_DIR / f"{family}.yaml"
     if family is None or not path.is_file():
         return {}
@@ -217,7 +295,9 @@ def tuned_params(root: Path, family: str | None) -> dict:
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from err
     if not isinstance(tuned, dict) or not isinstance(tuned.get("params", {}), dict):
-        raise ConfigError(f"{path}: expected a mapping with `params: {{...}}` (written by the tune stage)")
+        raise ConfigError(
+            f"{path}: expected a mapping with `params: {{...}}` (written by the tune stage)"
+        )
     return tuned.get("params") or {}
 
 
@@ -226,8 +306,10 @@ def _check_choice(root: Path, group: str, name: str, what: str, also: str = "") 
     folder = root / CONF_DIR / group
     if not (folder / f"{name}.yaml").is_file():
         valid = sorted(p.stem for p in folder.glob("*.yaml"))
-        raise ConfigError(f"unknown {what.format(name=repr(name))}; choose one of {', '.join(valid) or '(none)'} "
-                          f"(files in {folder}){also}")
+        raise ConfigError(
+            f"unknown {what.format(name=repr(name))}; choose one of {', '.join(valid) or '(none)'} "
+            f"(files in {folder}){also}"
+        )
 
 
 def cuda_available() -> bool:
@@ -238,49 +320,71 @@ def cuda_available() -> bool:
 
 
 def trainer_file(root: Path, name: object, where: str) -> str:
-    """The conf/trainer file a trainer name picks: itself, checked; `auto` -> gpu where torch sees a CUDA GPU, else
-    cpu. `where` says who named it, for the error."""
+    """The conf/trainer file a trainer name picks: itself, checked; `auto` -> gpu where torch sees a
+    CUDA GPU, else cpu. `where` says who named it, for the error."""
     if name == AUTO:
         return "gpu" if cuda_available() else "cpu"
     if not isinstance(name, str):
-        raise ConfigError(f"{where}: expected a trainer name (a file of {root / CONF_DIR / 'trainer'}, or auto), got "
-                          f"{name!r}")
+        raise ConfigError(
+            f"{where}: expected a trainer name (a file of {root / CONF_DIR / 'trainer'}, or auto),"
+            f" got {name!r}"
+        )
     try:
-        _check_choice(root, "trainer", name, "trainer {name}", also=" or auto (gpu where torch sees a CUDA GPU, else cpu)")
+        _check_choice(
+            root,
+            "trainer",
+            name,
+            "trainer {name}",
+            also=" or auto (gpu where torch sees a CUDA GPU, else cpu)",
+        )
     except ConfigError as err:
         raise ConfigError(f"{where}: {err}") from None
     return name
 
 
 def params_trainer(params: dict, root: Path) -> str:
-    """params.yaml `trainer:` (the switch every training stage reads; dvc.yaml lists it in their params) as the
-    conf/trainer file it picks (trainer_file)."""
+    """params.yaml `trainer:` (the switch every training stage reads; dvc.yaml lists it in their
+    params) as the conf/trainer file it picks (trainer_file)."""
     if "trainer" not in params:
         names = ", ".join(sorted(p.stem for p in (root / CONF_DIR / "trainer").glob("*.yaml")))
-        raise ConfigError(f"{root / PARAMS_FILE}: no `trainer:` (what every training stage trains on); set it to one of "
-                          f"{names} (conf/trainer/<name>.yaml) or auto (gpu where torch sees a CUDA GPU, else cpu)")
-    return pipeline_trainer(root, params["trainer"], f"{root / PARAMS_FILE} `trainer: {params['trainer']}`")
+        raise ConfigError(
+            f"{root / PARAMS_FILE}: no `trainer:` (what every training stage trains on); set it to"
+            f" one of {names} (conf/trainer/<name>.yaml) or auto (gpu where torch sees a CUDA GPU,"
+            " else cpu)"
+        )
+    return pipeline_trainer(
+        root, params["trainer"], f"{root / PARAMS_FILE} `trainer: {params['trainer']}`"
+    )
 
 
 def pipeline_trainer(root: Path, name: object, where: str) -> str:
-    """trainer_file, for the whole pipeline: a trainer of one device per process (tune runs one process per trial,
-    train runs train.processes side by side); a data-parallel one is for a stage run by hand."""
+    """trainer_file, for the whole pipeline: a trainer of one device per process (tune runs one
+    process per trial, train runs train.processes side by side); a data-parallel one is for a stage
+    run by hand."""
     chosen = trainer_file(root, name, where)
-    options = yaml.safe_load((root / CONF_DIR / "trainer" / f"{chosen}.yaml").read_text(encoding="utf-8")) or {}
+    options = (
+        yaml.safe_load((root / CONF_DIR / "trainer" / f"{chosen}.yaml").read_text(encoding="utf-8"))
+        or {}
+    )
     if options.get("strategy") not in (None, "auto") or options.get("devices", 1) != 1:
-        raise ConfigError(f"{where}: conf/trainer/{chosen}.yaml is data parallel ({options.get('devices')} devices, "
-                          f"strategy {options.get('strategy')!r}), and the pipeline trains one device per process; "
-                          "pick cpu, gpu or auto, and a data-parallel trainer for a stage run by hand "
-                          "(`python -m attention_lab.stages.train ... trainer=ddp_gpu`, docs/scaling.md)")
+        raise ConfigError(
+            f"{where}: conf/trainer/{chosen}.yaml is data parallel ({options.get('devices')}"
+            f" devices, strategy {options.get('strategy')!r}), and the pipeline trains one device"
+            " per process; pick cpu, gpu or auto, and a data-parallel trainer for a stage run by"
+            " hand (`python -m attention_lab.stages.train ... trainer=ddp_gpu`, docs/scaling.md)"
+        )
     return chosen
 
 
 def set_trainer(root: Path, name: str) -> bool:
-    """Set params.yaml `trainer:` to `name` (checked), keeping the line's comment; True when it changed."""
+    """Set params.yaml `trainer:` to `name` (checked), keeping the line's comment; True when it
+    changed."""
     pipeline_trainer(root, name, f"trainer {name}")
     path = root / PARAMS_FILE
     text = path.read_text(encoding="utf-8")
-    new, found = re.subn(r"^trainer:[ \t]*[^\s#]*", f"trainer: {name}", text, count=1, flags=re.MULTILINE)
+    new, found = re.subn(
+        r"^trainer:[ \t]*[^\s#]*", f"trainer: {name}", text, count=1, flags=re.MULTILINE
+    )
     if not found:
         raise ConfigError(f"{path}: no top-level `trainer:` line to set")
     path.write_text(new, encoding="utf-8")
@@ -288,7 +392,8 @@ def set_trainer(root: Path, name: str) -> bool:
 
 
 def _split_overrides(root: Path, task: str, overrides: list[str]) -> tuple[list[str], list[str]]:
-    """Command-line overrides -> (group choices for Hydra: data=, model=, trainer=; key=value pairs), each checked."""
+    """Command-line overrides -> (group choices for Hydra: data=, model=, trainer=; key=value
+    pairs), each checked."""
     groups, values = [], []
     for item in overrides:
         key, eq, value = item.partition("=")
@@ -296,7 +401,9 @@ def _split_overrides(root: Path, task: str, overrides: list[str]) -> tuple[list[
         if not eq or not key:
             raise ConfigError(f"override {item!r}: expected key=value (e.g. train.lr=0.001)")
         if key in SET_ELSEWHERE:
-            raise ConfigError(f"override {item!r}: `{key}` is set by {SET_ELSEWHERE[key]}, not by an override")
+            raise ConfigError(
+                f"override {item!r}: `{key}` is set by {SET_ELSEWHERE[key]}, not by an override"
+            )
         if key == "trainer":
             groups.append(f"trainer={trainer_file(root, value.strip(), f'override {item}')}")
         elif key in GROUPS:
@@ -311,8 +418,9 @@ def _split_overrides(root: Path, task: str, overrides: list[str]) -> tuple[list[
 
 @dataclass
 class Layer:
-    """One layer of load_config, merged over the ones before it: its name (what `attention-lab config --explain`
-    prints), its values and the keys it replaces whole instead of merging into (`REPLACED`)."""
+    """One layer of load_config, merged over the ones before it: its name (what `attention-lab
+    config --explain` prints), its values and the keys it replaces whole instead of merging into
+    (`REPLACED`)."""
 
     name: str
     values: dict
@@ -320,7 +428,8 @@ class Layer:
 
 
 def leaf_values(tree, prefix: str = "") -> dict:
-    """{'model': {'window': 10}} -> {'model.window': 10}: lists and empty mappings are leaves too."""
+    """{'model': {'window': 10}} -> {'model.window': 10}: lists and empty mappings are leaves
+    too."""
     if not isinstance(tree, dict) or not tree:
         return {prefix.removesuffix("."): tree} if prefix else {}
     leaves = {}
@@ -337,7 +446,8 @@ def _subtree(values: dict, key: str):
 
 
 def _merge_layer(cfg: DictConfig, layer: Layer) -> DictConfig:
-    """cfg with one layer merged over it: key by key, except its `replace` keys, which take the layer's value whole."""
+    """cfg with one layer merged over it: key by key, except its `replace` keys, which take the
+    layer's value whole."""
     values, replaced = copy.deepcopy(layer.values), {}
     for key in layer.replace:
         parent, _, leaf = key.rpartition(".")
@@ -352,21 +462,27 @@ def _merge_layer(cfg: DictConfig, layer: Layer) -> DictConfig:
 
 
 def profile_overlay(root: Path, task: str, profile: str) -> dict:
-    """conf/profile/<profile>.yaml `<task>:`: an overlay of params.yaml `<task>:`, in its shape (family_params too)."""
+    """conf/profile/<profile>.yaml `<task>:`: an overlay of params.yaml `<task>:`, in its shape
+    (family_params too)."""
     path = root / CONF_DIR / "profile" / f"{profile}.yaml"
     if not path.is_file():
         valid = ", ".join(sorted(p.stem for p in path.parent.glob("*.yaml")))
-        raise ConfigError(f"{root / PARAMS_FILE}: profile '{profile}' has no file {path}; choose one of {valid}")
+        raise ConfigError(
+            f"{root / PARAMS_FILE}: profile '{profile}' has no file {path}; choose one of {valid}"
+        )
     return OmegaConf.to_container(OmegaConf.load(path)).get(task) or {}
 
 
-def params_layers(params: dict, root: Path, task: str, family: str | None, tuned: bool, data_keys) -> list[Layer]:
-    """The layers merged over conf/, in order (later wins): params.yaml `<task>:` (its knobs; `families`, `pretrained`,
-    `family_params`, `ablations` and `replication` are not config keys) and the profile's overlay of them, tuned/<family>.yaml
-    (unless tuned=False), params.yaml `<task>.family_params.<family>` ({} when the family has no entry) and the
-    profile's overlay of it; for an ablation (`<task>.ablations.<name>`), the layers of the family it is `of`, then
-    its `set`. A profile sizes the generated data: its `data` keys the data source lacks (`data_keys`, e.g. n_train
-    for a user's TSV file) are dropped."""
+def params_layers(
+    params: dict, root: Path, task: str, family: str | None, tuned: bool, data_keys
+) -> list[Layer]:
+    """The layers merged over conf/, in order (later wins): params.yaml `<task>:` (its knobs;
+    `families`, `pretrained`, `family_params`, `ablations` and `replication` are not config keys)
+    and the profile's overlay of them, tuned/<family>.yaml (unless tuned=False), params.yaml
+    `<task>.family_params.<family>` ({} when the family has no entry) and the profile's overlay of
+    it; for an ablation (`<task>.ablations.<name>`), the layers of the family it is `of`, then its
+    `set`. A profile sizes the generated data: its `data` keys the data source lacks (`data_keys`,
+    e.g. n_train for a user's TSV file) are dropped."""
     profile = params.get("profile", "quick")
     overlay = profile_overlay(root, task, profile)
     knobs = {k: v for k, v in params[task].items() if k not in NOT_KNOBS}
@@ -378,19 +494,30 @@ def params_layers(params: dict, root: Path, task: str, family: str | None, tuned
         _check_choice(root, "model", name, f"family {{name}} (in {where}.family_params)")
     ablation = ablations(params, task, root).get(family) if family else None
     base = ablation["of"] if ablation else family
-    own = family_params({task: overlay}, root / CONF_DIR / "profile" / f"{profile}.yaml", task, base)
-    return [Layer(f"params.yaml {task}:", knobs, replace=REPLACED),
-            Layer(f"{where}:", scale, replace=REPLACED),
-            Layer(f"{TUNED_DIR}/{base}.yaml", tuned_params(root, base) if tuned else {}),
-            Layer(f"params.yaml {task}.family_params.{base}", family_params(params, root / PARAMS_FILE, task, base)),
-            Layer(f"{where}.family_params.{base}", own),
-            *([Layer(f"params.yaml {task}.ablations.{family}.set", ablation["set"])]
-              if ablation and ablation.get("set") else [])]
+    own = family_params(
+        {task: overlay}, root / CONF_DIR / "profile" / f"{profile}.yaml", task, base
+    )
+    return [
+        Layer(f"params.yaml {task}:", knobs, replace=REPLACED),
+        Layer(f"{where}:", scale, replace=REPLACED),
+        Layer(f"{TUNED_DIR}/{base}.yaml", tuned_params(root, base) if tuned else {}),
+        Layer(
+            f"params.yaml {task}.family_params.{base}",
+            family_params(params, root / PARAMS_FILE, task, base),
+        ),
+        Layer(f"{where}.family_params.{base}", own),
+        *(
+            [Layer(f"params.yaml {task}.ablations.{family}.set", ablation["set"])]
+            if ablation and ablation.get("set")
+            else []
+        ),
+    ]
 
 
 def _compose(root: Path, choices: list[str]) -> tuple[DictConfig, dict[str, str], list[Layer]]:
-    """Hydra's composition of conf/config.yaml with these group choices (task=, data=, model=, trainer=), the file
-    it chose in each group, and the files of its defaults list as layers in the order it merged them."""
+    """Hydra's composition of conf/config.yaml with these group choices (task=, data=, model=,
+    trainer=), the file it chose in each group, and the files of its defaults list as layers in the
+    order it merged them."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -399,7 +526,11 @@ def _compose(root: Path, choices: list[str]) -> tuple[DictConfig, dict[str, str]
     try:
         with initialize_config_dir(config_dir=str(root / CONF_DIR), version_base="1.3"):
             cfg = compose("config", overrides=choices)
-            used = GlobalHydra.instance().config_loader().compute_defaults_list("config", choices, RunMode.RUN)
+            used = (
+                GlobalHydra.instance()
+                .config_loader()
+                .compute_defaults_list("config", choices, RunMode.RUN)
+            )
     except HydraException as err:  # e.g. a conf/ file that is not valid YAML
         raise ConfigError(f"{root / CONF_DIR}: {err}") from err
     layers = []
@@ -418,32 +549,42 @@ def _compose(root: Path, choices: list[str]) -> tuple[DictConfig, dict[str, str]
 
 
 def _command_line(cfg: DictConfig, cli: list[str], task: str) -> tuple[DictConfig, Layer]:
-    """cfg with the key=value overrides merged one by one (a section must be set key by key: `train=3` would replace
-    it), and the layer they make."""
+    """cfg with the key=value overrides merged one by one (a section must be set key by key:
+    `train=3` would replace it), and the layer they make."""
     for item in cli:
         key, _, value = item.partition("=")
-        if isinstance(OmegaConf.select(cfg, key.strip()), DictConfig) and not value.lstrip().startswith("{"):
-            raise ConfigError(f"override {item!r}: `{key}` is a section; set one of its keys (e.g. {key}."
-                              f"{next(iter(OmegaConf.select(cfg, key.strip())), 'key')}=...)")
+        if isinstance(
+            OmegaConf.select(cfg, key.strip()), DictConfig
+        ) and not value.lstrip().startswith("{"):
+            raise ConfigError(
+                f"override {item!r}: `{key}` is a section; set one of its keys (e.g. {key}."
+                f"{next(iter(OmegaConf.select(cfg, key.strip())), 'key')}=...)"
+            )
     values = {}
     for item in cli:
         try:
             one = OmegaConf.from_dotlist([item])
             cfg = OmegaConf.merge(cfg, one)
-        except Exception as err:  # omegaconf's several types: all mean "this field is not expected here"
-            raise ConfigError(f"override {item!r}: {str(err).splitlines()[0]} (no such key in the {task} config)") \
-                from err
+        # omegaconf's several types: all mean "this field is not expected here"
+        except Exception as err:
+            raise ConfigError(
+                f"override {item!r}: {str(err).splitlines()[0]} (no such key in the {task} config)"
+            ) from err
         values = OmegaConf.to_container(OmegaConf.merge(values, one))
     return cfg, Layer("command line", values)
 
 
-def _corpus_layer(cfg: DictConfig, params: dict, root: Path, task: str, corpus: str) -> tuple[DictConfig, Layer]:
-    """cfg with `<task>.corpora.<corpus>` merged over its `data` (keys the source lacks added: the task's prepare
-    reads them), and the layer it makes."""
+def _corpus_layer(
+    cfg: DictConfig, params: dict, root: Path, task: str, corpus: str
+) -> tuple[DictConfig, Layer]:
+    """cfg with `<task>.corpora.<corpus>` merged over its `data` (keys the source lacks added: the
+    task's prepare reads them), and the layer it makes."""
     known = corpora(params, task, root)
     if corpus not in known:
-        raise ConfigError(f"corpus={corpus!r}: not a corpus of {root / PARAMS_FILE} `{task}.corpora` "
-                          f"({', '.join(known) or 'none'})")
+        raise ConfigError(
+            f"corpus={corpus!r}: not a corpus of {root / PARAMS_FILE} `{task}.corpora` "
+            f"({', '.join(known) or 'none'})"
+        )
     layer = Layer(f"params.yaml {task}.corpora.{corpus}", {"data": known[corpus]}, replace=REPLACED)
     OmegaConf.set_struct(cfg, False)
     cfg = _merge_layer(cfg, layer)
@@ -453,31 +594,55 @@ def _corpus_layer(cfg: DictConfig, params: dict, root: Path, task: str, corpus: 
 
 @dataclass
 class Resolved:
-    """load_config's config and what made it: the group files chosen, and the layers merged over them."""
+    """load_config's config and what made it: the group files chosen, and the layers merged over
+    them."""
 
     cfg: DictConfig
     choices: dict[str, str]
     layers: list[Layer]  # conf/'s files, then the layers merged over them
 
 
-def resolve_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
-                   task: str = "translate", tuned: bool = True, corpus: str | None = None) -> Resolved:
+def resolve_config(
+    overrides: list[str] | None = None,
+    family: str | None = None,
+    root: Path | None = None,
+    task: str = "translate",
+    tuned: bool = True,
+    corpus: str | None = None,
+) -> Resolved:
     """load_config, with the layers it merged (see load_config)."""
     root = (root or Path.cwd()).resolve()
     params = read_params(root)
     own_task = task_params(params, root, task)
     source = own_task.get("data", {}).get("source", "generated")
-    _check_choice(root, f"data/{task}", source, f"data source {{name}} for task {task} (params.yaml "
-                                                f"`{task}.data.source`)")
-    base = ablations(params, task, root).get(family, {}).get("of", family)  # an ablation: its family's model file
+    _check_choice(
+        root,
+        f"data/{task}",
+        source,
+        f"data source {{name}} for task {task} (params.yaml `{task}.data.source`)",
+    )
+    # an ablation: its family's model file
+    base = ablations(params, task, root).get(family, {}).get("of", family)
     if family is not None:
-        _check_choice(root, "model", base, "family {name}" if base == family else
-                      f"family {{name}} (params.yaml `{task}.ablations.{family}.of`)")
+        _check_choice(
+            root,
+            "model",
+            base,
+            "family {name}"
+            if base == family
+            else f"family {{name}} (params.yaml `{task}.ablations.{family}.of`)",
+        )
     groups, cli = _split_overrides(root, task, list(overrides or []))
-    if not any(g.startswith("trainer=") for g in groups):  # params.yaml `trainer:`, unless the command line picks one
+    # params.yaml `trainer:`, unless the command line picks one
+    if not any(g.startswith("trainer=") for g in groups):
         groups.append(f"trainer={params_trainer(params, root)}")
     # the layers in load_config's order: 1. conf/
-    choices = [f"task={task}", f"data={task}/{source}", *([f"model={base}"] if family is not None else []), *groups]
+    choices = [
+        f"task={task}",
+        f"data={task}/{source}",
+        *([f"model={base}"] if family is not None else []),
+        *groups,
+    ]
     cfg, chosen_files, conf = _compose(root, choices)
     # 2.-4. params.yaml, tuned/, family_params (with the profile's overlay)
     layers = params_layers(params, root, task, family, tuned, set(cfg.data))
@@ -486,9 +651,12 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
             cfg = _merge_layer(cfg, layer)
     except ConfigError:
         raise
-    except Exception as err:  # omegaconf raises several types; all mean "this field is not expected here"
-        raise ConfigError(f"{root / PARAMS_FILE} (`{task}:`), {root / TUNED_DIR / f'{family}.yaml'} or "
-                          f"{root / CONF_DIR / 'profile' / (params.get('profile', 'quick') + '.yaml')}: {err}") from err
+    # omegaconf raises several types; all mean "this field is not expected here"
+    except Exception as err:
+        raise ConfigError(
+            f"{root / PARAMS_FILE} (`{task}:`), {root / TUNED_DIR / f'{family}.yaml'} or "
+            f"{root / CONF_DIR / 'profile' / (params.get('profile', 'quick') + '.yaml')}: {err}"
+        ) from err
     # 4b. the corpus (`<task>.corpora.<name>`): the stage's corpus=<name>, else the ablation's
     corpus = corpus or (ablations(params, task, root).get(family) or {}).get("corpus")
     if corpus is not None:
@@ -497,79 +665,117 @@ def resolve_config(overrides: list[str] | None = None, family: str | None = None
     # 5. the command line
     cfg, command_line = _command_line(cfg, cli, task)
     layers.append(command_line)
-    # then what load_config sets itself (SET_ELSEWHERE: no file or override sets these; conf/config.yaml declares ???)
-    own = {k: v for layer in layers[3:] for k, v in leaf_values(layer.values).items()}  # family_params (+ ablation)
-    set_here = {"family": family, "profile": params.get("profile", "quick"), "root": str(root),
-                "pretrained": family in pretrained_families(params, task), "seeds": params.get("seeds", [0]),
-                "explicit": sorted({*own, *(item.partition("=")[0].strip() for item in cli)})}
-    if cfg.replication:  # the confirmatory replication: fresh seeds, its own models, metrics and predictions
+    # then what load_config sets itself (SET_ELSEWHERE: no file or override sets these;
+    # conf/config.yaml declares ???) family_params (+ ablation)
+    own = {k: v for layer in layers[3:] for k, v in leaf_values(layer.values).items()}
+    set_here = {
+        "family": family,
+        "profile": params.get("profile", "quick"),
+        "root": str(root),
+        "pretrained": family in pretrained_families(params, task),
+        "seeds": params.get("seeds", [0]),
+        "explicit": sorted({*own, *(item.partition("=")[0].strip() for item in cli)}),
+    }
+    # the confirmatory replication: fresh seeds, its own models, metrics and predictions
+    if cfg.replication:
         if family is not None:
             n = replication(params, task, root).get(family)
             if n is None:
-                raise ConfigError(f"replication=true: {family} has no entry in {root / PARAMS_FILE} "
-                                  f"`{task}.replication`")
+                raise ConfigError(
+                    f"replication=true: {family} has no entry in {root / PARAMS_FILE} "
+                    f"`{task}.replication`"
+                )
             set_here["seeds"] = list(range(REPLICATION_SEED, REPLICATION_SEED + n))
         for key in REPLICATED:
             cfg.paths[key] = f"{cfg.paths[key]}/replication"
         cfg.paths.plots = f"plots/replication/{task}"
-    for key in ("prepared", "tokenized") if corpus is not None else ():  # data/<kind>/<task>_<corpus>
+    # data/<kind>/<task>_<corpus>
+    for key in ("prepared", "tokenized") if corpus is not None else ():
         cfg.paths[key] = f"{cfg.paths[key]}{corpus_suffix(corpus)}"
     OmegaConf.set_struct(cfg, False)
     for key, value in set_here.items():
         cfg[key] = value
     OmegaConf.set_struct(cfg, True)
-    layers += [Layer(f"load_config: {SET_ELSEWHERE[key]}", {key: value}) for key, value in set_here.items()]
-    where = (f"config of {task}{'/' + family if family else ''} ({root / PARAMS_FILE}, conf/, {TUNED_DIR}/, the profile "
-             f"or an override)")
-    check_missing(cfg, where)  # conf/'s ??? keys (values that live in params.yaml) all set, data.source among them
+    layers += [
+        Layer(f"load_config: {SET_ELSEWHERE[key]}", {key: value}) for key, value in set_here.items()
+    ]
+    where = (
+        f"config of {task}{'/' + family if family else ''} ({root / PARAMS_FILE}, conf/,"
+        f" {TUNED_DIR}/, the profile or an override)"
+    )
+    # conf/'s ??? keys (values that live in params.yaml) all set, data.source among them
+    check_missing(cfg, where)
     chosen = next((g.split("/", 1)[1] for g in groups if g.startswith("data=")), source)
     if cfg.data.get("source") != chosen:
-        raise ConfigError(f"data.source = {cfg.data.get('source')!r}, but the data source chosen is {chosen!r}: pick it "
-                          f"with params.yaml `{task}.data.source` (or the override data=<source>), which also brings "
-                          f"its keys from conf/data/{task}/<source>.yaml")
+        raise ConfigError(
+            f"data.source = {cfg.data.get('source')!r}, but the data source chosen is {chosen!r}:"
+            f" pick it with params.yaml `{task}.data.source` (or the override data=<source>), which"
+            f" also brings its keys from conf/data/{task}/<source>.yaml"
+        )
     check_config(cfg, where)
     return Resolved(cfg, chosen_files, conf + layers)
 
 
-def load_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
-                task: str = "translate", tuned: bool = True, corpus: str | None = None) -> DictConfig:
+def load_config(
+    overrides: list[str] | None = None,
+    family: str | None = None,
+    root: Path | None = None,
+    task: str = "translate",
+    tuned: bool = True,
+    corpus: str | None = None,
+) -> DictConfig:
     """The config a stage of `task` runs `family` with, checked (check_config). Layers, later wins:
 
-    1. conf/ composed by Hydra: conf/config.yaml < conf/task/<task>.yaml < conf/data/<task>/<source>.yaml (params.yaml
+    1. conf/ composed by Hydra: conf/config.yaml < conf/task/<task>.yaml <
+    conf/data/<task>/<source>.yaml (params.yaml
        `<task>.data.source`) < conf/model/<family>.yaml < conf/trainer/<trainer>.yaml;
     2. params.yaml `<task>:` (its `data.length_mix` taken whole, not key by key);
     3. tuned/<family>.yaml (unless tuned=False: the tune stage searches from the untuned config);
-    4. params.yaml `<task>.family_params.<family>` (only what differs from the layers below; none: {}); for an
-       ablation (`<task>.ablations.<name>`, family=<name>), 1.-4. are those of the family it is `of`, then its `set`;
-       then, for corpus=<name> or an ablation's `corpus`, `<task>.corpora.<name>` over `data` (its folders are
-       data/prepared/<task>_<name> and data/tokenized/<task>_<name>);
-    5. command-line overrides `key=value` (and `data=`, `model=`, `trainer=`, which pick the group's file in 1).
+    4. params.yaml `<task>.family_params.<family>` (only what differs from the layers below; none:
+    {}); for an
+       ablation (`<task>.ablations.<name>`, family=<name>), 1.-4. are those of the family it is
+       `of`, then its `set`; then, for corpus=<name> or an ablation's `corpus`,
+       `<task>.corpora.<name>` over `data` (its folders are data/prepared/<task>_<name> and
+       data/tokenized/<task>_<name>);
+    5. command-line overrides `key=value` (and `data=`, `model=`, `trainer=`, which pick the group's
+    file in 1).
 
-    conf/profile/<profile>.yaml overlays params.yaml in its shape: its `<task>:` keys layer 2 (its `data` keys only
-    where the data source has them), its `<task>.family_params.<family>` layer 4. Then load_config sets family,
-    profile, root, pretrained, seeds and `explicit` (the keys of layer 4 and 5: an explicit setting beats a tuned
-    value, and the tune stage does not search it). A value lives in one of 1 and 2: conf/ declares what params.yaml
-    sets as ???, and a key still ??? after every layer is a ConfigError naming it (check_missing).
+    conf/profile/<profile>.yaml overlays params.yaml in its shape: its `<task>:` keys layer 2 (its
+    `data` keys only where the data source has them), its `<task>.family_params.<family>` layer 4.
+    Then load_config sets family, profile, root, pretrained, seeds and `explicit` (the keys of layer
+    4 and 5: an explicit setting beats a tuned value, and the tune stage does not search it). A
+    value lives in one of 1 and 2: conf/ declares what params.yaml sets as ???, and a key still ???
+    after every layer is a ConfigError naming it (check_missing).
     """
     return resolve_config(overrides, family, root, task, tuned, corpus).cfg
 
 
-def explain_config(overrides: list[str] | None = None, family: str | None = None, root: Path | None = None,
-                   task: str = "translate", tuned: bool = True, corpus: str | None = None
-                   ) -> tuple[DictConfig, dict[str, list[tuple[str, object]]]]:
-    """load_config's config and, for each of its leaf keys (`model.input_feeding`; a list is one leaf), every layer
-    that set it, in order, with the value it set there: [(layer, value), ...], the last one the value's origin. A
-    conf/ file's ??? declares a key without setting it: it is not in the list."""
+def explain_config(
+    overrides: list[str] | None = None,
+    family: str | None = None,
+    root: Path | None = None,
+    task: str = "translate",
+    tuned: bool = True,
+    corpus: str | None = None,
+) -> tuple[DictConfig, dict[str, list[tuple[str, object]]]]:
+    """load_config's config and, for each of its leaf keys (`model.input_feeding`; a list is one
+    leaf), every layer that set it, in order, with the value it set there: [(layer, value), ...],
+    the last one the value's origin. A conf/ file's ??? declares a key without setting it: it is not
+    in the list."""
     resolved = resolve_config(overrides, family, root, task, tuned, corpus)
     history: dict[str, list[tuple[str, object]]] = {}
     for layer in resolved.layers:
-        for key in layer.replace:  # a layer that sets a replaced key drops the lower layers' values under it
+        # a layer that sets a replaced key drops the lower layers' values under it
+        for key in layer.replace:
             if _subtree(layer.values, key) is None:
                 continue
             for old in [k for k in history if k == key or k.startswith(key + ".")]:
                 history.pop(old)
         for key, value in leaf_values(layer.values).items():
-            if value != MISSING:  # a conf/ file's ???: the key declared, its value set by a later layer (params.yaml)
+            # a conf/ file's ???: the key declared, its value set by a later layer (params.yaml)
+            if value != MISSING:
                 history.setdefault(key, []).append((layer.name, value))
     final = leaf_values(OmegaConf.to_container(resolved.cfg, resolve=False))
-    return resolved.cfg, {key: history.get(key) or [("(unknown)", value)] for key, value in final.items()}
+    return resolved.cfg, {
+        key: history.get(key) or [("(unknown)", value)] for key, value in final.items()
+    }

@@ -1,5 +1,5 @@
-"""Where a run's files live, all under the checkout the config was loaded in: one function per kind, for stages and
-tasks alike."""
+"""Where a run's files live, all under the checkout the config was loaded in: one function per kind,
+for stages and tasks alike."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
-CONF_DIR = "conf"    # the Hydra groups (core.config composes them)
-LOCK = "dvc.lock"    # what DVC recorded of the last runs: their deps' and outputs' hashes
+CONF_DIR = "conf"  # the Hydra groups (core.config composes them)
+LOCK = "dvc.lock"  # what DVC recorded of the last runs: their deps' and outputs' hashes
 
 
 def root_dir(cfg: DictConfig) -> Path:
@@ -18,12 +18,14 @@ def root_dir(cfg: DictConfig) -> Path:
 
 
 def user_path(cfg: DictConfig, name: str) -> Path:
-    """A file or folder the config names (a user's corpus, `data.path`), relative to the checkout."""
+    """A file or folder the config names (a user's corpus, `data.path`), relative to the
+    checkout."""
     return root_dir(cfg) / name
 
 
 def prepared_dir(cfg: DictConfig) -> Path:
-    """data/prepared/<task>: the prepare stage's splits (<split>.jsonl, stats.json; caption: <split>.npy)."""
+    """data/prepared/<task>: the prepare stage's splits (<split>.jsonl, stats.json; caption:
+    <split>.npy)."""
     return root_dir(cfg) / cfg.paths.prepared
 
 
@@ -33,7 +35,8 @@ def tokenized_dir(cfg: DictConfig) -> Path:
 
 
 def metrics_dir(cfg: DictConfig) -> Path:
-    """metrics/: metrics/<task>/<family>.json (the evaluate stages), metrics/<task>_summary.json (the report)."""
+    """metrics/: metrics/<task>/<family>.json (the evaluate stages), metrics/<task>_summary.json
+    (the report)."""
     return root_dir(cfg) / cfg.paths.metrics
 
 
@@ -48,7 +51,8 @@ def reports_dir(cfg: DictConfig) -> Path:
 
 
 def tuned_path(cfg: DictConfig, suffix: str = ".yaml") -> Path:
-    """tuned/<family>.yaml, the tune stage's best trial (or, suffix=".journal", its Optuna study's journal)."""
+    """tuned/<family>.yaml, the tune stage's best trial (or, suffix=".journal", its Optuna study's
+    journal)."""
     return root_dir(cfg) / TUNED_DIR / f"{cfg.family}{suffix}"
 
 
@@ -57,39 +61,46 @@ def search_space_path(cfg: DictConfig) -> Path:
     return root_dir(cfg) / CONF_DIR / "tune" / f"{cfg.family}.yaml"
 
 
-def seed_dir(cfg: DictConfig, seed: int, family: str | None = None, folder: str | None = None) -> Path:
-    """models/<family>/checkpoints/seed<k>: best.ckpt, last.ckpt, train.json, run.json (MLflow run id); a task's
-    variant of the family's runs (Task.runs: classify's runs on a share of the labels) lives in
-    checkpoints/<folder>/seed<k>."""
+def seed_dir(
+    cfg: DictConfig, seed: int, family: str | None = None, folder: str | None = None
+) -> Path:
+    """models/<family>/checkpoints/seed<k>: best.ckpt, last.ckpt, train.json, run.json (MLflow run
+    id); a task's variant of the family's runs (Task.runs: classify's runs on a share of the labels)
+    lives in checkpoints/<folder>/seed<k>."""
     checkpoints = root_dir(cfg) / cfg.paths.models / (family or cfg.family) / "checkpoints"
     return (checkpoints if folder is None else checkpoints / folder) / f"seed{seed}"
 
 
 def trials_dir(cfg: DictConfig, family: str | None = None) -> Path:
-    """tuned/.trials/<family>: where the tune stage's trials train; the best complete trial's run stays there (a full
-    run at the first seed, and its reuse.json), for the train stage to take as that seed's run (train/training.py)."""
+    """tuned/.trials/<family>: where the tune stage's trials train; the best complete trial's run
+    stays there (a full run at the first seed, and its reuse.json), for the train stage to take as
+    that seed's run (train/training.py)."""
     return root_dir(cfg) / TUNED_DIR / ".trials" / (family or cfg.family)
 
 
 def partial_dir(out: Path, dvc_out: Path) -> Path:
-    """Where a run works before it moves to `out` (inside the stage's DVC output `dvc_out`): beside dvc_out, never in
-    it, because DVC clears a stage's outputs before running it and the partial run must survive to be resumed."""
+    """Where a run works before it moves to `out` (inside the stage's DVC output `dvc_out`): beside
+    dvc_out, never in it, because DVC clears a stage's outputs before running it and the partial run
+    must survive to be resumed."""
     return dvc_out.parent / f".partial-{dvc_out.name}" / out.relative_to(dvc_out)
 
 
 def pretrained_dir(cfg: DictConfig, family: str | None = None) -> Path:
-    """models/pretrained/<family>: the pretrain stage's encoder.safetensors, config.json, tokenizer.json, pretrain.json."""
+    """models/pretrained/<family>: the pretrain stage's encoder.safetensors, config.json,
+    tokenizer.json, pretrain.json."""
     return root_dir(cfg) / cfg.paths.models / "pretrained" / (family or cfg.family)
 
 
 def pretrain_run_path(cfg: DictConfig, family: str | None = None) -> Path:
-    """models/pretrained/<family>.run.json: what differs each time the pretraining runs (its MLflow run, its seconds),
-    kept out of models/pretrained/<family> so that folder is the same bytes every time (DVC then skips what reads it)."""
+    """models/pretrained/<family>.run.json: what differs each time the pretraining runs (its MLflow
+    run, its seconds), kept out of models/pretrained/<family> so that folder is the same bytes every
+    time (DVC then skips what reads it)."""
     return pretrained_dir(cfg, family).with_name(f"{family or cfg.family}.run.json")
 
 
 def tokenizer_path(cfg: DictConfig) -> Path:
-    """The family's vocabulary: its pretrained encoder's for a pretrained family, else the task's tokenize stage's."""
+    """The family's vocabulary: its pretrained encoder's for a pretrained family, else the task's
+    tokenize stage's."""
     if cfg.get("pretrained"):
         return pretrained_dir(cfg) / "tokenizer.json"
     return tokenized_dir(cfg) / "tokenizer.json"
@@ -101,8 +112,8 @@ def onnx_dir(cfg: DictConfig) -> Path:
 
 
 def predictions_path(cfg: DictConfig, family: str | None = None) -> Path:
-    """predictions/<task>/<family>.json: {"ids": [...], "references": [...], "seeds": {"<k>": [...]}}, one output
-    per test example in test order (translate: detokenized hypothesis; classify: label id; caption: caption); a task
-    with variants of its runs adds its Task.variants section, {"<variant>": {"<k>": [...]}} (classify: its runs on a
-    share of the labels)."""
+    """predictions/<task>/<family>.json: {"ids": [...], "references": [...], "seeds": {"<k>":
+    [...]}}, one output per test example in test order (translate: detokenized hypothesis; classify:
+    label id; caption: caption); a task with variants of its runs adds its Task.variants section,
+    {"<variant>": {"<k>": [...]}} (classify: its runs on a share of the labels)."""
     return root_dir(cfg) / cfg.paths.predictions / cfg.task.name / f"{family or cfg.family}.json"

@@ -1,1 +1,2 @@
-"""Network building blocks: every attention of the timeline, layers, the decoder-step contract, ONNX export."""
+"""Network building blocks: every attention of the timeline, layers, the decoder-step contract, ONNX
+export."""

@@ -1,1 +1,2 @@
-"""The machinery around the models: the generated dvc.yaml and its code deps, the scheduler, provenance, proofs."""
+"""The machinery around the models: the generated dvc.yaml and its code deps, the scheduler,
+provenance, proofs."""

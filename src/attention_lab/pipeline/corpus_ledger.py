@@ -132,8 +132,11 @@ def with_files(value, files: Path):
 def named_files(spec: Spec, files: Path) -> list[Path]:
     """The files the spec's params name under the corpus folder (its `{files}/...` values), each
     checked to exist."""
-    found = [v.removeprefix("{files}").lstrip("/") for v in leaf_values(spec.params).values()
-             if isinstance(v, str) and (v == "{files}" or v.startswith("{files}/"))]
+    found = [
+        v.removeprefix("{files}").lstrip("/")
+        for v in leaf_values(spec.params).values()
+        if isinstance(v, str) and (v == "{files}" or v.startswith("{files}/"))
+    ]
     paths = [files / f for f in dict.fromkeys(found)]
     if missing := [str(p) for p in paths if not p.exists()]:
         raise FileNotFoundError(
@@ -262,8 +265,10 @@ def collect(root: Path, spec: Spec, work: Path, files: Path) -> Path:
         raise FileNotFoundError(
             f"{claims_file}: the copy's ledger was not written (its pipeline did not finish)"
         )
-    corpus = {"files": checksums(named_files(spec, files), files),
-              "origin": json.loads((work / "origin.json").read_text())}
+    corpus = {
+        "files": checksums(named_files(spec, files), files),
+        "origin": json.loads((work / "origin.json").read_text()),
+    }
     figures = corpus_ledger.summary(work, spec)  # first: a failure writes nothing
     out = root / RESULTS / spec.name
     with atomic_path(out) as tmp:

@@ -24,26 +24,36 @@ from attention_lab.core.config import corpus_suffix
 
 STAGES = "attention_lab.stages"
 DOC = "docs/pipeline.md"
-BEGIN, END = "<!-- reruns:begin (written by `attention-lab stages`; tests/test_dvc_deps.py checks it) -->", "<!-- reruns:end -->"
+BEGIN, END = (
+    "<!-- reruns:begin (written by `attention-lab stages`; tests/test_dvc_deps.py checks it) -->",
+    "<!-- reruns:end -->",
+)
 PREFIX = """\
-# Written by `attention-lab stages` (src/attention_lab/pipeline/dvc_yaml.py) from params.yaml and the code's imports: do not
-# edit; `attention-lab repro` (make pipeline) rewrites it first, and tests/test_dvc_deps.py checks it is current.
-# Only the tasks of params.yaml `tasks` have stages. Code deps: the source files each stage's command can import.
+# Written by `attention-lab stages` (src/attention_lab/pipeline/dvc_yaml.py) from params.yaml and
+# the code's imports: do not edit; `attention-lab repro` (make pipeline) rewrites it first, and
+# tests/test_dvc_deps.py checks it is current. Only the tasks of params.yaml `tasks` have stages.
+# Code deps: the source files each stage's command can import.
 # The family groups loop over params.yaml's lists: `dvc exp run -S translate.families=[...]` works.
 """
 
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of stage: per task, a foreach group `<kind>_<task>` whose items are the task's families, or (for a
-    per-task kind, families="") the one stage `<kind>_<task>`, so that each task's stage imports that task's code alone."""
+    """One kind of stage: per task, a foreach group `<kind>_<task>` whose items are the task's
+    families, or (for a per-task kind, families="") the one stage `<kind>_<task>`, so that each
+    task's stage imports that task's code alone."""
 
-    name: str                       # dvc.yaml group (or, per task, stage) name; `{task}` is replaced
-    module: str                     # attention_lab.stages.<module>
+    # dvc.yaml group (or, per task, stage) name; `{task}` is replaced
+    name: str
+    module: str  # attention_lab.stages.<module>
     comment: str
-    deps: tuple[str, ...] = ()      # data and conf deps: {task}, {item} (the family or task), {of} (the family whose
-    #                                 model and tuned values it runs: an ablation's family, else the item), {profile},
-    #                                 {data} (the folder name of its corpus: <task>, or <task>_<corpus>)
+    deps: tuple[
+        str, ...
+    ] = ()  # data and conf deps: {task}, {item} (the family or task), {of} (the family whose
+    #                                 model and tuned values it runs: an ablation's family, else the
+    # item), {profile},
+    #                                 {data} (the folder name of its corpus: <task>, or
+    # <task>_<corpus>)
     params: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
     outs_no_cache: tuple[str, ...] = ()
@@ -53,7 +63,7 @@ class Kind:
     # another corpus), "replication" (its families and ablations), "replication_pretrained" (its
     # pretrained families), "corpora" (the command says corpus=) or "" (one stage per task)
     families: str = "families"
-    overrides: str = ""             # appended to the command: replication=true
+    overrides: str = ""  # appended to the command: replication=true
 
 
 RECORDS = ("metrics", "results", "predictions")  # what report_claims reads of each evaluated family
@@ -68,113 +78,301 @@ LINK = "conf/model/{family}.py"  # a link to the family's model module (links())
 SPACE = "conf/tune/{family}.yaml"  # the family's search space ({}: not tuned)
 # the kinds that loop over params.yaml's own list or dict (the rest: over items written here)
 LISTED = ("families", "pretrained", "ablations", "corpus_ablations", "corpora")
-ON_CORPORA = ("corpus_ablations", "corpora")  # their groups exist where the corpora do (corpora_apply)
-# the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto` names none), so
-# switching it re-runs them; evaluate and export run their models on the CPU whatever it says
+ON_CORPORA = (
+    "corpus_ablations",
+    "corpora",
+)  # their groups exist where the corpora do (corpora_apply)
+# the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto`
+# names none), so switching it re-runs them; evaluate and export run their models on the CPU
+# whatever it says
 TRAINER = ("conf/trainer",)
 CONF = ("conf/model/{of}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
 TRAIN_PARAMS = ("seeds", "trainer", "{task}.train", OWN)
-TRAIN_DEPS = ("tuned/{of}.yaml", "data/prepared/{data}", "data/tokenized/{data}", *CONF, "conf/data/{task}",
-              "conf/profile/{profile}.yaml")
+TRAIN_DEPS = (
+    "tuned/{of}.yaml",
+    "data/prepared/{data}",
+    "data/tokenized/{data}",
+    *CONF,
+    "conf/data/{task}",
+    "conf/profile/{profile}.yaml",
+)
 PREPARE = ("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml")
-TOKENIZE = ("data/prepared/{data}/train.jsonl", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml")
+TOKENIZE = (
+    "data/prepared/{data}/train.jsonl",
+    "conf/task/{task}.yaml",
+    "conf/profile/{profile}.yaml",
+)
 KINDS = (
-    Kind("prepare_{task}", "prepare", "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
-         deps=PREPARE, params=("profile", "{task}.data"), outs=("data/prepared/{task}",), families=""),
-    Kind("tokenize_{task}", "tokenizer", "data/tokenized/<task>/tokenizer.json, trained on the training split only",
-         deps=TOKENIZE, params=("{task}.tokenize",), outs=("data/tokenized/{task}",), families=""),
-    Kind("prepare_corpus_{task}", "prepare", "each corpus of params.yaml `<task>.corpora`: "
-         "`<task>.data` with its keys changed -> data/prepared/<task>_<corpus>",
-         deps=PREPARE, params=("profile", "{task}.data", "{task}.corpora.{item}"),
-         outs=("data/prepared/{data}",), families="corpora"),
-    Kind("tokenize_corpus_{task}", "tokenizer", "as tokenize_<task>, on the corpus -> "
-         "data/tokenized/<task>_<corpus>",
-         deps=TOKENIZE, params=("{task}.tokenize",), outs=("data/tokenized/{data}",), families="corpora"),
-    Kind("pretrain", "pretrain", "the encoder a pretrained family starts from -> models/pretrained/<family>",
-         deps=("data/prepared/{task}/train.jsonl", "data/prepared/{task}/valid.jsonl",
-               "data/prepared/{task}/unlabelled.jsonl", "conf/model/{item}.yaml", "conf/task/{task}.yaml",
-               "conf/profile/{profile}.yaml", *TRAINER),
-         params=("seeds", "trainer", "{task}.pretrain", OWN),
-         outs=("models/pretrained/{item}", "models/pretrained/{item}.run.json"),
-         families="pretrained"),
-    Kind("tune_{task}", "tune", "one Optuna study per family -> tuned/<family>.yaml, which its train stage merges",
-         deps=("data/prepared/{task}", "data/tokenized/{task}", *CONF, "conf/data/{task}", "conf/profile/{profile}.yaml"),
-         params=("{task}.tune", *TRAIN_PARAMS), outs_no_cache=("tuned/{item}.yaml",)),
-    Kind("tune_finetuned", "tune", "as tune_<task>, on the pretrained encoder and its vocabulary",
-         deps=("data/prepared/{task}", "models/pretrained/{item}", *CONF, "conf/profile/{profile}.yaml"),
-         params=("{task}.tune", *TRAIN_PARAMS), outs_no_cache=("tuned/{item}.yaml",), families="pretrained"),
-    Kind("train_{task}", "train", "every seed (and label fraction) -> models/<family>/checkpoints",
-         deps=TRAIN_DEPS, params=TRAIN_PARAMS, outs=("models/{item}/checkpoints",)),
-    Kind("finetune_{task}", "train", "as train_<task>, on the pretrained encoder and its vocabulary",
-         deps=("tuned/{item}.yaml", "data/prepared/{task}", "models/pretrained/{item}", *CONF,
-               "conf/profile/{profile}.yaml"),
-         params=TRAIN_PARAMS, outs=("models/{item}/checkpoints",), families="pretrained"),
-    Kind("evaluate_{task}", "evaluate", "test scores: metrics/ (numbers), results/ (the rest, data "
-         "plots), plots/ (images), predictions/ (every seed's outputs, for the paired tests)",
-         deps=("data/prepared/{task}", "data/tokenized/{task}", "models/{item}/checkpoints", "tuned/{item}.yaml"),
-         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs_no_cache=EVALUATED),
-    Kind("evaluate_finetuned", "evaluate", "as evaluate_<task>, plus the pretraining figures",
-         deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
-               "models/pretrained/{item}.run.json",
-               "models/pretrained/{item}/tokenizer.json", "models/{item}/checkpoints", "tuned/{item}.yaml"),
-         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",), plots=("plots/{task}/{item}",),
-         outs_no_cache=EVALUATED, families="pretrained"),
-    Kind("export_{task}", "export", "ONNX graphs, tokenizer, meta.json, parity.json -> models/<family>/onnx",
-         deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
-         params=("{task}.evaluate",), outs=("models/{item}/onnx",)),
-    Kind("export_finetuned", "export", "as export_<task>, from the fine-tuned checkpoints",
-         deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
-         params=("{task}.evaluate",), outs=("models/{item}/onnx",), families="pretrained"),
-    Kind("train_ablation_{task}", "train", "each of params.yaml `<task>.ablations`: its family with "
-         "one switch changed, on that family's tuned values, every seed -> "
-         "models/<ablation>/checkpoints",
-         deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.ablations.{item}"),
-         outs=("models/{item}/checkpoints",), families="ablations"),
-    Kind("evaluate_ablation_{task}", "evaluate", "as evaluate_<task>, for the ablations",
-         deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
-         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",),
-         plots=("plots/{task}/{item}",), outs_no_cache=EVALUATED, families="ablations"),
-    Kind("train_corpus_ablation_{task}", "train", "each of params.yaml `<task>.corpus_ablations`: "
-         "as train_ablation_<task>, on its corpus (data/prepared/<task>_<corpus>)",
-         deps=TRAIN_DEPS, params=(*TRAIN_PARAMS, "{task}.corpus_ablations.{item}"),
-         outs=("models/{item}/checkpoints",), families="corpus_ablations"),
-    Kind("evaluate_corpus_ablation_{task}", "evaluate",
-         "as evaluate_<task>, on the ablation's corpus",
-         deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
-         params=("{task}.evaluate",), metrics=("metrics/{task}/{item}.json",),
-         plots=("plots/{task}/{item}",), outs_no_cache=EVALUATED, families="corpus_ablations"),
-    Kind("train_replication_{task}", "train", "the confirmatory replication: each of params.yaml "
-         "`<task>.replication` on its fresh seeds, after the claims are frozen -> "
-         "models/replication/<name>/checkpoints",
-         deps=TRAIN_DEPS, params=("trainer", "{task}.train", OWN, "{task}.replication.{item}", SET),
-         outs=("models/replication/{item}/checkpoints",), families="replication",
-         overrides=REPLICATION),
-    Kind("finetune_replication_{task}", "train", "as train_replication_<task>, for the pretrained families",
-         deps=("tuned/{item}.yaml", "data/prepared/{task}", "models/pretrained/{item}", *CONF,
-               "conf/profile/{profile}.yaml"),
-         params=("trainer", "{task}.train", OWN, "{task}.replication.{item}"),
-         outs=("models/replication/{item}/checkpoints",), families="replication_pretrained",
-         overrides=REPLICATION),
-    Kind("evaluate_replication_{task}", "evaluate", "as evaluate_<task>, for the replication -> "
-         "metrics/replication/",
-         deps=("data/prepared/{data}", "data/tokenized/{data}", "models/replication/{item}/checkpoints"),
-         params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
-         plots=("plots/replication/{task}/{item}",), outs_no_cache=REPLICATED,
-         families="replication", overrides=REPLICATION),
-    Kind("evaluate_replication_finetuned", "evaluate", "as evaluate_finetuned, for the replication",
-         deps=("data/prepared/{task}/test.jsonl", "models/pretrained/{item}/pretrain.json",
-               "models/pretrained/{item}.run.json", "models/pretrained/{item}/tokenizer.json",
-               "models/replication/{item}/checkpoints"),
-         params=("{task}.evaluate",), metrics=("metrics/replication/{task}/{item}.json",),
-         plots=("plots/replication/{task}/{item}",), outs_no_cache=REPLICATED,
-         families="replication_pretrained", overrides=REPLICATION),
-    Kind("report_{task}", "report", "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json "
-         "(ranking, p-values)",
-         deps=("metrics/{task}", "results/{task}", "plots/{task}", "predictions/{task}"),
-         params=("{task}.families",),
-         outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"),
-         families=""),
+    Kind(
+        "prepare_{task}",
+        "prepare",
+        "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
+        deps=PREPARE,
+        params=("profile", "{task}.data"),
+        outs=("data/prepared/{task}",),
+        families="",
+    ),
+    Kind(
+        "tokenize_{task}",
+        "tokenizer",
+        "data/tokenized/<task>/tokenizer.json, trained on the training split only",
+        deps=TOKENIZE,
+        params=("{task}.tokenize",),
+        outs=("data/tokenized/{task}",),
+        families="",
+    ),
+    Kind(
+        "prepare_corpus_{task}",
+        "prepare",
+        "each corpus of params.yaml `<task>.corpora`: "
+        "`<task>.data` with its keys changed -> data/prepared/<task>_<corpus>",
+        deps=PREPARE,
+        params=("profile", "{task}.data", "{task}.corpora.{item}"),
+        outs=("data/prepared/{data}",),
+        families="corpora",
+    ),
+    Kind(
+        "tokenize_corpus_{task}",
+        "tokenizer",
+        "as tokenize_<task>, on the corpus -> data/tokenized/<task>_<corpus>",
+        deps=TOKENIZE,
+        params=("{task}.tokenize",),
+        outs=("data/tokenized/{data}",),
+        families="corpora",
+    ),
+    Kind(
+        "pretrain",
+        "pretrain",
+        "the encoder a pretrained family starts from -> models/pretrained/<family>",
+        deps=(
+            "data/prepared/{task}/train.jsonl",
+            "data/prepared/{task}/valid.jsonl",
+            "data/prepared/{task}/unlabelled.jsonl",
+            "conf/model/{item}.yaml",
+            "conf/task/{task}.yaml",
+            "conf/profile/{profile}.yaml",
+            *TRAINER,
+        ),
+        params=("seeds", "trainer", "{task}.pretrain", OWN),
+        outs=("models/pretrained/{item}", "models/pretrained/{item}.run.json"),
+        families="pretrained",
+    ),
+    Kind(
+        "tune_{task}",
+        "tune",
+        "one Optuna study per family -> tuned/<family>.yaml, which its train stage merges",
+        deps=(
+            "data/prepared/{task}",
+            "data/tokenized/{task}",
+            *CONF,
+            "conf/data/{task}",
+            "conf/profile/{profile}.yaml",
+        ),
+        params=("{task}.tune", *TRAIN_PARAMS),
+        outs_no_cache=("tuned/{item}.yaml",),
+    ),
+    Kind(
+        "tune_finetuned",
+        "tune",
+        "as tune_<task>, on the pretrained encoder and its vocabulary",
+        deps=(
+            "data/prepared/{task}",
+            "models/pretrained/{item}",
+            *CONF,
+            "conf/profile/{profile}.yaml",
+        ),
+        params=("{task}.tune", *TRAIN_PARAMS),
+        outs_no_cache=("tuned/{item}.yaml",),
+        families="pretrained",
+    ),
+    Kind(
+        "train_{task}",
+        "train",
+        "every seed (and label fraction) -> models/<family>/checkpoints",
+        deps=TRAIN_DEPS,
+        params=TRAIN_PARAMS,
+        outs=("models/{item}/checkpoints",),
+    ),
+    Kind(
+        "finetune_{task}",
+        "train",
+        "as train_<task>, on the pretrained encoder and its vocabulary",
+        deps=(
+            "tuned/{item}.yaml",
+            "data/prepared/{task}",
+            "models/pretrained/{item}",
+            *CONF,
+            "conf/profile/{profile}.yaml",
+        ),
+        params=TRAIN_PARAMS,
+        outs=("models/{item}/checkpoints",),
+        families="pretrained",
+    ),
+    Kind(
+        "evaluate_{task}",
+        "evaluate",
+        "test scores: metrics/ (numbers), results/ (the rest, data "
+        "plots), plots/ (images), predictions/ (every seed's outputs, for the paired tests)",
+        deps=(
+            "data/prepared/{task}",
+            "data/tokenized/{task}",
+            "models/{item}/checkpoints",
+            "tuned/{item}.yaml",
+        ),
+        params=("{task}.evaluate",),
+        metrics=("metrics/{task}/{item}.json",),
+        plots=("plots/{task}/{item}",),
+        outs_no_cache=EVALUATED,
+    ),
+    Kind(
+        "evaluate_finetuned",
+        "evaluate",
+        "as evaluate_<task>, plus the pretraining figures",
+        deps=(
+            "data/prepared/{task}/test.jsonl",
+            "models/pretrained/{item}/pretrain.json",
+            "models/pretrained/{item}.run.json",
+            "models/pretrained/{item}/tokenizer.json",
+            "models/{item}/checkpoints",
+            "tuned/{item}.yaml",
+        ),
+        params=("{task}.evaluate",),
+        metrics=("metrics/{task}/{item}.json",),
+        plots=("plots/{task}/{item}",),
+        outs_no_cache=EVALUATED,
+        families="pretrained",
+    ),
+    Kind(
+        "export_{task}",
+        "export",
+        "ONNX graphs, tokenizer, meta.json, parity.json -> models/<family>/onnx",
+        deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
+        params=("{task}.evaluate",),
+        outs=("models/{item}/onnx",),
+    ),
+    Kind(
+        "export_finetuned",
+        "export",
+        "as export_<task>, from the fine-tuned checkpoints",
+        deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
+        params=("{task}.evaluate",),
+        outs=("models/{item}/onnx",),
+        families="pretrained",
+    ),
+    Kind(
+        "train_ablation_{task}",
+        "train",
+        "each of params.yaml `<task>.ablations`: its family with "
+        "one switch changed, on that family's tuned values, every seed -> "
+        "models/<ablation>/checkpoints",
+        deps=TRAIN_DEPS,
+        params=(*TRAIN_PARAMS, "{task}.ablations.{item}"),
+        outs=("models/{item}/checkpoints",),
+        families="ablations",
+    ),
+    Kind(
+        "evaluate_ablation_{task}",
+        "evaluate",
+        "as evaluate_<task>, for the ablations",
+        deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
+        params=("{task}.evaluate",),
+        metrics=("metrics/{task}/{item}.json",),
+        plots=("plots/{task}/{item}",),
+        outs_no_cache=EVALUATED,
+        families="ablations",
+    ),
+    Kind(
+        "train_corpus_ablation_{task}",
+        "train",
+        "each of params.yaml `<task>.corpus_ablations`: "
+        "as train_ablation_<task>, on its corpus (data/prepared/<task>_<corpus>)",
+        deps=TRAIN_DEPS,
+        params=(*TRAIN_PARAMS, "{task}.corpus_ablations.{item}"),
+        outs=("models/{item}/checkpoints",),
+        families="corpus_ablations",
+    ),
+    Kind(
+        "evaluate_corpus_ablation_{task}",
+        "evaluate",
+        "as evaluate_<task>, on the ablation's corpus",
+        deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
+        params=("{task}.evaluate",),
+        metrics=("metrics/{task}/{item}.json",),
+        plots=("plots/{task}/{item}",),
+        outs_no_cache=EVALUATED,
+        families="corpus_ablations",
+    ),
+    Kind(
+        "train_replication_{task}",
+        "train",
+        "the confirmatory replication: each of params.yaml "
+        "`<task>.replication` on its fresh seeds, after the claims are frozen -> "
+        "models/replication/<name>/checkpoints",
+        deps=TRAIN_DEPS,
+        params=("trainer", "{task}.train", OWN, "{task}.replication.{item}", SET),
+        outs=("models/replication/{item}/checkpoints",),
+        families="replication",
+        overrides=REPLICATION,
+    ),
+    Kind(
+        "finetune_replication_{task}",
+        "train",
+        "as train_replication_<task>, for the pretrained families",
+        deps=(
+            "tuned/{item}.yaml",
+            "data/prepared/{task}",
+            "models/pretrained/{item}",
+            *CONF,
+            "conf/profile/{profile}.yaml",
+        ),
+        params=("trainer", "{task}.train", OWN, "{task}.replication.{item}"),
+        outs=("models/replication/{item}/checkpoints",),
+        families="replication_pretrained",
+        overrides=REPLICATION,
+    ),
+    Kind(
+        "evaluate_replication_{task}",
+        "evaluate",
+        "as evaluate_<task>, for the replication -> metrics/replication/",
+        deps=(
+            "data/prepared/{data}",
+            "data/tokenized/{data}",
+            "models/replication/{item}/checkpoints",
+        ),
+        params=("{task}.evaluate",),
+        metrics=("metrics/replication/{task}/{item}.json",),
+        plots=("plots/replication/{task}/{item}",),
+        outs_no_cache=REPLICATED,
+        families="replication",
+        overrides=REPLICATION,
+    ),
+    Kind(
+        "evaluate_replication_finetuned",
+        "evaluate",
+        "as evaluate_finetuned, for the replication",
+        deps=(
+            "data/prepared/{task}/test.jsonl",
+            "models/pretrained/{item}/pretrain.json",
+            "models/pretrained/{item}.run.json",
+            "models/pretrained/{item}/tokenizer.json",
+            "models/replication/{item}/checkpoints",
+        ),
+        params=("{task}.evaluate",),
+        metrics=("metrics/replication/{task}/{item}.json",),
+        plots=("plots/replication/{task}/{item}",),
+        outs_no_cache=REPLICATED,
+        families="replication_pretrained",
+        overrides=REPLICATION,
+    ),
+    Kind(
+        "report_{task}",
+        "report",
+        "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
+        deps=("metrics/{task}", "results/{task}", "plots/{task}", "predictions/{task}"),
+        params=("{task}.families",),
+        outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"),
+        families="",
+    ),
 )
 
 
@@ -187,12 +385,15 @@ def family_lists(params: dict, task: str, root: Path) -> dict[str, list[str]]:
     pretrained = list(section.get("pretrained") or [])
     replicated = list(replication(params, task, root))
     on = corpora_apply(params, task, root)
-    return {"families": list(section.get("families") or []), "pretrained": pretrained,
-            "ablations": list(section.get("ablations") or {}),
-            "corpus_ablations": list(section.get("corpus_ablations") or {}) if on else [],
-            "corpora": list(corpora(params, task, root)) if on else [],
-            "replication": [f for f in replicated if f not in pretrained],
-            "replication_pretrained": [f for f in replicated if f in pretrained]}
+    return {
+        "families": list(section.get("families") or []),
+        "pretrained": pretrained,
+        "ablations": list(section.get("ablations") or {}),
+        "corpus_ablations": list(section.get("corpus_ablations") or {}) if on else [],
+        "corpora": list(corpora(params, task, root)) if on else [],
+        "replication": [f for f in replicated if f not in pretrained],
+        "replication_pretrained": [f for f in replicated if f in pretrained],
+    }
 
 
 def task_families(source: Source, task: str) -> list[str]:
@@ -210,12 +411,17 @@ def check_params(params: dict, root: Path, task: str, lists: dict[str, list[str]
     from attention_lab.core.config import ConfigError, ablations
 
     own = (params.get(task) or {}).get("family_params") or {}
-    named = {*lists["families"], *lists["pretrained"],
-             *(e["of"] for e in ablations(params, task, root).values())}
+    named = {
+        *lists["families"],
+        *lists["pretrained"],
+        *(e["of"] for e in ablations(params, task, root).values()),
+    }
     if missing := sorted(f for f in named if f not in own):
-        raise ConfigError(f"{root / 'params.yaml'}: no `{task}.family_params.{missing[0]}` (give "
-                          "every family an entry, {} for none: its stages depend on it); missing "
-                          f"for {', '.join(missing)}")
+        raise ConfigError(
+            f"{root / 'params.yaml'}: no `{task}.family_params.{missing[0]}` (give "
+            "every family an entry, {} for none: its stages depend on it); missing "
+            f"for {', '.join(missing)}"
+        )
 
 
 def render(root: Path) -> str:
@@ -241,28 +447,51 @@ def render(root: Path) -> str:
     listed = ("pretrained", "ablations", "corpus_ablations", "corpora")
     stages["report_claims"] = {
         "cmd": ledger,
-        "deps": ["conf/claims.yaml", *(f"{k}/{t}" for t in tasks for k in RECORDS),
-                 *(f"data/prepared/{t}{corpus_suffix(c)}/test.jsonl"  # the test items' lengths
-                   for t in tasks for c in (None, *lists[t]["corpora"])),
-                 *(f"{k}/replication/{t}" for t in replicated for k in RECORDS),
-                 *(f"metrics/{t}_summary.json" for t in tasks),  # after each report: its MLflow run
-                 *ledger_code],
-        "params": ["tasks", *(f"{t}.families" for t in tasks),
-                   *(f"{t}.{k}" for t in tasks for k in listed if lists[t][k]),
-                   *(f"{t}.replication" for t in tasks if params.get(t, {}).get("replication"))],
-        "outs": [{out: {"cache": False}} for out in (
-            "reports/claims.md", "reports/claims", "metrics/claims.json", "reports/ablations.md")]}
+        "deps": [
+            "conf/claims.yaml",
+            *(f"{k}/{t}" for t in tasks for k in RECORDS),
+            *(
+                f"data/prepared/{t}{corpus_suffix(c)}/test.jsonl"  # the test items' lengths
+                for t in tasks
+                for c in (None, *lists[t]["corpora"])
+            ),
+            *(f"{k}/replication/{t}" for t in replicated for k in RECORDS),
+            *(f"metrics/{t}_summary.json" for t in tasks),  # after each report: its MLflow run
+            *ledger_code,
+        ],
+        "params": [
+            "tasks",
+            *(f"{t}.families" for t in tasks),
+            *(f"{t}.{k}" for t in tasks for k in listed if lists[t][k]),
+            *(f"{t}.replication" for t in tasks if params.get(t, {}).get("replication")),
+        ],
+        "outs": [
+            {out: {"cache": False}}
+            for out in (
+                "reports/claims.md",
+                "reports/claims",
+                "metrics/claims.json",
+                "reports/ablations.md",
+            )
+        ],
+    }
     index = f"python -m {STAGES}.report index"
     # the index names no task, yet looks up each task by name (get_task imports its registry)
     index_code = sorted({*code(source, root, [index]), *modules(source, root, registries)})
-    stages["report_index"] = {"cmd": index, "deps": ["metrics", *index_code], "params": ["tasks"],
-                              "outs": [{"reports/index.md": {"cache": False}}]}
+    stages["report_index"] = {
+        "cmd": index,
+        "deps": ["metrics", *index_code],
+        "params": ["tasks"],
+        "outs": [{"reports/index.md": {"cache": False}}],
+    }
     pipeline = {"stages": stages, "plots": data_plots(params, tasks, lists, root)}
     text = yaml.safe_dump(pipeline, sort_keys=False, width=120, default_flow_style=False)
     comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in tasks}
-    comments["report_claims"] = ("reports/claims.md, metrics/claims.json: the papers' claims "
-                                 "(conf/claims.yaml), tested; reports/ablations.md: each ablation "
-                                 "against its family")
+    comments["report_claims"] = (
+        "reports/claims.md, metrics/claims.json: the papers' claims "
+        "(conf/claims.yaml), tested; reports/ablations.md: each ablation "
+        "against its family"
+    )
     comments["report_index"] = "reports/index.md: a line and a link per task of `tasks`"
     for group, comment in comments.items():
         text = text.replace(f"\n  {group}:\n", f"\n  {group}:  # {comment}\n", 1)
@@ -297,28 +526,51 @@ def data_plots(params: dict, tasks: list[str], lists: dict, root: Path) -> list[
     plots, seeds = [], params.get("seeds", [0])
     for task in tasks:
         key, label = next(iter(get_task(task).headline.items()))
-        fresh = {f: list(range(REPLICATION_SEED, REPLICATION_SEED + n))
-                 for f, n in replication(params, task, root).items()}
+        fresh = {
+            f: list(range(REPLICATION_SEED, REPLICATION_SEED + n))
+            for f, n in replication(params, task, root).items()
+        }
         ablated = [*lists[task]["ablations"], *lists[task]["corpus_ablations"]]
-        groups = (("", "families", {f: seeds for f in families(params, task)}),
-                  ("", "ablations", {a: seeds for a in ablated}),
-                  ("replication/", "replication", fresh))  # {item: its seeds}
+        groups = (
+            ("", "families", {f: seeds for f in families(params, task)}),
+            ("", "ablations", {a: seeds for a in ablated}),
+            ("replication/", "replication", fresh),
+        )  # {item: its seeds}
         for where, group, items in groups:
             if not items:
                 continue
             folder = f"{records.RESULTS}/{where}{task}"
-            by_length = {f"{folder}/{item}/{records.BY_LENGTH}": records.length_metric(key)
-                         for item in items}  # a line per item: its mean over seeds by bucket
-            plots.append({f"{where}{task}/by_length/{group}": {
-                "template": "linear", "x": "length", "y": by_length,
-                "title": f"{task} ({group}): test {label} by length bucket, mean over seeds",
-                "x_label": "length bucket (its shortest length)", "y_label": f"test {label}"}})
+            by_length = {
+                f"{folder}/{item}/{records.BY_LENGTH}": records.length_metric(key) for item in items
+            }  # a line per item: its mean over seeds by bucket
+            plots.append(
+                {
+                    f"{where}{task}/by_length/{group}": {
+                        "template": "linear",
+                        "x": "length",
+                        "y": by_length,
+                        "title": (
+                            f"{task} ({group}): test {label} by length bucket, mean over seeds"
+                        ),
+                        "x_label": "length bucket (its shortest length)",
+                        "y_label": f"test {label}",
+                    }
+                }
+            )
             for item, runs in items.items():  # a line per seed: the metric its runs stop on
                 curves = {f"{folder}/{item}/{records.curve_file(seed)}": "value" for seed in runs}
-                plots.append({f"{where}{task}/curves/{item}": {
-                    "template": "linear", "x": "epoch", "y": curves,
-                    "title": f"{task} {item}: validation curve of each seed",
-                    "x_label": "epoch", "y_label": "validation metric (the one its runs stop on)"}})
+                plots.append(
+                    {
+                        f"{where}{task}/curves/{item}": {
+                            "template": "linear",
+                            "x": "epoch",
+                            "y": curves,
+                            "title": f"{task} {item}: validation curve of each seed",
+                            "x_label": "epoch",
+                            "y_label": "validation metric (the one its runs stop on)",
+                        }
+                    }
+                )
     return plots
 
 
@@ -328,8 +580,9 @@ def code(source: Source, root: Path, cmds: list[str]) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in files)
 
 
-def stage(kind: Kind, source: Source, root: Path, params: dict, task: str,
-          lists: dict[str, list[str]]) -> dict:
+def stage(
+    kind: Kind, source: Source, root: Path, params: dict, task: str, lists: dict[str, list[str]]
+) -> dict:
     """A per-task kind's stage {cmd, deps, ...}, or a family kind's foreach group {foreach, do}."""
     from attention_lab.core.config import ABLATION_KEYS, ablations
 
@@ -351,13 +604,23 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, task: str,
         else:  # the replication's items name a family or an ablation: their family is written here
             entries, section = ablations(params, task, root), params.get(task) or {}
             where = {a: k for k in ABLATION_KEYS for a in section.get(k) or {}}
-            foreach = {f: {"of": entries[f]["of"] if f in entries else f,
-                           "set": f"{task}.{where.get(f, 'replication')}.{f}",
-                           "data": task + corpus_suffix(entries.get(f, {}).get("corpus"))}
-                       for f in lists[kind.families]}
+            foreach = {
+                f: {
+                    "of": entries[f]["of"] if f in entries else f,
+                    "set": f"{task}.{where.get(f, 'replication')}.{f}",
+                    "data": task + corpus_suffix(entries.get(f, {}).get("corpus")),
+                }
+                for f in lists[kind.families]
+            }
             item, of, data = "${key}", "${item.of}", "${item.data}"
-        values = {"task": task, "item": item, "of": of, "own": f"{task}.family_params.{of}",
-                  "set": "${item.set}", "data": data}
+        values = {
+            "task": task,
+            "item": item,
+            "of": of,
+            "own": f"{task}.family_params.{of}",
+            "set": "${item.set}",
+            "data": data,
+        }
         candidates = [*task_families(source, task), *lists["families"], *lists["pretrained"]]
         shared = group_code(source, root, kind, task, candidates)
         space = [SPACE.format(family=item)] if kind.module == "tune" else []
@@ -365,8 +628,10 @@ def stage(kind: Kind, source: Source, root: Path, params: dict, task: str,
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
     arg = "corpus" if kind.families == "corpora" else "family"
     family = f" {arg}={values['item']}" if foreach is not None else ""
-    do: dict = {"cmd": f"python -m {STAGES}.{kind.module} task={task}{family}{kind.overrides}",
-                "deps": list(dict.fromkeys(deps))}
+    do: dict = {
+        "cmd": f"python -m {STAGES}.{kind.module} task={task}{family}{kind.overrides}",
+        "deps": list(dict.fromkeys(deps)),
+    }
     if kind.params:
         do["params"] = [p.format(**values) for p in kind.params]
     if kind.metrics:
@@ -384,12 +649,15 @@ def group_code(source: Source, root: Path, kind: Kind, task: str, families: list
     """The code deps a family group lists once: what a family's command imports, but own modules."""
     # a family's own model module is named by its link, unless another family's code imports it too
     families = list(dict.fromkeys(families))
-    closures = {f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"])
-                for f in families}
+    closures = {
+        f: code(source, root, [f"python -m {STAGES}.{kind.module} task={task} family={f}"])
+        for f in families
+    }
     own = {f: model_file(source, root, f) for f in families}
     shared = {p for g in families for p in closures[g] if own[g] != p}  # imported by another's code
-    return sorted({p for files in closures.values() for p in files
-                   if p not in own.values() or p in shared})
+    return sorted(
+        {p for files in closures.values() for p in files if p not in own.values() or p in shared}
+    )
 
 
 def model_file(source: Source, root: Path, family: str) -> str:
@@ -410,11 +678,15 @@ def links(root: Path) -> dict[Path, str]:
 
 def spaces(root: Path) -> dict[Path, str]:
     """{conf/tune/<family>.yaml: an empty search space} for each conf/model family without one."""
-    note = ("# {family} has no search space: not tuned (written by `attention-lab stages`; "
-            "replace {{}} by {{<config key>: {{low: L, high: H}}, ...}} to tune it)\n{{}}\n")
-    return {root / SPACE.format(family=p.stem): note.format(family=p.stem)
-            for p in sorted((root / "conf" / "model").glob("*.yaml"))
-            if not (root / SPACE.format(family=p.stem)).is_file()}
+    note = (
+        "# {family} has no search space: not tuned (written by `attention-lab stages`; "
+        "replace {{}} by {{<config key>: {{low: L, high: H}}, ...}} to tune it)\n{{}}\n"
+    )
+    return {
+        root / SPACE.format(family=p.stem): note.format(family=p.stem)
+        for p in sorted((root / "conf" / "model").glob("*.yaml"))
+        if not (root / SPACE.format(family=p.stem)).is_file()
+    }
 
 
 def missing(root: Path) -> list[str]:
@@ -453,8 +725,9 @@ def write(root: Path, check: bool = False, developer: bool = True) -> bool:
 def link(root: Path, check: bool = False) -> bool:
     """Make conf/model/<family>.py the links links() wants (none for gone families); were they?"""
     wanted = links(root)
-    stale = [p for p in (root / "conf" / "model").glob("*.py")
-             if p.is_symlink() and p not in wanted]
+    stale = [
+        p for p in (root / "conf" / "model").glob("*.py") if p.is_symlink() and p not in wanted
+    ]
     wrong = [p for p, target in wanted.items() if not (p.is_symlink() and os.readlink(p) == target)]
     if not check:
         for path in [*stale, *wrong]:
@@ -479,8 +752,9 @@ def expand(root: Path) -> dict[str, dict]:
             items = lookup(params, items[2:-1])
         for key, value in items.items() if isinstance(items, dict) else ((i, i) for i in items):
             context = {"key": key, "item": value, "profile": params.get("profile")}
-            found[f"{group}@{key}"] = {k: interpolate(body["do"].get(k, []), context)
-                                       for k in ("cmd", "deps", "params")}
+            found[f"{group}@{key}"] = {
+                k: interpolate(body["do"].get(k, []), context) for k in ("cmd", "deps", "params")
+            }
     return found
 
 
@@ -540,8 +814,10 @@ def rerun_table(root: Path) -> str:
     stages = expand(root)
     runs: dict[str, list[str]] = {}
     for name, body in stages.items():
-        named = (os.path.relpath((root / d).resolve(), root) if (root / d).is_symlink() else d
-                 for d in body["deps"])
+        named = (
+            os.path.relpath((root / d).resolve(), root) if (root / d).is_symlink() else d
+            for d in body["deps"]
+        )
         for dep in dict.fromkeys(named):
             if dep.startswith("src/"):
                 runs.setdefault(dep, []).append(name)
@@ -559,8 +835,12 @@ def rerun_table(root: Path) -> str:
         for name in names:
             group, _, item = name.partition("@")
             by_group.setdefault(group, []).append(item)
-        parts = [f"{g} (all {len(items)})" if len(items) == sizes[g] and len(items) > 1 else
-                 ", ".join(f"{g}@{i}" if i else g for i in items) for g, items in by_group.items()]
+        parts = [
+            f"{g} (all {len(items)})"
+            if len(items) == sizes[g] and len(items) > 1
+            else ", ".join(f"{g}@{i}" if i else g for i in items)
+            for g, items in by_group.items()
+        ]
         return "; ".join(parts) or "none"
 
     lines = ["| edit a file of … | … and these stages re-run |", "|---|---|"]

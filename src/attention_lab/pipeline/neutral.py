@@ -1,8 +1,9 @@
-"""`attention-lab neutral`: prove a change result-neutral, then record its code deps in dvc.lock without a re-run.
-The proof trains the families whose stages the change stales (all of them for a change to shared code) on the tiny
-profile (two seeds; label fractions, pretraining and a tuning trial as the pipeline runs them) at a base commit and at
-the working tree, and compares every checkpoint's state dict, every metric and prediction bit for bit, and each such
-family's resolved quick-profile config (docs/pipeline.md, "A refactor that re-runs nothing")."""
+"""`attention-lab neutral`: prove a change result-neutral, then record its code deps in dvc.lock
+without a re-run. The proof trains the families whose stages the change stales (all of them for a
+change to shared code) on the tiny profile (two seeds; label fractions, pretraining and a tuning
+trial as the pipeline runs them) at a base commit and at the working tree, and compares every
+checkpoint's state dict, every metric and prediction bit for bit, and each such family's resolved
+quick-profile config (docs/pipeline.md, "A refactor that re-runs nothing")."""
 
 from __future__ import annotations
 
@@ -27,21 +28,28 @@ from attention_lab.core.tracking import EQUIVALENT_CODE
 from attention_lab.pipeline.scratch import copy_project, drop_orphans, environ
 
 SEEDS = [0, 1]
-# what differs between two identical runs: timings, MLflow run ids, and the keys that name the code (run keys, study
-# names: the proof's two trees are two codes)
+# what differs between two identical runs: timings, MLflow run ids, and the keys that name the code
+# (run keys, study names: the proof's two trees are two codes)
 VOLATILE = re.compile(r"seconds|_per_s$|^date$|^created$|duration|^machine$|^cpu$|^run_id$|^key$")
 # what the stages up to evaluate write
 OUTPUTS = ("data", "models", "tuned", "metrics", "results", "predictions")
-REPORTS = "report_"  # stages the proof does not compare: they re-run for real (seconds, from the committed results)
-GIT_ID = {"GIT_AUTHOR_NAME": "neutral", "GIT_AUTHOR_EMAIL": "neutral@localhost",
-          "GIT_COMMITTER_NAME": "neutral", "GIT_COMMITTER_EMAIL": "neutral@localhost"}
+# stages the proof does not compare: they re-run for real (seconds, from the committed results)
+REPORTS = "report_"
+GIT_ID = {
+    "GIT_AUTHOR_NAME": "neutral",
+    "GIT_AUTHOR_EMAIL": "neutral@localhost",
+    "GIT_COMMITTER_NAME": "neutral",
+    "GIT_COMMITTER_EMAIL": "neutral@localhost",
+}
 CODE_HASH = """
 import json, sys
 from omegaconf import OmegaConf
 from attention_lab.core import tracking
 root, stages, hash_of = sys.argv[1], json.loads(sys.argv[2]), getattr(tracking, sys.argv[3])
-print(json.dumps({k: hash_of(OmegaConf.create({"root": root, "task": {"name": t}, "family": f, "pretrained": p}), s)
-                  for k, (t, f, p, s) in stages.items()}))
+def config(task, family, pretrained):
+    return OmegaConf.create({"root": root, "task": {"name": task}, "family": family,
+                             "pretrained": pretrained})
+print(json.dumps({k: hash_of(config(t, f, p), s) for k, (t, f, p, s) in stages.items()}))
 """  # run by each tree's own code: the base's hashes are what its studies and runs were named with
 
 
@@ -58,14 +66,23 @@ class Tree:
         self.log = self.work.parent / f"{self.name}.log"
 
     def sh(self, args: list[str], cwd: Path) -> str:
-        """Run `args` in `cwd`, stderr to the log; its stdout, a progress line per DVC stage it starts."""
-        env = environ(cwd, **GIT_ID, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                      PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        """Run `args` in `cwd`, stderr to the log; its stdout, a progress line per DVC stage it
+        starts."""
+        env = environ(
+            cwd,
+            **GIT_ID,
+            OMP_NUM_THREADS="1",
+            MKL_NUM_THREADS="1",
+            OPENBLAS_NUM_THREADS="1",
+            PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        )
         start, out = time.monotonic(), []
         with self.log.open("a", encoding="utf-8") as log:
             log.write(f"$ {' '.join(args)}  (in {cwd})\n")
             log.flush()
-            with subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log, text=True) as proc:
+            with subprocess.Popen(
+                args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log, text=True
+            ) as proc:
                 for line in proc.stdout:
                     out.append(line)
                     if stage := re.match(r"Running stage '(.+)':", line):
@@ -73,40 +90,51 @@ class Tree:
                         print(f"  {self.name}, {minutes:4.1f} min: {stage[1]}", flush=True)
             log.write("".join(out)[-20000:])
         if proc.returncode:
-            raise SystemExit(f"{self.name}: `{' '.join(args)}` failed ({proc.returncode}); see {self.log}")
+            raise SystemExit(
+                f"{self.name}: `{' '.join(args)}` failed ({proc.returncode}); see {self.log}"
+            )
         return "".join(out)
 
 
 def families_of(params: dict) -> list[tuple[str, str, bool]]:
     """(task, family, pretrained) for every family of every task of params.yaml `tasks`."""
-    return [(task, family, family in pretrained_families(params, task))
-            for task in params["tasks"] for family in families(params, task)]
+    return [
+        (task, family, family in pretrained_families(params, task))
+        for task in params["tasks"]
+        for family in families(params, task)
+    ]
 
 
 def only(chosen: list[str] | None):
-    """A params.yaml edit: only the `chosen` families (all where None), and no replication (its runs are the same
-    families' on other seeds: nothing more to prove)."""
+    """A params.yaml edit: only the `chosen` families (all where None), and no replication (its runs
+    are the same families' on other seeds: nothing more to prove)."""
+
     def edit(params: dict) -> None:
         for task in params["tasks"]:
             params[task]["replication"] = {}
             for key in ("families", "pretrained") if chosen else ():
                 params[task][key] = [f for f in params[task].get(key) or [] if f in chosen]
         drop_orphans(params)  # every ablation has stages: those of families left out go
-        params["tasks"] = [t for t in params["tasks"] if params[t].get("families") or params[t].get("pretrained")]
+        params["tasks"] = [
+            t for t in params["tasks"] if params[t].get("families") or params[t].get("pretrained")
+        ]
+
     return edit
 
 
 def extract(root: Path, rev: str, dest: Path) -> Path:
     """The files of commit `rev` of the git checkout `root`, in `dest`."""
-    archive = subprocess.run(["git", "-C", str(root), "archive", rev], capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", rev], capture_output=True, check=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(dest, filter="data")
     return dest
 
 
 def uncapped(profile):
-    """The profile with every `max_minutes` lifted: runs bounded by epochs and updates alone (a clock cap would end
-    them anywhere)."""
+    """The profile with every `max_minutes` lifted: runs bounded by epochs and updates alone (a
+    clock cap would end them anywhere)."""
     if isinstance(profile, dict):
         return {k: 10_000.0 if k == "max_minutes" else uncapped(v) for k, v in profile.items()}
     return profile
@@ -116,10 +144,18 @@ def train(tree: Tree, chosen: list[str] | None) -> Path:
     """The tiny pipeline up to every evaluation, in a scratch copy of the tree."""
     copy_project(tree.work, root=tree.source, profile="tiny", seeds=SEEDS, edit=only(chosen))
     tiny = tree.work / "conf" / "profile" / "tiny.yaml"
-    tiny.write_text(yaml.safe_dump(uncapped(yaml.safe_load(tiny.read_text(encoding="utf-8"))), sort_keys=False),
-                    encoding="utf-8")
-    for args in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
-                 ["attention-lab", "stages"], ["git", "add", "-A"], ["git", "commit", "-qm", tree.name]):
+    tiny.write_text(
+        yaml.safe_dump(uncapped(yaml.safe_load(tiny.read_text(encoding="utf-8"))), sort_keys=False),
+        encoding="utf-8",
+    )
+    for args in (
+        ["git", "init", "-q"],
+        ["dvc", "init", "-q"],
+        ["dvc", "config", "core.analytics", "false"],
+        ["attention-lab", "stages"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", tree.name],
+    ):
         tree.sh(args, tree.work)
     groups = sorted(yaml.safe_load((tree.work / "dvc.yaml").read_text(encoding="utf-8"))["stages"])
     tree.sh(["dvc", "repro", *[g for g in groups if g.startswith("evaluate")]], tree.work)
@@ -127,18 +163,33 @@ def train(tree: Tree, chosen: list[str] | None) -> Path:
 
 
 def configs(tree: Tree, dest: Path, stages: list[tuple[str, str, bool]]) -> dict[str, str]:
-    """Every family's resolved quick-profile config (`attention-lab config`), its root path written as <root>."""
+    """Every family's resolved quick-profile config (`attention-lab config`), its root path written
+    as <root>."""
     copy_project(dest, root=tree.source, tuned=True)
-    return {f"{t}/{f}": tree.sh(["attention-lab", "config", f"task={t}", f"family={f}"], dest).replace(str(dest), "<root>")
-            for t, f, _ in stages}
+    return {
+        f"{t}/{f}": tree.sh(["attention-lab", "config", f"task={t}", f"family={f}"], dest).replace(
+            str(dest), "<root>"
+        )
+        for t, f, _ in stages
+    }
 
 
-def code_hashes(tree: Tree, stages: list[tuple[str, str, bool]], hash_of: str = "code_hash") -> dict[str, str]:
-    """{task/family/stage: the tree's code hash (core.tracking's `hash_of`)} for the stages whose code names studies
-    and runs (train, pretrain)."""
-    wanted = {f"{t}/{f}/{s}": (t, f, p, s) for t, f, p in stages for s in (("train", "pretrain") if p else ("train",))}
-    return json.loads(tree.sh([sys.executable, "-c", CODE_HASH, str(tree.source), json.dumps(wanted), hash_of],
-                              tree.source))
+def code_hashes(
+    tree: Tree, stages: list[tuple[str, str, bool]], hash_of: str = "code_hash"
+) -> dict[str, str]:
+    """{task/family/stage: the tree's code hash (core.tracking's `hash_of`)} for the stages whose
+    code names studies and runs (train, pretrain)."""
+    wanted = {
+        f"{t}/{f}/{s}": (t, f, p, s)
+        for t, f, p in stages
+        for s in (("train", "pretrain") if p else ("train",))
+    }
+    return json.loads(
+        tree.sh(
+            [sys.executable, "-c", CODE_HASH, str(tree.source), json.dumps(wanted), hash_of],
+            tree.source,
+        )
+    )
 
 
 def _tensors(named: dict) -> str:
@@ -156,10 +207,14 @@ def _tensors(named: dict) -> str:
 
 
 def _stable(value, root: str, parent: str = ""):
-    """JSON or YAML data without its VOLATILE keys (and a study's name), the copy's root written as <root>."""
+    """JSON or YAML data without its VOLATILE keys (and a study's name), the copy's root written as
+    <root>."""
     if isinstance(value, dict):
-        return {k: _stable(v, root, str(k)) for k, v in value.items()
-                if not VOLATILE.search(str(k)) and not (parent == "study" and k == "name")}
+        return {
+            k: _stable(v, root, str(k))
+            for k, v in value.items()
+            if not VOLATILE.search(str(k)) and not (parent == "study" and k == "name")
+        }
     if isinstance(value, list):
         return [_stable(v, root) for v in value]
     return value.replace(root, "<root>") if isinstance(value, str) else value
@@ -180,61 +235,105 @@ def fingerprints(work: Path, new_keys: list[str] = ()) -> dict[str, str]:
         rel = path.relative_to(work).as_posix()
         if path.suffix == ".ckpt":
             ckpt = read_checkpoint(path)
-            found[rel] = _tensors({"state_dict": ckpt.get("state_dict", ckpt),
-                                   "step": torch.tensor(ckpt.get("global_step", -1))})
+            found[rel] = _tensors(
+                {
+                    "state_dict": ckpt.get("state_dict", ckpt),
+                    "step": torch.tensor(ckpt.get("global_step", -1)),
+                }
+            )
         elif path.suffix == ".safetensors":
             found[rel] = _tensors(load_file(path))
         elif path.suffix in (".json", ".yaml"):
             text = path.read_text(encoding="utf-8")
-            data = _stable(json.loads(text) if path.suffix == ".json" else yaml.safe_load(text), str(work))
+            data = _stable(
+                json.loads(text) if path.suffix == ".json" else yaml.safe_load(text), str(work)
+            )
             for key in new_keys:
                 *parents, leaf = key.split(".")
                 _holder(data, parents).pop(leaf, None)  # a run's config.yaml
                 _holder(data, ["trained_config"]).pop(key, None)  # details.json's settings, dotted
-            found[rel] = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+            found[rel] = hashlib.sha256(
+                json.dumps(data, sort_keys=True, default=str).encode()
+            ).hexdigest()
         elif path.suffix not in (".journal", ".lock"):
             found[rel] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
 
 
 def new_outputs(root: Path, base: str, prints: list[dict[str, str]]) -> dict[str, str]:
-    """{output: the name it belongs to} of the tree's outputs that belong to a family, ablation or replication entry
-    params.yaml names in the tree and not at the base (a new ablation's runs: nothing to compare them with)."""
-    def names(params: dict) -> set[str]:
-        return {n for t in params.get("tasks", [])
-                for key in ("families", "pretrained", *ABLATION_KEYS)
-                for n in (params.get(t) or {}).get(key) or []}
+    """{output: the name it belongs to} of the tree's outputs that belong to a family, ablation or
+    replication entry params.yaml names in the tree and not at the base (a new ablation's runs:
+    nothing to compare them with)."""
 
-    then = yaml.safe_load(subprocess.run(["git", "show", f"{base}:params.yaml"], cwd=root, capture_output=True,
-                                         text=True, check=True).stdout)
+    def names(params: dict) -> set[str]:
+        return {
+            n
+            for t in params.get("tasks", [])
+            for key in ("families", "pretrained", *ABLATION_KEYS)
+            for n in (params.get(t) or {}).get(key) or []
+        }
+
+    then = yaml.safe_load(
+        subprocess.run(
+            ["git", "show", f"{base}:params.yaml"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     added = names(yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))) - names(then)
-    return {k: n for k in prints[1].keys() - prints[0].keys() for n in added
-            if f"/{n}/" in f"/{k}" or k.endswith(f"/{n}.json")}
+    return {
+        k: n
+        for k in prints[1].keys() - prints[0].keys()
+        for n in added
+        if f"/{n}/" in f"/{k}" or k.endswith(f"/{n}.json")
+    }
 
 
 def differences(a: dict[str, str], b: dict[str, str], what: str) -> list[str]:
-    return [f"{what} {k}: {'only at the base' if k not in b else 'only in the tree' if k not in a else 'differs'}"
-            for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)]
+    return [
+        f"{what} {k}:"
+        f" {'only at the base' if k not in b else 'only in the tree' if k not in a else 'differs'}"
+        for k in sorted(a.keys() | b.keys())
+        if a.get(k) != b.get(k)
+    ]
 
 
-def added(base: dict[str, str], tree: dict[str, str], keys: list[str]) -> tuple[dict, dict, list[str], list[str]]:
-    """The quick-profile configs of both sides without `keys` (dotted config keys the change adds, in the tree's
-    configs and none of the base's, or drops, the other way round: a rename is both), what each key is set to, and
-    the keys left out; a key both sides have is compared as any other."""
-    parse = {side: {k: yaml.safe_load(text) for k, text in configs.items()} for side, configs in
-             (("base", base), ("tree", tree))}
+def added(
+    base: dict[str, str], tree: dict[str, str], keys: list[str]
+) -> tuple[dict, dict, list[str], list[str]]:
+    """The quick-profile configs of both sides without `keys` (dotted config keys the change adds,
+    in the tree's configs and none of the base's, or drops, the other way round: a rename is both),
+    what each key is set to, and the keys left out; a key both sides have is compared as any
+    other."""
+    parse = {
+        side: {k: yaml.safe_load(text) for k, text in configs.items()}
+        for side, configs in (("base", base), ("tree", tree))
+    }
     said, new = [], []
     for key in keys:
         *parents, leaf = key.split(".")
-        has = {side: any(leaf in _holder(c, parents) for c in configs.values()) for side, configs in parse.items()}
+        has = {
+            side: any(leaf in _holder(c, parents) for c in configs.values())
+            for side, configs in parse.items()
+        }
         if has["base"] == has["tree"]:
-            said.append(f"{key}: {'both sides have it (compared)' if has['base'] else 'neither side has it'}")
+            said.append(
+                f"{key}:"
+                f" {'both sides have it (compared)' if has['base'] else 'neither side has it'}"
+            )
             continue
         new.append(key)
         side, word = ("tree", "new, set to") if has["tree"] else ("base", "dropped, was")
-        values = {json.dumps(_holder(c, parents).pop(leaf, "<absent>")) for c in parse[side].values()}
+        values = {
+            json.dumps(_holder(c, parents).pop(leaf, "<absent>")) for c in parse[side].values()
+        }
         said.append(f"{key}: {word} {', '.join(sorted(values))} (not compared)")
-    dump = {side: {k: yaml.safe_dump(c, sort_keys=True) for k, c in configs.items()} for side, configs in parse.items()}
+    dump = {
+        side: {k: yaml.safe_dump(c, sort_keys=True) for k, c in configs.items()}
+        for side, configs in parse.items()
+    }
     return dump["base"], dump["tree"], said, new
 
 
@@ -247,8 +346,12 @@ def _holder(cfg: dict, parents: list[str]) -> dict:
 
 def files(root: Path) -> list[str]:
     """The checkout's files as git sees them: tracked, and untracked ones it does not ignore."""
-    return subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
-                          capture_output=True, text=True, check=True).stdout.split()
+    return subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
 
 
 def snapshot(root: Path) -> str:
@@ -261,14 +364,21 @@ def snapshot(root: Path) -> str:
 
 
 def rename_locked(root: Path, defined: dict[str, frozenset[str]]) -> dict[str, str]:
-    """dvc.lock's entries renamed where dvc.yaml now calls a stage otherwise (`defined`: {stage: its outputs}): a
-    stage missing from the lock takes the entry, missing from dvc.yaml, that wrote the same outputs
-    (prepare@translate -> prepare_translate)."""
+    """dvc.lock's entries renamed where dvc.yaml now calls a stage otherwise (`defined`: {stage: its
+    outputs}): a stage missing from the lock takes the entry, missing from dvc.yaml, that wrote the
+    same outputs (prepare@translate -> prepare_translate)."""
     path = root / "dvc.lock"
     lock = yaml.safe_load(path.read_text(encoding="utf-8"))
-    gone = {frozenset(o["path"] for o in e.get("outs", [])): name for name, e in lock["stages"].items()
-            if name not in defined and e.get("outs")}
-    renamed = {gone[outs]: name for name, outs in defined.items() if name not in lock["stages"] and outs in gone}
+    gone = {
+        frozenset(o["path"] for o in e.get("outs", [])): name
+        for name, e in lock["stages"].items()
+        if name not in defined and e.get("outs")
+    }
+    renamed = {
+        gone[outs]: name
+        for name, outs in defined.items()
+        if name not in lock["stages"] and outs in gone
+    }
     if renamed:
         lock["stages"] = {renamed.get(k, k): v for k, v in lock["stages"].items()}
         path.write_text(yaml.safe_dump(lock, sort_keys=False, width=10**6), encoding="utf-8")
@@ -276,24 +386,39 @@ def rename_locked(root: Path, defined: dict[str, frozenset[str]]) -> dict[str, s
 
 
 def stale(root: Path) -> list[str]:
-    """The stages but the reports whose code, conf or params deps differ from dvc.lock's, or that dvc.lock lacks:
-    those DVC would re-run for the change (data deps and outputs not looked at: a clone has none)."""
+    """The stages but the reports whose code, conf or params deps differ from dvc.lock's, or that
+    dvc.lock lacks: those DVC would re-run for the change (data deps and outputs not looked at: a
+    clone has none)."""
     from dvc.repo import Repo
 
     tracked = set(files(root))
     with Repo(str(root)) as repo:
-        return [stage.addressing for stage in repo.index.stages if not stage.addressing.startswith(REPORTS) and (
-            stage.changed_stage() or any(d.changed() for d in stage.deps if d.def_path in tracked or
-                                         any(t.startswith(f"{d.def_path}/") for t in tracked)))]
+        return [
+            stage.addressing
+            for stage in repo.index.stages
+            if not stage.addressing.startswith(REPORTS)
+            and (
+                stage.changed_stage()
+                or any(
+                    d.changed()
+                    for d in stage.deps
+                    if d.def_path in tracked or any(t.startswith(f"{d.def_path}/") for t in tracked)
+                )
+            )
+        ]
 
 
 def affected(params: dict, stages: list[str]) -> list[str] | None:
-    """The families whose tiny pipelines cover the stale stages: a family's stage (`<kind>@<family>`; an ablation's,
-    its family), every family of the task for a task-wide stage (`prepare_<task>`); None (every family) for a stage
-    of no one task."""
+    """The families whose tiny pipelines cover the stale stages: a family's stage
+    (`<kind>@<family>`; an ablation's, its family), every family of the task for a task-wide stage
+    (`prepare_<task>`); None (every family) for a stage of no one task."""
     runs = {f for t in params["tasks"] for f in families(params, t)}
-    of = {name: e["of"] for t in params["tasks"] for key in ABLATION_KEYS
-          for name, e in ((params[t] or {}).get(key) or {}).items()}
+    of = {
+        name: e["of"]
+        for t in params["tasks"]
+        for key in ABLATION_KEYS
+        for name, e in ((params[t] or {}).get(key) or {}).items()
+    }
     chosen: set[str] = set()
     for name in stages:
         kind, _, item = name.partition("@")
@@ -308,9 +433,10 @@ def affected(params: dict, stages: list[str]) -> list[str] | None:
 
 
 def record(root: Path, equivalent: dict[str, str]) -> list[str]:
-    """dvc.yaml rewritten from the code, and every stage's code, conf and params deps but the reports' re-hashed into
-    dvc.lock by DVC (data deps and outputs keep their recorded hashes): the stages DVC would re-run for the change; the
-    studies' and runs' code hashes that changed mapped to the ones they replace (tuned/equivalent_code.json)."""
+    """dvc.yaml rewritten from the code, and every stage's code, conf and params deps but the
+    reports' re-hashed into dvc.lock by DVC (data deps and outputs keep their recorded hashes): the
+    stages DVC would re-run for the change; the studies' and runs' code hashes that changed mapped
+    to the ones they replace (tuned/equivalent_code.json)."""
     from dvc.repo import Repo
 
     from attention_lab.pipeline.dvc_yaml import write
@@ -325,7 +451,11 @@ def record(root: Path, equivalent: dict[str, str]) -> list[str]:
         for stage in repo.index.stages:
             if stage.addressing.startswith(REPORTS):
                 continue
-            code = [d for d in stage.deps if d.def_path in tracked or any(t.startswith(f"{d.def_path}/") for t in tracked)]
+            code = [
+                d
+                for d in stage.deps
+                if d.def_path in tracked or any(t.startswith(f"{d.def_path}/") for t in tracked)
+            ]
             before = {str(d): d.hash_info for d in code}
             for dep in code:
                 dep.save()
@@ -335,15 +465,24 @@ def record(root: Path, equivalent: dict[str, str]) -> list[str]:
     path = root / EQUIVALENT_CODE
     if equivalent:
         known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-        path.write_text(json.dumps(dict(sorted({**known, **equivalent}.items())), indent=1) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(dict(sorted({**known, **equivalent}.items())), indent=1) + "\n",
+            encoding="utf-8",
+        )
     return saved
 
 
-def prove(root: Path, base: str, chosen: list[str] | None, keep: Path | None, do_record: bool,
-          new_keys: list[str] = ()) -> int:
-    """The proof against commit `base` (the quick-profile configs compared without `new_keys`, config keys the change
-    adds), then, unless `chosen` restricts it or do_record is False, the record; 0 when the change is result-neutral,
-    1 when it is not (nothing recorded)."""
+def prove(
+    root: Path,
+    base: str,
+    chosen: list[str] | None,
+    keep: Path | None,
+    do_record: bool,
+    new_keys: list[str] = (),
+) -> int:
+    """The proof against commit `base` (the quick-profile configs compared without `new_keys`,
+    config keys the change adds), then, unless `chosen` restricts it or do_record is False, the
+    record; 0 when the change is result-neutral, 1 when it is not (nothing recorded)."""
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         return _prove(root, base, chosen, keep, do_record, list(new_keys))
@@ -351,8 +490,14 @@ def prove(root: Path, base: str, chosen: list[str] | None, keep: Path | None, do
         return _prove(root, base, chosen, Path(scratch), do_record, list(new_keys))
 
 
-def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_record: bool,
-           new_keys: list[str]) -> int:
+def _prove(
+    root: Path,
+    base: str,
+    chosen: list[str] | None,
+    scratch: Path,
+    do_record: bool,
+    new_keys: list[str],
+) -> int:
     params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
     partial = chosen is not None  # --families: a quick look
     if not partial:
@@ -360,16 +505,24 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
 
         write(root)  # the stages as the tree's code defines them
         chosen = affected(params, changed := stale(root))
-        print(f"stages DVC would re-run: {', '.join(changed) or 'none'}; proving "
-              f"{'every family' if chosen is None else ', '.join(chosen) or 'no family'}")
+        print(
+            f"stages DVC would re-run: {', '.join(changed) or 'none'}; proving "
+            f"{'every family' if chosen is None else ', '.join(chosen) or 'no family'}"
+        )
     stages = [s for s in families_of(params) if chosen is None or s[1] in chosen]
     if not stages:  # no family to train: the record (of nothing but dvc.yaml) and the reports
         return finish(root, {}, do_record and not partial)
-    trees = [Tree("base", extract(root, base, scratch / "base-src"), scratch / "base"),
-             Tree("tree", root, scratch / "tree")]
-    print(f"proving {len(stages)} families, seeds {SEEDS}, base {base} against the working tree (logs in {scratch})")
+    trees = [
+        Tree("base", extract(root, base, scratch / "base-src"), scratch / "base"),
+        Tree("tree", root, scratch / "tree"),
+    ]
+    print(
+        f"proving {len(stages)} families, seeds {SEEDS}, base {base} against the working tree (logs"
+        f" in {scratch})"
+    )
     proved = snapshot(root)
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two trees side by side, one core each
+    # the two trees side by side, one core each
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(lambda t: train(t, chosen), trees))
         quick = list(pool.map(lambda t: configs(t, scratch / f"{t.name}-config", stages), trees))
     if new_keys:
@@ -378,20 +531,34 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
     prints = [fingerprints(w, new_keys) for w in runs]
     fresh = new_outputs(root, base, prints)
     if fresh:
-        print(f"new in the tree, nothing at the base to compare with (they run for real later): {len(fresh)} "
-              f"outputs of {', '.join(sorted({name for name in fresh.values()}))}")
+        print(
+            "new in the tree, nothing at the base to compare with (they run for real later):"
+            f" {len(fresh)} outputs of {', '.join(sorted({name for name in fresh.values()}))}"
+        )
         prints[1] = {k: v for k, v in prints[1].items() if k not in fresh}
     found = differences(*prints, "output") + differences(*quick, "quick-profile config")
-    kinds = {k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1])) for k, s in
-             (("checkpoints", ("", ".ckpt")), ("encoders", ("", ".safetensors")), ("data files", ("data/", "")),
-              ("metrics", ("metrics/", ".json")), ("details", ("results/", ".json")),
-              ("predictions", ("predictions/", ".json")))}
-    print(f"compared: {', '.join(f'{n} {k}' for k, n in kinds.items())}, {len(prints[0])} files in all; "
-          f"{len(quick[0])} quick-profile configs")
+    kinds = {
+        k: sum(1 for p in prints[0] if p.startswith(s[0]) and p.endswith(s[1]))
+        for k, s in (
+            ("checkpoints", ("", ".ckpt")),
+            ("encoders", ("", ".safetensors")),
+            ("data files", ("data/", "")),
+            ("metrics", ("metrics/", ".json")),
+            ("details", ("results/", ".json")),
+            ("predictions", ("predictions/", ".json")),
+        )
+    }
+    print(
+        f"compared: {', '.join(f'{n} {k}' for k, n in kinds.items())}, {len(prints[0])} files in"
+        f" all; {len(quick[0])} quick-profile configs"
+    )
     if found:
         print("NOT result-neutral:\n  " + "\n  ".join(found))
         return 1
-    print("result-neutral: every state dict, metric, prediction and quick-profile config is the same bit for bit")
+    print(
+        "result-neutral: every state dict, metric, prediction and quick-profile config is the same"
+        " bit for bit"
+    )
     if not do_record or partial:
         print("nothing recorded" + (" (--families proves a part: a quick look)" if partial else ""))
         return 0
@@ -403,28 +570,47 @@ def _prove(root: Path, base: str, chosen: list[str] | None, scratch: Path, do_re
 
 
 def finish(root: Path, equivalent: dict[str, str], do_record: bool) -> int:
-    """The record (with the code hashes `equivalent` maps), then the report stages' re-run where their code changed."""
+    """The record (with the code hashes `equivalent` maps), then the report stages' re-run where
+    their code changed."""
     if not do_record:
         print("nothing recorded")
         return 0
     saved = record(root, equivalent)
-    print(f"recorded in dvc.lock: {len(saved)} stages' code deps ({', '.join(saved) or 'none changed'}); "
-          f"{len(equivalent)} code hashes mapped to the ones they replace ({EQUIVALENT_CODE})")
+    print(
+        f"recorded in dvc.lock: {len(saved)} stages' code deps"
+        f" ({', '.join(saved) or 'none changed'}); {len(equivalent)} code hashes mapped to the ones"
+        f" they replace ({EQUIVALENT_CODE})"
+    )
     stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
     reports = sorted(s for s in stages if s.startswith(REPORTS))
     makers = missing_makers(root, stages, reports)
-    print(f"the reports, which the proof does not compare, re-run where their code changed: dvc repro --single-item "
-          f"{' '.join(makers + reports)}", flush=True)
+    print(
+        "the reports, which the proof does not compare, re-run where their code changed: dvc repro"
+        f" --single-item {' '.join(makers + reports)}",
+        flush=True,
+    )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(["dvc", "repro", "--single-item", *makers, *reports], cwd=root, env=env,
-                          check=False).returncode
+    return subprocess.run(
+        ["dvc", "repro", "--single-item", *makers, *reports], cwd=root, env=env, check=False
+    ).returncode
 
 
 def missing_makers(root: Path, stages: dict, reports: list[str]) -> list[str]:
-    """The stages (not foreach groups) whose outputs hold a dep the reports read that this checkout lacks (the
-    prepared test items report_claims reads, in a clone that never ran prepare): they re-run first, as they did."""
+    """The stages (not foreach groups) whose outputs hold a dep the reports read that this checkout
+    lacks (the prepared test items report_claims reads, in a clone that never ran prepare): they
+    re-run first, as they did."""
     missing = {d for r in reports for d in stages[r].get("deps", []) if not (root / d).exists()}
-    outs = {name: [next(iter(o)) if isinstance(o, dict) else o for o in body.get("outs", [])]
-            for name, body in stages.items() if "foreach" not in body}
-    return sorted({name for name, paths in outs.items() for d in missing for o in paths
-                   if d == o or d.startswith(o.rstrip("/") + "/")})
+    outs = {
+        name: [next(iter(o)) if isinstance(o, dict) else o for o in body.get("outs", [])]
+        for name, body in stages.items()
+        if "foreach" not in body
+    }
+    return sorted(
+        {
+            name
+            for name, paths in outs.items()
+            for d in missing
+            for o in paths
+            if d == o or d.startswith(o.rstrip("/") + "/")
+        }
+    )

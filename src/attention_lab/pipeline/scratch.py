@@ -1,4 +1,5 @@
-"""A throw-away copy of the project (code, config, params; no data, models or .git) to run stages beside a checkout."""
+"""A throw-away copy of the project (code, config, params; no data, models or .git) to run stages
+beside a checkout."""
 
 from __future__ import annotations
 
@@ -17,10 +18,17 @@ COPIED = ("conf", "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignor
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.egg-info", ".trials", "*.journal.*")
 
 
-def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seeds: list[int] | None = None,
-                 edit: Callable[[dict], None] | None = None, tuned: bool = False) -> Path:
-    """Copy `root`'s pipeline files (and tuned/ when `tuned`) into `dest`; set params.yaml's `profile` and `seeds`
-    where given, in its text (its comments and layout stay), then let `edit(params)` change the rest in place."""
+def copy_project(
+    dest: Path,
+    root: Path = ROOT,
+    profile: str | None = None,
+    seeds: list[int] | None = None,
+    edit: Callable[[dict], None] | None = None,
+    tuned: bool = False,
+) -> Path:
+    """Copy `root`'s pipeline files (and tuned/ when `tuned`) into `dest`; set params.yaml's
+    `profile` and `seeds` where given, in its text (its comments and layout stay), then let
+    `edit(params)` change the rest in place."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in COPIED + (("tuned",) if tuned else ()):
         src = root / name
@@ -32,7 +40,8 @@ def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seed
     text, unset = path.read_text(encoding="utf-8"), {}
     for key, value in (("profile", profile), ("seeds", seeds)):
         if value is not None:
-            line = rf"^{key}:[ \t]*(\[[^\]]*\]|[^\s#]+)"  # the top-level key's one-line value, its comment kept
+            # the top-level key's one-line value, its comment kept
+            line = rf"^{key}:[ \t]*(\[[^\]]*\]|[^\s#]+)"
             text, found = re.subn(line, f"{key}: {value}", text, count=1, flags=re.MULTILINE)
             if not found:  # a value over several lines (a block list): set through YAML
                 unset[key] = value
@@ -47,16 +56,23 @@ def copy_project(dest: Path, root: Path = ROOT, profile: str | None = None, seed
 
 
 def environ(dest: Path, **extra: str) -> dict[str, str]:
-    """The environment of a command run in the copy `dest`: its own src/ first on the path, its own MLflow database."""
+    """The environment of a command run in the copy `dest`: its own src/ first on the path, its own
+    MLflow database."""
     path = os.pathsep.join(p for p in (str(dest / "src"), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1",
-            "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}", **extra}
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "PYTHONUNBUFFERED": "1",
+        "MLFLOW_TRACKING_URI": f"sqlite:///{dest / 'mlflow.db'}",
+        **extra,
+    }
 
 
 def drop_orphans(params: dict) -> None:
-    """Drop each task's ablations of a family its `families` (or `pretrained`) does not list, and the
-    corpora no ablation left names."""
-    # dvc.yaml gives every entry of `<task>.ablations` (and each corpus) stages: they would run all the same
+    """Drop each task's ablations of a family its `families` (or `pretrained`) does not list, and
+    the corpora no ablation left names."""
+    # dvc.yaml gives every entry of `<task>.ablations` (and each corpus) stages: they would run all
+    # the same
     for task in params.get("tasks", []):
         section = params.get(task) or {}
         kept = {*(section.get("families") or []), *(section.get("pretrained") or [])}
@@ -69,19 +85,32 @@ def drop_orphans(params: dict) -> None:
             section["corpora"] = {n: e for n, e in section["corpora"].items() if n in named}
 
 
-GIT_ID = {"GIT_AUTHOR_NAME": "attention-lab", "GIT_AUTHOR_EMAIL": "attention-lab@localhost",
-          "GIT_COMMITTER_NAME": "attention-lab", "GIT_COMMITTER_EMAIL": "attention-lab@localhost"}
+GIT_ID = {
+    "GIT_AUTHOR_NAME": "attention-lab",
+    "GIT_AUTHOR_EMAIL": "attention-lab@localhost",
+    "GIT_COMMITTER_NAME": "attention-lab",
+    "GIT_COMMITTER_EMAIL": "attention-lab@localhost",
+}
 
 
 def init_repo(dest: Path) -> None:
-    """Make the copy `dest` a git repository with DVC, its files committed, as a user's clone is (so that
-    `dvc repro` and `dvc exp run` work in it)."""
+    """Make the copy `dest` a git repository with DVC, its files committed, as a user's clone is (so
+    that `dvc repro` and `dvc exp run` work in it)."""
     import subprocess
     import sys
 
-    env = {**os.environ, **GIT_ID, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])}
-    for args in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"],
-                 ["git", "add", "-A"], ["git", "commit", "-qm", "project"]):
+    env = {
+        **os.environ,
+        **GIT_ID,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+    }
+    for args in (
+        ["git", "init", "-q"],
+        ["dvc", "init", "-q"],
+        ["dvc", "config", "core.analytics", "false"],
+        ["git", "add", "-A"],
+        ["git", "commit", "-qm", "project"],
+    ):
         done = subprocess.run(args, cwd=dest, env=env, capture_output=True, text=True, check=False)
         if done.returncode:
             raise RuntimeError(f"`{' '.join(args)}` failed in {dest}: {done.stderr.strip()}")

@@ -183,9 +183,11 @@ def published_table(spec, summary_: dict) -> str:
     """The field's figures beside ours: our metric, and the figure's own flavour on our outputs
     where it has one."""
     out = [
-        ("| source | model | their figure | their protocol | ours (`family`, seeds' mean ± sd) "
-        "| ours, their "
-        "flavour | what still differs |"),
+        (
+            "| source | model | their figure | their protocol | ours (`family`, seeds' mean ± sd) "
+            "| ours, their "
+            "flavour | what still differs |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for e in spec.published:
@@ -227,8 +229,10 @@ def published_table(spec, summary_: dict) -> str:
 def compute_table(summary_: dict) -> str:
     """Per family: seeds, epochs, minutes of training per seed, how each seed stopped."""
     out = [
-        ("| family | weights | seeds | epochs | training minutes per seed | stopped by "
-        "| converged |"),
+        (
+            "| family | weights | seeds | epochs | training minutes per seed | stopped by "
+            "| converged |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     total = 0.0
@@ -247,8 +251,10 @@ def compute_table(summary_: dict) -> str:
         [
             *out,
             "",
-            (f"Training in all: {total:.0f} min of runs (each on one thread); a seed "
-            "that reached the epoch cap did not converge by the early-stopping rule."),
+            (
+                f"Training in all: {total:.0f} min of runs (each on one thread); a seed "
+                "that reached the epoch cap did not converge by the early-stopping rule."
+            ),
         ]
     )
 
@@ -358,7 +364,5 @@ def verdicts(root: Path) -> dict[str, dict[str, dict]]:
     """{ledger name: {claim id: row}} of every collected real-data ledger, for README's table."""
     out = {}
     for path in sorted((root / "results" / "ledgers").glob("*/claims.json")):
-        out[path.parent.name] = {
-            r["id"]: r for r in read_json(path)["claims"]
-        }
+        out[path.parent.name] = {r["id"]: r for r in read_json(path)["claims"]}
     return out

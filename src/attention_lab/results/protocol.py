@@ -1,6 +1,7 @@
-"""The comparison's protocol, checked on the results a full run wrote: every family's final runs at params.yaml's
-seeds, each stopped by early stopping (not by a cap), and every tuned family's study with at least MIN_TRIALS trials.
-`make check-results` (pipeline/provenance.py) and tests/test_results.py (CI, on the committed results) run it."""
+"""The comparison's protocol, checked on the results a full run wrote: every family's final runs at
+params.yaml's seeds, each stopped by early stopping (not by a cap), and every tuned family's study
+with at least MIN_TRIALS trials. `make check-results` (pipeline/provenance.py) and
+tests/test_results.py (CI, on the committed results) run it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import yaml
 
 from attention_lab.core.config import families, read_params
 
-MIN_TRIALS = 8  # the protocol: every tuned family's study has at least this many trials (0: untuned, said so)
-STOPPED = ["early stopping"]  # the protocol: every final run stopped by early stopping, not by a cap
+# the protocol: every tuned family's study has at least this many trials (0: untuned, said so)
+MIN_TRIALS = 8
+# the protocol: every final run stopped by early stopping, not by a cap
+STOPPED = ["early stopping"]
 
 
 def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dict]) -> list[str]:
@@ -28,17 +31,22 @@ def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dic
                 continue
             details = f"results/{task}/{family}/details.json"
             if m.get("seeds") != params.get("seeds"):
-                gaps.append(f"{details}: seeds {m.get('seeds')}, params.yaml says "
-                            f"{params.get('seeds')}")
+                gaps.append(
+                    f"{details}: seeds {m.get('seeds')}, params.yaml says {params.get('seeds')}"
+                )
             if m.get("train/stopped_by") != STOPPED:
-                gaps.append(f"{details}: final runs stopped by {m.get('train/stopped_by')}, "
-                            f"expected {STOPPED} (a run cut by a cap has not converged)")
+                gaps.append(
+                    f"{details}: final runs stopped by {m.get('train/stopped_by')}, "
+                    f"expected {STOPPED} (a run cut by a cap has not converged)"
+                )
             trials = (studies.get(family) or {}).get("trials")
             if trials is None:
                 gaps.append(f"tuned/{family}.yaml: missing, or without `study.trials`")
             elif 0 < trials < MIN_TRIALS:
-                gaps.append(f"tuned/{family}.yaml: {trials} trials, the protocol asks for >= {MIN_TRIALS} (raise "
-                            f"params.yaml `{task}.tune.updates`)")
+                gaps.append(
+                    f"tuned/{family}.yaml: {trials} trials, the protocol asks for >= {MIN_TRIALS}"
+                    f" (raise params.yaml `{task}.tune.updates`)"
+                )
     return gaps
 
 
@@ -47,9 +55,14 @@ def protocol_problems(root: Path) -> list[str]:
     from attention_lab.results import records  # omegaconf, sacrebleu: only when results are checked
 
     params = read_params(root)
-    studies = {p.stem: (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("study")
-               for p in sorted((root / "tuned").glob("*.yaml"))}
-    metrics = {f"{task}/{family}": records.read_at(root, task, family)
-               for task in params.get("tasks", []) for family in families(params, task)
-               if records.exists_at(root, task, family)}
+    studies = {
+        p.stem: (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("study")
+        for p in sorted((root / "tuned").glob("*.yaml"))
+    }
+    metrics = {
+        f"{task}/{family}": records.read_at(root, task, family)
+        for task in params.get("tasks", [])
+        for family in families(params, task)
+        if records.exists_at(root, task, family)
+    }
     return protocol_gaps(params, studies, metrics)

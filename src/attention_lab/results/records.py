@@ -79,8 +79,10 @@ def join(metrics: dict, details: dict, where: str = "record") -> dict:
         elif isinstance(value, dict) and isinstance(out[key], dict):
             out[key] = join(value, out[key], f"{where}: {key}")
         else:
-            raise ValueError(f"{where}: `{key}` is both a metric and a detail (run the "
-                             "evaluate stage again to write them apart)")
+            raise ValueError(
+                f"{where}: `{key}` is both a metric and a detail (run the "
+                "evaluate stage again to write them apart)"
+            )
     return dict(sorted(out.items()))
 
 
@@ -88,8 +90,10 @@ def load(metrics: Path, details: Path) -> dict:
     """A family's record from its metrics file and its details.json."""
     for path in (metrics, details):
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: missing; the evaluate stage writes {metrics} and "
-                                    f"{details} together (`dvc repro` the family's evaluate stage)")
+            raise FileNotFoundError(
+                f"{path}: missing; the evaluate stage writes {metrics} and "
+                f"{details} together (`dvc repro` the family's evaluate stage)"
+            )
     found = {path: read_json(path) for path in (metrics, details)}
     for path, value in found.items():
         if not isinstance(value, dict):
@@ -105,8 +109,10 @@ def read(cfg: DictConfig, family: str | None = None) -> dict:
 def read_at(root: Path, task: str, family: str, replication: bool = False) -> dict:
     """The record of `family` in the project at `root` (default paths), without a config."""
     where = ("replication",) if replication else ()
-    return load(root.joinpath(METRICS, *where, task, f"{family}.json"),
-                root.joinpath(RESULTS, *where, task, family, DETAILS))
+    return load(
+        root.joinpath(METRICS, *where, task, f"{family}.json"),
+        root.joinpath(RESULTS, *where, task, family, DETAILS),
+    )
 
 
 def exists_at(root: Path, task: str, family: str) -> bool:

@@ -13,13 +13,16 @@ def search_defaults(model: LoadedModel) -> dict:
     """The search options a request may leave out, as exported: beam (and len_penalty)."""
     meta = model.runner.meta
     if model.task == "translate":
-        return {"beam": int(meta.get("beam", 4)),
-                "len_penalty": float(meta.get("len_penalty", 1.0))}
+        return {
+            "beam": int(meta.get("beam", 4)),
+            "len_penalty": float(meta.get("len_penalty", 1.0)),
+        }
     return {"beam": int(meta.get("beam", 1))} if model.task == "caption" else {}
 
 
-def translate(model: LoadedModel, text: str, beam: int | None = None,
-              len_penalty: float | None = None) -> dict:
+def translate(
+    model: LoadedModel, text: str, beam: int | None = None, len_penalty: float | None = None
+) -> dict:
     """Tokens, translation and cross-attention of one sentence (search options: the export's)."""
     defaults = search_defaults(model)
     beam = beam or defaults["beam"]
@@ -31,8 +34,12 @@ def translate(model: LoadedModel, text: str, beam: int | None = None,
 def classify(model: LoadedModel, text: str) -> dict:
     """Label, probabilities, word and sentence attention of one document (ValueError: no words)."""
     [result] = model.runner.classify([text])
-    return {**result.to_dict(), "model": model.name, "family": model.family,
-            "has_attention": has_attention(model)}
+    return {
+        **result.to_dict(),
+        "model": model.name,
+        "family": model.family,
+        "has_attention": has_attention(model),
+    }
 
 
 def caption(model: LoadedModel, image: bytes, name: str, beam: int | None = None) -> dict:
@@ -43,8 +50,15 @@ def caption(model: LoadedModel, image: bytes, name: str, beam: int | None = None
     [result] = captioner.caption([pixels], beam=beam)
     buf = io.BytesIO()
     captioner.overlay(pixels, result).save(buf, format="PNG")
-    return {"model": model.name, "family": model.family, "caption": result.text,
-            "words": result.words, "attention": result.attention.round(4).tolist(),
-            "grid": list(captioner.meta["grid"]), "has_attention": result.has_attention,
-            "score": result.score, "beam": beam,
-            "overlay": "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")}
+    return {
+        "model": model.name,
+        "family": model.family,
+        "caption": result.text,
+        "words": result.words,
+        "attention": result.attention.round(4).tolist(),
+        "grid": list(captioner.meta["grid"]),
+        "has_attention": result.has_attention,
+        "score": result.score,
+        "beam": beam,
+        "overlay": "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii"),
+    }

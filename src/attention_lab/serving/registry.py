@@ -1,8 +1,9 @@
-"""Model kinds keyed by meta.json's task, and discovery of exported folders (models/<family>/onnx) to serve.
+"""Model kinds keyed by meta.json's task, and discovery of exported folders (models/<family>/onnx)
+to serve.
 
-A new task slots in with one `register_kind(ModelKind(...))` here (how to load and describe its folder), its answer
-in answers.py and one endpoint in app.py; folders of a task without a kind are skipped with a reason, never
-half-served.
+A new task slots in with one `register_kind(ModelKind(...))` here (how to load and describe its
+folder), its answer in answers.py and one endpoint in app.py; folders of a task without a kind are
+skipped with a reason, never half-served.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ import onnxruntime as ort
 
 from attention_lab.caption.serve import OnnxCaptioner
 from attention_lab.classify.serve import MODEL_FILE, OnnxClassifier
-from attention_lab.infer.runtime import DECODER_FILE, ENCODER_FILE, META_FILE, TOKENIZER_FILE, read_meta
+from attention_lab.infer.runtime import (
+    DECODER_FILE,
+    ENCODER_FILE,
+    META_FILE,
+    TOKENIZER_FILE,
+    read_meta,
+)
 from attention_lab.translate.serve import OnnxTranslator
 
 log = logging.getLogger(__name__)
@@ -29,8 +36,9 @@ class ModelKind:
     """How to load and describe the exported folder of one task."""
 
     task: str
-    files: tuple[str, ...]                                  # required besides meta.json
-    load: Callable[[Path, int], Any]                        # (folder, onnxruntime threads) -> runner
+    files: tuple[str, ...]  # required besides meta.json
+    # (folder, onnxruntime threads) -> runner
+    load: Callable[[Path, int], Any]
     graphs: Callable[[Any], dict[str, ort.InferenceSession]]  # runner -> its sessions by file name
     input: str
     output: str
@@ -43,21 +51,45 @@ def register_kind(kind: ModelKind) -> None:
     KINDS[kind.task] = kind
 
 
-register_kind(ModelKind(
-    "translate", (ENCODER_FILE, DECODER_FILE, TOKENIZER_FILE), OnnxTranslator,
-    lambda t: {ENCODER_FILE: t.encoder, DECODER_FILE: t.decoder},
-    input="an English sentence (text); greedy (beam 1) or beam search",
-    output="target tokens, the translation, cross-attention (source words x target tokens), latency"))
-register_kind(ModelKind(
-    "classify", (MODEL_FILE, TOKENIZER_FILE), OnnxClassifier, lambda c: {MODEL_FILE: c.session},
-    input="a document (text), split into sentences and words by rule",
-    output="label, class probabilities, word attention per sentence and sentence attention, latency"))
-register_kind(ModelKind(
-    "caption", (ENCODER_FILE, DECODER_FILE, TOKENIZER_FILE), OnnxCaptioner,
-    lambda c: {ENCODER_FILE: c.encoder, DECODER_FILE: c.decoder},
-    input="a photo model (image_input photo): a JPEG or PNG photo of any size; a canvas model: a grayscale PNG of "
-          "its canvas size (width × height from meta), ink bright on dark",
-    output="caption, words, attention grid per word, overlay PNG (base64), latency"))
+register_kind(
+    ModelKind(
+        "translate",
+        (ENCODER_FILE, DECODER_FILE, TOKENIZER_FILE),
+        OnnxTranslator,
+        lambda t: {ENCODER_FILE: t.encoder, DECODER_FILE: t.decoder},
+        input="an English sentence (text); greedy (beam 1) or beam search",
+        output=(
+            "target tokens, the translation, cross-attention (source words x target tokens),"
+            " latency"
+        ),
+    )
+)
+register_kind(
+    ModelKind(
+        "classify",
+        (MODEL_FILE, TOKENIZER_FILE),
+        OnnxClassifier,
+        lambda c: {MODEL_FILE: c.session},
+        input="a document (text), split into sentences and words by rule",
+        output=(
+            "label, class probabilities, word attention per sentence and sentence attention,"
+            " latency"
+        ),
+    )
+)
+register_kind(
+    ModelKind(
+        "caption",
+        (ENCODER_FILE, DECODER_FILE, TOKENIZER_FILE),
+        OnnxCaptioner,
+        lambda c: {ENCODER_FILE: c.encoder, DECODER_FILE: c.decoder},
+        input=(
+            "a photo model (image_input photo): a JPEG or PNG photo of any size; a canvas model: a"
+            " grayscale PNG of its canvas size (width × height from meta), ink bright on dark"
+        ),
+        output="caption, words, attention grid per word, overlay PNG (base64), latency",
+    )
+)
 
 
 def task_of(meta: dict) -> str:
@@ -78,15 +110,16 @@ def tensor_info(values) -> list[dict]:
 
 @dataclass
 class LoadedModel:
-    """A served model: its runner (OnnxTranslator, OnnxClassifier, ...) and what /models says about it."""
+    """A served model: its runner (OnnxTranslator, OnnxClassifier, ...) and what /models says about
+    it."""
 
     name: str
     task: str
     path: Path
-    source: str                 # "folder" or "mlflow:models:/<name>/<version>"
+    source: str  # "folder" or "mlflow:models:/<name>/<version>"
     meta: dict
     runner: Any
-    files: dict[str, str] = field(default_factory=dict)   # file name -> sha256
+    files: dict[str, str] = field(default_factory=dict)  # file name -> sha256
 
     @property
     def family(self) -> str:
@@ -94,28 +127,50 @@ class LoadedModel:
 
     def info(self) -> dict:
         kind = KINDS[self.task]
-        graphs = [{"file": f, "inputs": tensor_info(s.get_inputs()), "outputs": tensor_info(s.get_outputs())}
-                  for f, s in kind.graphs(self.runner).items()]
-        return {"name": self.name, "task": self.task, "family": self.family, "source": self.source,
-                "path": str(self.path), "input": kind.input, "output": kind.output, "graphs": graphs,
-                "files": self.files, "labels": self.meta.get("labels"), "has_attention": has_attention(self),
-                "image_input": self.meta.get("input", "canvas") if self.task == "caption" else None}
+        graphs = [
+            {
+                "file": f,
+                "inputs": tensor_info(s.get_inputs()),
+                "outputs": tensor_info(s.get_outputs()),
+            }
+            for f, s in kind.graphs(self.runner).items()
+        ]
+        return {
+            "name": self.name,
+            "task": self.task,
+            "family": self.family,
+            "source": self.source,
+            "path": str(self.path),
+            "input": kind.input,
+            "output": kind.output,
+            "graphs": graphs,
+            "files": self.files,
+            "labels": self.meta.get("labels"),
+            "has_attention": has_attention(self),
+            "image_input": self.meta.get("input", "canvas") if self.task == "caption" else None,
+        }
 
 
 def has_attention(model: LoadedModel) -> bool:
-    """Whether the model returns attention weights (translate: meta flag; classify: a word output)."""
+    """Whether the model returns attention weights (translate: meta flag; classify: a word
+    output)."""
     if "has_attention" in model.meta:
         return bool(model.meta["has_attention"])
     return "word" in model.meta.get("outputs", [])
 
 
-def load_model(folder: str | Path, name: str, threads: int = 1, source: str = "folder") -> LoadedModel:
-    """Load one exported folder; ValueError when its task has no kind or a required file is missing."""
+def load_model(
+    folder: str | Path, name: str, threads: int = 1, source: str = "folder"
+) -> LoadedModel:
+    """Load one exported folder; ValueError when its task has no kind or a required file is
+    missing."""
     folder = Path(folder)
     meta = read_meta(folder)
     task = task_of(meta)
     if task not in KINDS:
-        raise ValueError(f"{folder}: task {task!r} has no serving endpoint (served: {', '.join(sorted(KINDS))})")
+        raise ValueError(
+            f"{folder}: task {task!r} has no serving endpoint (served: {', '.join(sorted(KINDS))})"
+        )
     missing = [f for f in KINDS[task].files if not (folder / f).is_file()]
     if missing:
         raise ValueError(f"{folder}: missing {', '.join(missing)}")
@@ -135,7 +190,8 @@ def model_folders(root: str | Path) -> dict[str, Path]:
 
 
 def discover(root: str | Path, threads: int = 1) -> tuple[dict[str, LoadedModel], list[dict]]:
-    """Load every exported folder under root -> (models by name, skipped folders with their reason)."""
+    """Load every exported folder under root -> (models by name, skipped folders with their
+    reason)."""
     models, skipped = {}, []
     for name, folder in model_folders(root).items():
         try:

@@ -13,7 +13,9 @@ class Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, description="a name from GET /models", examples=["bahdanau"])
-    text: str = Field(min_length=1, description="the input text (at most the server's --max-chars characters)")
+    text: str = Field(
+        min_length=1, description="the input text (at most the server's --max-chars characters)"
+    )
 
     @field_validator("text")
     @classmethod
@@ -24,10 +26,19 @@ class Request(BaseModel):
 
 
 class TranslateRequest(Request):
-    text: str = Field(min_length=1, description="an English sentence", examples=["the cat sat on the mat"])
-    beam: int | None = Field(None, ge=1, le=MAX_BEAM, description="beam size, 1 = greedy (default: the export's)")
-    len_penalty: float | None = Field(None, ge=0.0, le=5.0, allow_inf_nan=False,
-                                      description="GNMT length penalty alpha (beam > 1)")
+    text: str = Field(
+        min_length=1, description="an English sentence", examples=["the cat sat on the mat"]
+    )
+    beam: int | None = Field(
+        None, ge=1, le=MAX_BEAM, description="beam size, 1 = greedy (default: the export's)"
+    )
+    len_penalty: float | None = Field(
+        None,
+        ge=0.0,
+        le=5.0,
+        allow_inf_nan=False,
+        description="GNMT length penalty alpha (beam > 1)",
+    )
 
 
 class TranslateResponse(BaseModel):
@@ -39,16 +50,27 @@ class TranslateResponse(BaseModel):
     token_ids: list[int]
     translation: str
     attention: list[list[float]] = Field(
-        description="cross-attention, (len(source_words), len(tokens)): column j is token j's weights over the words")
-    has_attention: bool = Field(description="false for families without attention (the matrix is then all zeros)")
-    score: float = Field(description="the hypothesis' search score (length-penalised log-probability)")
+        description=(
+            "cross-attention, (len(source_words), len(tokens)): column j is token j's weights over"
+            " the words"
+        )
+    )
+    has_attention: bool = Field(
+        description="false for families without attention (the matrix is then all zeros)"
+    )
+    score: float = Field(
+        description="the hypothesis' search score (length-penalised log-probability)"
+    )
     beam: int
     latency_ms: float = Field(description="server time for tokenizing, encoding and searching")
 
 
 class ClassifyRequest(Request):
-    text: str = Field(min_length=1, description="a document: sentences split by rule, every line break ends one",
-                      examples=["The room was lovely. The staff, however, was not helpful at all."])
+    text: str = Field(
+        min_length=1,
+        description="a document: sentences split by rule, every line break ends one",
+        examples=["The room was lovely. The staff, however, was not helpful at all."],
+    )
 
 
 class ClassifyResponse(BaseModel):
@@ -56,9 +78,15 @@ class ClassifyResponse(BaseModel):
     family: str
     label: str
     probabilities: dict[str, float]
-    sentences: list[list[str]] = Field(description="the words the model read, per sentence (after truncation)")
-    sentence_weights: list[float] | None = Field(description="attention per sentence; null when the family has none")
-    word_weights: list[list[float]] | None = Field(description="attention per word of each sentence; null if none")
+    sentences: list[list[str]] = Field(
+        description="the words the model read, per sentence (after truncation)"
+    )
+    sentence_weights: list[float] | None = Field(
+        description="attention per sentence; null when the family has none"
+    )
+    word_weights: list[list[float]] | None = Field(
+        description="attention per word of each sentence; null if none"
+    )
     has_attention: bool
     latency_ms: float
 
@@ -69,13 +97,28 @@ class CaptionResponse(BaseModel):
     caption: str = Field(description="the caption (its words joined)")
     words: list[str] = Field(description="the caption's tokens, no bos/eos")
     attention: list[list[list[float]]] = Field(
-        description="(len(words), h, w): word t's attention over the encoder's h × w grid of image regions")
-    grid: list[int] = Field(description="[h, w], the encoder's grid over the canvas or the (squashed) photo")
-    has_attention: bool = Field(description="false for families without attention (the grids are then all zeros)")
-    score: float = Field(description="the hypothesis' search score (length-penalised log-probability)")
+        description=(
+            "(len(words), h, w): word t's attention over the encoder's h × w grid of image regions"
+        )
+    )
+    grid: list[int] = Field(
+        description="[h, w], the encoder's grid over the canvas or the (squashed) photo"
+    )
+    has_attention: bool = Field(
+        description="false for families without attention (the grids are then all zeros)"
+    )
+    score: float = Field(
+        description="the hypothesis' search score (length-penalised log-probability)"
+    )
     beam: int
-    overlay: str = Field(description="data:image/png;base64 URL: one panel per word, its attention in red over the image")
-    latency_ms: float = Field(description="server time for decoding the image, captioning and drawing the overlay")
+    overlay: str = Field(
+        description=(
+            "data:image/png;base64 URL: one panel per word, its attention in red over the image"
+        )
+    )
+    latency_ms: float = Field(
+        description="server time for decoding the image, captioning and drawing the overlay"
+    )
 
 
 class TensorInfo(BaseModel):
@@ -99,11 +142,16 @@ class ModelInfo(BaseModel):
     input: str
     output: str
     graphs: list[GraphInfo]
-    files: dict[str, str] = Field(description="file name -> sha256 of every file in the exported folder")
+    files: dict[str, str] = Field(
+        description="file name -> sha256 of every file in the exported folder"
+    )
     labels: list[str] | None
     has_attention: bool
-    image_input: str | None = Field(None, description='caption models: "photo" (JPEG or PNG of any size, squashed to '
-                                    'the encoder\'s input) or "canvas" (a PNG of exactly the canvas size); else null')
+    image_input: str | None = Field(
+        None,
+        description='caption models: "photo" (JPEG or PNG of any size, squashed to '
+        'the encoder\'s input) or "canvas" (a PNG of exactly the canvas size); else null',
+    )
 
 
 class Skipped(BaseModel):

@@ -32,8 +32,12 @@ def log_to_mlflow(cfg: DictConfig, seed: int, folder: Path, parity: dict) -> Non
     with tracking.reopen_run(cfg, seed_dir(cfg, seed)):
         mlflow.log_artifacts(str(folder), artifact_path="onnx")
         identical = parity.get("greedy_identical", parity.get("prediction_identical"))
-        mlflow.log_metrics({"onnx/max_abs_diff_logits": parity["max_abs_diff"]["logits"],
-                            "onnx/identical": float(identical)})
+        mlflow.log_metrics(
+            {
+                "onnx/max_abs_diff_logits": parity["max_abs_diff"]["logits"],
+                "onnx/identical": float(identical),
+            }
+        )
 
 
 def export_seed(cfg: DictConfig, seed: int, out: Path, tokenizer: Path) -> dict:
@@ -56,7 +60,9 @@ def main(argv: list[str]) -> dict:
     needed = [(checkpoint_path(cfg, s), f"train_{name}@{cfg.family}") for s in cfg.seeds]
     for path, stage in [*needed, (tokenizer, tokenizer_stage)]:
         if not path.is_file():
-            raise SystemExit(f"export_{name}@{cfg.family}: {path} not found (run the {stage} stage first)")
+            raise SystemExit(
+                f"export_{name}@{cfg.family}: {path} not found (run the {stage} stage first)"
+            )
     first, *others = cfg.seeds
     with atomic_path(onnx_dir(cfg)) as tmp:
         parity = export_seed(cfg, first, tmp, tokenizer)
@@ -65,9 +71,17 @@ def main(argv: list[str]) -> dict:
         with tempfile.TemporaryDirectory(prefix=f"onnx-seed{seed}-") as scratch:
             own = export_seed(cfg, seed, Path(scratch) / "onnx", tokenizer)
             log_to_mlflow(cfg, seed, Path(scratch) / "onnx", own)
-    print(f"export_{name}@{cfg.family}: {onnx_dir(cfg)} parity " + json.dumps(
-        {k: v for k, v in parity.items() if k in ("max_abs_diff", "greedy_identical", "beam_identical",
-                                                   "prediction_identical")}))
+    print(
+        f"export_{name}@{cfg.family}: {onnx_dir(cfg)} parity "
+        + json.dumps(
+            {
+                k: v
+                for k, v in parity.items()
+                if k
+                in ("max_abs_diff", "greedy_identical", "beam_identical", "prediction_identical")
+            }
+        )
+    )
     return parity
 
 

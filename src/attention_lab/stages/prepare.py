@@ -1,5 +1,6 @@
-"""DVC stage `prepare_<task>`: built-in or bring-your-own data -> <prepared>/{train,valid,test}.jsonl + stats.json
-(caption also <prepared>/{train,valid,test}.npy: the images, row i of the JSONL = image i)."""
+"""DVC stage `prepare_<task>`: built-in or bring-your-own data ->
+<prepared>/{train,valid,test}.jsonl + stats.json (caption also <prepared>/{train,valid,test}.npy:
+the images, row i of the JSONL = image i)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,17 @@ def main(argv: list[str]) -> None:
     if hooks.images:  # (rows, images) per split
         images = {name: im for name, (_, im) in splits.items()}
         splits = {name: rows for name, (rows, _) in splits.items()}
-    summary = {name: hooks.stats(rows, [list(b) for b in cfg.task.buckets]) for name, rows in splits.items()}
+    summary = {
+        name: hooks.stats(rows, [list(b) for b in cfg.task.buckets])
+        for name, rows in splits.items()
+    }
     out = prepared_dir(cfg)
     with atomic_path(out) as tmp:  # the whole folder appears at once, or not at all
         tmp.mkdir()
         for name, rows in splits.items():
-            write_jsonl(tmp / f"{name}.jsonl", ({"id": f"{name}-{n}", **r} for n, r in enumerate(rows)))
+            write_jsonl(
+                tmp / f"{name}.jsonl", ({"id": f"{name}-{n}", **r} for n, r in enumerate(rows))
+            )
             if name in images:
                 np.save(tmp / f"{name}.npy", images[name], allow_pickle=False)
         write_json(tmp / "stats.json", {"source": cfg.data.source, **summary})

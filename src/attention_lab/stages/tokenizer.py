@@ -1,4 +1,5 @@
-"""DVC stage `tokenize_<task>`: train the task's tokenizer on the training split -> <tokenized>/tokenizer.json."""
+"""DVC stage `tokenize_<task>`: train the task's tokenizer on the training split ->
+<tokenized>/tokenizer.json."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from attention_lab.stages.common import run_stage, stage_config
 
 def main(argv: list[str]) -> None:
     cfg = stage_config(argv, need_family=False)
-    tok, stats = get_task(cfg.task.name).tokenizer(cfg, read_jsonl(prepared_dir(cfg) / "train.jsonl"))
+    tok, stats = get_task(cfg.task.name).tokenizer(
+        cfg, read_jsonl(prepared_dir(cfg) / "train.jsonl")
+    )
     out = tokenized_dir(cfg)
     stats = {"vocab_size": tok.get_vocab_size(), **stats}
-    with atomic_path(out) as tmp:  # tokenizer.json and stats.json appear together, or the old ones stay
+    # tokenizer.json and stats.json appear together, or the old ones stay
+    with atomic_path(out) as tmp:
         tmp.mkdir()
         tok.save(str(tmp / "tokenizer.json"))
         write_json(tmp / "stats.json", stats)

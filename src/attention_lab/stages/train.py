@@ -1,8 +1,10 @@
-"""DVC stages `train_<task>@<family>` and `finetune_<task>@<family>`: train one family's runs as its task lists them
-(Task.runs: one per seed by default; a task may add variants, in a folder of their own, e.g. classify/label_runs.py) ->
-models/<family>/checkpoints/[<folder>/]seed<k>/{last,best}.ckpt, train.json, run.json; a pretrained family starts
-from models/pretrained/<family>. The training itself is train/training.py's; each run is a task of the pool
-(train/pool.py), and `trainer=ddp` runs every process through the same runs (docs/design.md)."""
+"""DVC stages `train_<task>@<family>` and `finetune_<task>@<family>`: train one family's runs as its
+task lists them (Task.runs: one per seed by default; a task may add variants, in a folder of their
+own, e.g. classify/label_runs.py) ->
+models/<family>/checkpoints/[<folder>/]seed<k>/{last,best}.ckpt, train.json, run.json; a pretrained
+family starts from models/pretrained/<family>. The training itself is train/training.py's; each run
+is a task of the pool (train/pool.py), and `trainer=ddp` runs every process through the same runs
+(docs/design.md)."""
 
 from __future__ import annotations
 
@@ -28,15 +30,21 @@ def main(argv: list[str]) -> None:
     task = get_task(cfg.task.name)
     runs = task.runs(cfg)
     need, processes = pool.needs(cfg), min(cfg.train.processes, len(runs))
-    if need is None and processes > 1:  # data parallel: Lightning's processes train each run, one run at a time
-        raise ConfigError(f"train.processes = {cfg.train.processes} trains runs side by side on one machine; with a "
-                          "data-parallel trainer set train.processes=1")
-    with pool.for_stage(processes):  # every run a task of the pool, each deterministic on its one thread
+    # data parallel: Lightning's processes train each run, one run at a time
+    if need is None and processes > 1:
+        raise ConfigError(
+            f"train.processes = {cfg.train.processes} trains runs side by side on one machine; with"
+            " a data-parallel trainer set train.processes=1"
+        )
+    # every run a task of the pool, each deterministic on its one thread
+    with pool.for_stage(processes):
         summaries = pool.run_all(side_by_side, [(argv, run) for run in runs], need)
     done = [(run, summary) for run, summary in zip(runs, summaries) if summary is not None]
-    for run, summary in done:  # the other processes of a data-parallel run print and publish nothing
+    # the other processes of a data-parallel run print and publish nothing
+    for run, summary in done:
         print(summary)
-    for run, _ in done:  # all or none: a stop before the end keeps every finished run for the next try
+    # all or none: a stop before the end keeps every finished run for the next try
+    for run, _ in done:
         publish(run_partial(cfg, run), run.out)
     for run, _ in done:
         shutil.rmtree(run_partial(cfg, run))

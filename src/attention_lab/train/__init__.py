@@ -1,1 +1,2 @@
-"""Training: the LightningModule base, one run, trials and studies, search spaces, batching, checkpoints."""
+"""Training: the LightningModule base, one run, trials and studies, search spaces, batching,
+checkpoints."""

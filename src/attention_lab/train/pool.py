@@ -1,7 +1,8 @@
-"""The pool every run trains on: Ray tasks, each asking for one CPU (and `pool.gpu_share` of a GPU on a GPU trainer),
-on the cluster RAY_ADDRESS names. `attention-lab repro` starts a Ray instance on this machine, listening on the loopback alone,
-and names it to its stages; a stage run by hand without RAY_ADDRESS trains its runs in its own process, or on a Ray
-instance of its own for `train.processes` > 1."""
+"""The pool every run trains on: Ray tasks, each asking for one CPU (and `pool.gpu_share` of a GPU
+on a GPU trainer), on the cluster RAY_ADDRESS names. `attention-lab repro` starts a Ray instance on
+this machine, listening on the loopback alone, and names it to its stages; a stage run by hand
+without RAY_ADDRESS trains its runs in its own process, or on a Ray instance of its own for
+`train.processes` > 1."""
 
 from __future__ import annotations
 
@@ -11,27 +12,41 @@ from contextlib import contextmanager
 from pathlib import Path
 
 ADDRESS = "RAY_ADDRESS"  # Ray's own variable: where `ray.init` connects
-LOCAL = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # a one-machine instance: every Ray server on 127.0.0.1 alone
-         "RAY_USAGE_STATS_ENABLED": "0",
-         "RAY_worker_niceness": "0"}  # Ray's default, 15, starves the runs beside any other busy process
+# a one-machine instance: every Ray server on 127.0.0.1 alone
+LOCAL = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # Ray's default, 15, starves the runs beside any other busy process
+    "RAY_worker_niceness": "0",
+}
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 FORWARD = ("PYTHONPATH", "MLFLOW_TRACKING_URI")  # the stage's, for its runs wherever they train
-TASK = "ATTENTION_LAB_POOL_TASK"  # in a pool worker: the running task's id (its retried attempt keeps it)
+# in a pool worker: the running task's id (its retried attempt keeps it)
+TASK = "ATTENTION_LAB_POOL_TASK"
 
 
 @contextmanager
 def local_instance(cpus: int, gpus: int | None = None) -> Iterator[str]:
-    """A Ray instance of this machine for the block (`cpus` runs at once, and the GPUs it finds, or `gpus` logical
-    ones): its address."""
+    """A Ray instance of this machine for the block (`cpus` runs at once, and the GPUs it finds, or
+    `gpus` logical ones): its address."""
     os.environ.update(LOCAL)  # before Ray's first import, which reads them
     import ray
     from ray._private import ray_constants
 
     if ray_constants.ENABLE_RAY_CLUSTER:
-        raise RuntimeError("Ray was imported before the pool set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: its servers would "
-                           "listen on every interface")
-    context = ray.init(address="local", num_cpus=cpus, num_gpus=gpus, include_dashboard=False,  # a new instance, not one running
-                       _node_ip_address="127.0.0.1", logging_level="ERROR")
+        raise RuntimeError(
+            "Ray was imported before the pool set RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: its servers"
+            " would listen on every interface"
+        )
+    # a new instance, not one running
+    context = ray.init(
+        address="local",
+        num_cpus=cpus,
+        num_gpus=gpus,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        logging_level="ERROR",
+    )
     try:
         yield context.address_info["gcs_address"]
     finally:
@@ -40,8 +55,9 @@ def local_instance(cpus: int, gpus: int | None = None) -> Iterator[str]:
 
 @contextmanager
 def for_stage(processes: int) -> Iterator[None]:
-    """The pool of a stage's runs: RAY_ADDRESS's when set; else, for `processes` > 1 runs side by side, a Ray instance
-    of that many CPUs on this machine for the stage alone; else none (its runs train here, in order)."""
+    """The pool of a stage's runs: RAY_ADDRESS's when set; else, for `processes` > 1 runs side by
+    side, a Ray instance of that many CPUs on this machine for the stage alone; else none (its runs
+    train here, in order)."""
     if os.environ.get(ADDRESS) or processes <= 1:
         yield
         return
@@ -54,8 +70,9 @@ def for_stage(processes: int) -> Iterator[None]:
 
 
 def needs(cfg) -> dict | None:
-    """What one run asks the pool for: one CPU, and on a GPU trainer `pool.gpu_share` of a GPU (Ray sets the task's
-    CUDA_VISIBLE_DEVICES); None for a data-parallel trainer, whose processes Lightning starts (torchrun, SLURM)."""
+    """What one run asks the pool for: one CPU, and on a GPU trainer `pool.gpu_share` of a GPU (Ray
+    sets the task's CUDA_VISIBLE_DEVICES); None for a data-parallel trainer, whose processes
+    Lightning starts (torchrun, SLURM)."""
     if cfg.trainer.get("strategy") not in (None, "auto"):
         return None
     if cfg.trainer.get("accelerator") in ("gpu", "cuda"):
@@ -64,7 +81,8 @@ def needs(cfg) -> dict | None:
 
 
 def _in_worker(root: str, fn: Callable, args: tuple):
-    """fn(*args) in a pool worker: in the workspace `root`, on one intra-op thread (each run deterministic on it)."""
+    """fn(*args) in a pool worker: in the workspace `root`, on one intra-op thread (each run
+    deterministic on it)."""
     import ray
     import torch
 
@@ -82,8 +100,9 @@ def on_pool(need: dict | None) -> bool:
 
 
 def start(fn: Callable, args: tuple, need: dict, root: Path | None = None):
-    """fn(*args) as a task of the pool RAY_ADDRESS names, in the workspace `root` (default: here): its ObjectRef. A run
-    whose worker or node is lost is retried once, on any node (it resumes from its last checkpoint)."""
+    """fn(*args) as a task of the pool RAY_ADDRESS names, in the workspace `root` (default: here):
+    its ObjectRef. A run whose worker or node is lost is retried once, on any node (it resumes from
+    its last checkpoint)."""
     import ray
 
     if not ray.is_initialized():
@@ -109,15 +128,18 @@ def next_done(started: list) -> tuple[object, list]:
 
 
 def host() -> str:
-    """The address of this node as the pool's other nodes reach it (127.0.0.1 on this machine's own instance)."""
+    """The address of this node as the pool's other nodes reach it (127.0.0.1 on this machine's own
+    instance)."""
     import ray
 
     return ray.util.get_node_ip_address()
 
 
-def run_all(fn: Callable, calls: Sequence[tuple], need: dict | None, root: Path | None = None) -> list:
-    """[fn(*args) for args in calls]: on the pool when on_pool(need) (side by side, as its free CPUs allow), else here,
-    in order."""
+def run_all(
+    fn: Callable, calls: Sequence[tuple], need: dict | None, root: Path | None = None
+) -> list:
+    """[fn(*args) for args in calls]: on the pool when on_pool(need) (side by side, as its free CPUs
+    allow), else here, in order."""
     if not on_pool(need):
         return [fn(*args) for args in calls]
     import ray

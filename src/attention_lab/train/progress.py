@@ -1,4 +1,5 @@
-"""Where a long run is, when nobody watches a terminal: one line per validated epoch in a log file or CI."""
+"""Where a long run is, when nobody watches a terminal: one line per validated epoch in a log file
+or CI."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from lightning.pytorch.callbacks import RichProgressBar
 
 
 class EpochLine(pl.Callback):
-    """`<stage> <family> seed <k>: epoch e/E <metric> x, <elapsed> s, at most <left> s left` after every validation
-    (the monitored metric: val/loss, classify val/accuracy; rank 0 only; `update u/U` for a run capped in updates); the estimate assumes the remaining epochs (updates) take
-    as long as the finished ones did (early stopping may end sooner)."""
+    """`<stage> <family> seed <k>: epoch e/E <metric> x, <elapsed> s, at most <left> s left` after
+    every validation (the monitored metric: val/loss, classify val/accuracy; rank 0 only; `update
+    u/U` for a run capped in updates); the estimate assumes the remaining epochs (updates) take as
+    long as the finished ones did (early stopping may end sooner)."""
 
     def __init__(self, stage: str, family: str, seed: int, metric: str = "val/loss"):
         self.what, self.metric, self._t0 = f"{stage} {family} seed {seed}", metric, None
@@ -29,10 +31,14 @@ class EpochLine(pl.Callback):
         elapsed = time.perf_counter() - self._t0
         value = trainer.callback_metrics.get(self.metric)
         shown = f"{self.metric} {float(value):.4f}" if value is not None else f"{self.metric} —"
-        print(f"{self.what}: {unit} {done}/{total} {shown}, {elapsed:.0f} s, at most "
-              f"{elapsed / done * max(total - done, 0):.0f} s left", flush=True)
+        print(
+            f"{self.what}: {unit} {done}/{total} {shown}, {elapsed:.0f} s, at most "
+            f"{elapsed / done * max(total - done, 0):.0f} s left",
+            flush=True,
+        )
 
 
 def progress_callback(stage: str, family: str, seed: int, metric: str = "val/loss") -> pl.Callback:
-    """Rich's progress bar on a terminal, else one EpochLine per validation (a bar writes nothing useful to a log)."""
+    """Rich's progress bar on a terminal, else one EpochLine per validation (a bar writes nothing
+    useful to a log)."""
     return RichProgressBar() if sys.stdout.isatty() else EpochLine(stage, family, seed, metric)

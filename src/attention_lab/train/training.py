@@ -1,8 +1,9 @@
-"""Training machinery that the train stage (stages/train.py) and tuning (train/tuning.py) share: `train_one` trains
-(or resumes) one run, `train_run` does one of a task's runs (core.task.Run: its config, its folder, and the tune
-stage's best trial taken instead when it was this very run), `run_key` says what makes two runs the same, and
-`keep_for_reuse` / `reuse_tuned_run` write and read a kept trial's reuse.json. How a run resumes after a stop, and
-data parallel: docs/design.md, "Why the modules are as they are"."""
+"""Training machinery that the train stage (stages/train.py) and tuning (train/tuning.py) share:
+`train_one` trains (or resumes) one run, `train_run` does one of a task's runs (core.task.Run: its
+config, its folder, and the tune stage's best trial taken instead when it was this very run),
+`run_key` says what makes two runs the same, and `keep_for_reuse` / `reuse_tuned_run` write and read
+a kept trial's reuse.json. How a run resumes after a stop, and data parallel: docs/design.md, "Why
+the modules are as they are"."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ REUSE_FILE = "reuse.json"  # in a kept tuning trial's folder: {"trial": number, 
 
 
 def trainer_arguments(cfg: DictConfig) -> dict:
-    """cfg.trainer as Trainer keyword arguments; a `strategy` with a `_target_` (e.g. DDPStrategy with its process
-    group backend) is instantiated."""
+    """cfg.trainer as Trainer keyword arguments; a `strategy` with a `_target_` (e.g. DDPStrategy
+    with its process group backend) is instantiated."""
     options = OmegaConf.to_container(cfg.trainer, resolve=True)
     if isinstance(options.get("strategy"), dict):
         options["strategy"] = instantiate(options["strategy"])
@@ -39,9 +40,10 @@ def trainer_arguments(cfg: DictConfig) -> dict:
 
 
 def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
-    """What ended a finished fit: `early stopping` (the monitored metric, train.module.monitored, did not improve by
-    train.min_delta for train.patience validations), `time limit` (train.max_minutes), `update cap` (the Trainer's
-    max_steps: pretrain.max_updates) or `epoch cap` (train.max_epochs)."""
+    """What ended a finished fit: `early stopping` (the monitored metric, train.module.monitored,
+    did not improve by train.min_delta for train.patience validations), `time limit`
+    (train.max_minutes), `update cap` (the Trainer's max_steps: pretrain.max_updates) or `epoch cap`
+    (train.max_epochs)."""
     if early.stopped_epoch > 0:
         return "early stopping"
     timer = next((c for c in trainer.callbacks if isinstance(c, Timer)), None)
@@ -53,8 +55,9 @@ def stopped_by(trainer: pl.Trainer, early: EarlyStopping) -> str:
 
 
 class ValCurve(pl.Callback):
-    """The monitored validation metric after every validation, `[[epoch, value], ...]` (epochs counted from 1), for
-    train.json's `val_curve`; kept in the checkpoint so a resumed run's curve is whole. Reads what was logged only."""
+    """The monitored validation metric after every validation, `[[epoch, value], ...]` (epochs
+    counted from 1), for train.json's `val_curve`; kept in the checkpoint so a resumed run's curve
+    is whole. Reads what was logged only."""
 
     def __init__(self, monitor: str):
         self.monitor, self.curve = monitor, []
@@ -71,23 +74,36 @@ class ValCurve(pl.Callback):
         self.curve = [list(point) for point in state_dict.get("curve", [])]
 
 
-def train_one(cfg: DictConfig, task: Task, seed: int, out: Path, partial: Path, callbacks: tuple[pl.Callback, ...] = (),
-              build=None, stage: str = "train", tags: dict | None = None, name: str | None = None, move: bool = True,
-              **trainer_options) -> dict | None:
-    """Train (or resume, or take as finished: docs/design.md) one (family, seed) run in `partial`, then move
-    it to `out` (move=False: leave it finished in `partial`, for `publish`); returns the training summary on the
-    global rank 0 and None on the other processes of a data-parallel run (which write nothing).
+def train_one(
+    cfg: DictConfig,
+    task: Task,
+    seed: int,
+    out: Path,
+    partial: Path,
+    callbacks: tuple[pl.Callback, ...] = (),
+    build=None,
+    stage: str = "train",
+    tags: dict | None = None,
+    name: str | None = None,
+    move: bool = True,
+    **trainer_options,
+) -> dict | None:
+    """Train (or resume, or take as finished: docs/design.md) one (family, seed) run in `partial`,
+    then move it to `out` (move=False: leave it finished in `partial`, for `publish`); returns the
+    training summary on the global rank 0 and None on the other processes of a data-parallel run
+    (which write nothing).
 
-    `build(cfg, seed) -> (module, datamodule)` defaults to the task's `build` hook (core.task); tags and name go to the
-    MLflow run (a tuning trial nests under its study's run).
+    `build(cfg, seed) -> (module, datamodule)` defaults to the task's `build` hook (core.task); tags
+    and name go to the MLflow run (a tuning trial nests under its study's run).
     """
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
-    tracking.experiment_id(cfg)  # an unreachable tracking server fails here, before anything is trained or written
+    # an unreachable tracking server fails here, before anything is trained or written
+    tracking.experiment_id(cfg)
     run_file, config_file = partial / "run.json", partial / "config.yaml"
     key = run_key(cfg, seed, stage)
-    # every process decides the same: rank 0 only deletes or writes these files after deciding, and a process that
-    # looks later sees either the same stopped run or no last.ckpt
+    # every process decides the same: rank 0 only deletes or writes these files after deciding, and
+    # a process that looks later sees either the same stopped run or no last.ckpt
     same = holds(partial, key)
     if finished(partial, key):  # finished before the stop: taken as it is
         if not is_global_zero():
@@ -100,27 +116,75 @@ def train_one(cfg: DictConfig, task: Task, seed: int, out: Path, partial: Path, 
     pl.seed_everything(seed, workers=True)
     module, dm = (build or task.build)(cfg, seed)
     config_text = run_config(cfg, seed)
-    logger = tracking.lightning_logger(cfg, task, run_id=read_json(run_file)["run_id"] if resume else None,
-                                       stage=stage, tags=tags, name=name)  # lazy: the run starts on first use
-    monitor, mode = monitored(cfg)  # the task's tune.metric: stop on it and keep its best checkpoint (best.ckpt)
-    ckpt = ModelCheckpoint(dirpath=partial, filename="best", monitor=monitor, mode=mode, save_last=True,
-                           save_top_k=1, auto_insert_metric_name=False, enable_version_counter=False)
-    trainer = pl.Trainer(**trainer_arguments(cfg), max_epochs=cfg.train.max_epochs,
-                         max_time={"minutes": cfg.train.max_minutes}, gradient_clip_val=cfg.train.clip,
-                         logger=logger, default_root_dir=partial, enable_progress_bar=sys.stdout.isatty(),
-                         use_distributed_sampler=False,  # the datamodules shard each global batch themselves
-                         callbacks=[ckpt, early := EarlyStoppingAfter(cfg.train.patience, cfg.train.min_delta,
-                                                                     cfg.train.get("min_epochs", 0), monitor, mode),
-                                    PlateauStep(), progress_callback(stage, cfg.family, seed, monitor),
-                                    curve := ValCurve(monitor), *callbacks], **trainer_options)
+    logger = tracking.lightning_logger(
+        cfg,
+        task,
+        run_id=read_json(run_file)["run_id"] if resume else None,
+        # lazy: the run starts on first use
+        stage=stage,
+        tags=tags,
+        name=name,
+    )
+    # the task's tune.metric: stop on it and keep its best checkpoint (best.ckpt)
+    monitor, mode = monitored(cfg)
+    ckpt = ModelCheckpoint(
+        dirpath=partial,
+        filename="best",
+        monitor=monitor,
+        mode=mode,
+        save_last=True,
+        save_top_k=1,
+        auto_insert_metric_name=False,
+        enable_version_counter=False,
+    )
+    trainer = pl.Trainer(
+        **trainer_arguments(cfg),
+        max_epochs=cfg.train.max_epochs,
+        max_time={"minutes": cfg.train.max_minutes},
+        gradient_clip_val=cfg.train.clip,
+        logger=logger,
+        default_root_dir=partial,
+        enable_progress_bar=sys.stdout.isatty(),
+        # the datamodules shard each global batch themselves
+        use_distributed_sampler=False,
+        callbacks=[
+            ckpt,
+            early := EarlyStoppingAfter(
+                cfg.train.patience,
+                cfg.train.min_delta,
+                cfg.train.get("min_epochs", 0),
+                monitor,
+                mode,
+            ),
+            PlateauStep(),
+            progress_callback(stage, cfg.family, seed, monitor),
+            curve := ValCurve(monitor),
+            *callbacks,
+        ],
+        **trainer_options,
+    )
     if stage == "tune" and trainer.world_size > 1:
-        raise ConfigError("tuning runs one process per trial (Optuna's pruning callback and study loop are not "
-                          "data parallel): tune with trainer=cpu or trainer=gpu and scale out with parallel workers")
-    if trainer.is_global_zero:  # the ranks are known once the Trainer exists (env of Lightning, torchrun or SLURM)
-        if partial.is_dir() and not resume:  # a stopped run of other settings, data or code (or threads): start over
+        raise ConfigError(
+            "tuning runs one process per trial (Optuna's pruning callback and study loop are not"
+            " data parallel): tune with trainer=cpu or trainer=gpu and scale out with parallel"
+            " workers"
+        )
+    # the ranks are known once the Trainer exists (env of Lightning, torchrun or SLURM)
+    if trainer.is_global_zero:
+        # a stopped run of other settings, data or code (or threads): start over
+        if partial.is_dir() and not resume:
             if run_file.is_file():
-                print(f"not resuming {partial}: " + ("stopped before its first checkpoint" if same else
-                      "another run stopped there (its config, data, code or threads differ from this run's)"))
+                print(
+                    f"not resuming {partial}: "
+                    + (
+                        "stopped before its first checkpoint"
+                        if same
+                        else (
+                            "another run stopped there (its config, data, code or threads differ"
+                            " from this run's)"
+                        )
+                    )
+                )
             shutil.rmtree(partial)
         partial.mkdir(parents=True, exist_ok=True)
         if resume:
@@ -129,34 +193,55 @@ def train_one(cfg: DictConfig, task: Task, seed: int, out: Path, partial: Path, 
             logger.log_hyperparams(tracking.flatten(cfg))
             write_text(config_file, config_text)
             logger.experiment.log_artifact(logger.run_id, str(partial / "config.yaml"))
-            write_json(run_file, {"run_id": logger.run_id, "key": key})  # last: it marks the partial run as this one
+            # last: it marks the partial run as this one
+            write_json(run_file, {"run_id": logger.run_id, "key": key})
     if resume:  # Lightning's own load names no file and reads flipped bytes without complaint
         try:
             read_checkpoint(partial / "last.ckpt")
         except CheckpointError as err:
-            raise CheckpointError(f"{err}; or delete {partial} to train this run from the start") from err
+            raise CheckpointError(
+                f"{err}; or delete {partial} to train this run from the start"
+            ) from err
 
     trainer.fit(module, dm, ckpt_path=str(partial / "last.ckpt") if resume else None)
-    if not ckpt.best_model_path:  # stopped by the time budget before any validation (the same on every process)
+    # stopped by the time budget before any validation (the same on every process)
+    if not ckpt.best_model_path:
         trainer.save_checkpoint(partial / "best.ckpt")
     tokens = module.total_tokens()  # a collective: every process counts its share
     if not trainer.is_global_zero:
         return None
 
-    summary = {"family": cfg.family, "seed": seed, "params": count_parameters(module.model),
-               "epochs": trainer.current_epoch, "steps": trainer.global_step, "stopped_by": stopped_by(trainer, early),
-               "train_seconds": round(module.train_seconds, 2),
-               "train_tokens_per_s": round(tokens / max(module.train_seconds, 1e-9), 1),
-               "best_val": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None,
-               "best_val_metric": monitor}  # best.ckpt's value of the monitored metric
+    summary = {
+        "family": cfg.family,
+        "seed": seed,
+        "params": count_parameters(module.model),
+        "epochs": trainer.current_epoch,
+        "steps": trainer.global_step,
+        "stopped_by": stopped_by(trainer, early),
+        "train_seconds": round(module.train_seconds, 2),
+        "train_tokens_per_s": round(tokens / max(module.train_seconds, 1e-9), 1),
+        "best_val": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None,
+        "best_val_metric": monitor,
+    }  # best.ckpt's value of the monitored metric
     summary.update(task.train_summary(cfg, dm))  # the task's own figures (classify: its labels)
     if trainer.world_size > 1:
-        summary.update(processes=trainer.world_size, global_batch_size=cfg.train.batch_size * trainer.world_size)
-    summary["last_val"] = {k: round(float(v), 5) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
-    summary["val_curve"] = curve.curve  # the monitored metric by epoch, every validation: the report's curves
+        summary.update(
+            processes=trainer.world_size,
+            global_batch_size=cfg.train.batch_size * trainer.world_size,
+        )
+    summary["last_val"] = {
+        k: round(float(v), 5) for k, v in trainer.callback_metrics.items() if k.startswith("val/")
+    }
+    # the monitored metric by epoch, every validation: the report's curves
+    summary["val_curve"] = curve.curve
     write_json(partial / "train.json", summary)
-    logger.log_metrics({"train_seconds": summary["train_seconds"],
-                        "train_tokens_per_s": summary["train_tokens_per_s"], "params": summary["params"]})
+    logger.log_metrics(
+        {
+            "train_seconds": summary["train_seconds"],
+            "train_tokens_per_s": summary["train_tokens_per_s"],
+            "params": summary["params"],
+        }
+    )
     logger.finalize("FINISHED")
     if move:
         place(partial, out)
@@ -177,8 +262,8 @@ def finished(partial: Path, key: str) -> bool:
 
 
 def is_global_zero() -> bool:
-    """This process is the global rank 0 (or the only one), by the launcher's environment (Lightning, torchrun,
-    SLURM), before any Trainer exists."""
+    """This process is the global rank 0 (or the only one), by the launcher's environment
+    (Lightning, torchrun, SLURM), before any Trainer exists."""
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
     return rank_zero_only.rank == 0
@@ -193,9 +278,9 @@ def place(partial: Path, out: Path) -> None:
 
 
 def publish(partial: Path, out: Path) -> None:
-    """A finished run (train_one with move=False) hard-linked from `partial` into `out`, which appears whole; `partial`
-    stays until the caller has published all its runs (a stop in between loses none: DVC clears the stage's output
-    on its next run, not the partial folders)."""
+    """A finished run (train_one with move=False) hard-linked from `partial` into `out`, which
+    appears whole; `partial` stays until the caller has published all its runs (a stop in between
+    loses none: DVC clears the stage's output on its next run, not the partial folders)."""
     with atomic_path(out) as tmp:
         shutil.copytree(partial, tmp, copy_function=os.link)
 
@@ -209,9 +294,10 @@ def run_config(cfg: DictConfig, seed: int) -> str:
 
 
 def run_key(cfg: DictConfig, seed: int, stage: str = "train") -> str:
-    """What decides a run's every figure on a given machine: its config at `seed`, the prepared data, the code that
-    trains it (the `stage` command's files: a tuning trial is trained by the train stage's code) and the intra-op
-    threads (their sums' order); two runs with one key are the same run (tests/stages)."""
+    """What decides a run's every figure on a given machine: its config at `seed`, the prepared
+    data, the code that trains it (the `stage` command's files: a tuning trial is trained by the
+    train stage's code) and the intra-op threads (their sums' order); two runs with one key are the
+    same run (tests/stages)."""
     import torch
 
     code = tracking.code_hash(cfg, "pretrain" if stage == "pretrain" else "train")
@@ -220,7 +306,8 @@ def run_key(cfg: DictConfig, seed: int, stage: str = "train") -> str:
 
 
 def run_settings(cfg: DictConfig, run: Run) -> DictConfig:
-    """cfg with the run's own settings (Run.settings: e.g. classify's share of the labels and its epochs)."""
+    """cfg with the run's own settings (Run.settings: e.g. classify's share of the labels and its
+    epochs)."""
     run_cfg = cfg.copy()
     OmegaConf.set_struct(run_cfg, False)
     for key, value in run.settings:
@@ -229,30 +316,41 @@ def run_settings(cfg: DictConfig, run: Run) -> DictConfig:
 
 
 def run_partial(cfg: DictConfig, run: Run) -> Path:
-    """Where one of the task's runs works, and waits finished until the stage publishes it (paths.partial_dir)."""
+    """Where one of the task's runs works, and waits finished until the stage publishes it
+    (paths.partial_dir)."""
     return partial_dir(run.out, seed_dir(cfg, run.seed).parent)
 
 
 def train_run(cfg: DictConfig, task: Task, run: Run) -> dict | None:
-    """One of the task's runs of the family (Task.runs), left finished in run_partial for `publish` (the stage's
-    last step); the tune stage's best trial when it was this very run (reuse_tuned_run)."""
+    """One of the task's runs of the family (Task.runs), left finished in run_partial for `publish`
+    (the stage's last step); the tune stage's best trial when it was this very run
+    (reuse_tuned_run)."""
     run_cfg = run_settings(cfg, run)
     if (summary := reuse_tuned_run(run_cfg, task, run.seed, run_partial(cfg, run))) is not None:
         return summary
-    return train_one(run_cfg, task, run.seed, run.out, run_partial(cfg, run), move=False,
-                     check_val_every_n_epoch=run.validate_every)
+    return train_one(
+        run_cfg,
+        task,
+        run.seed,
+        run.out,
+        run_partial(cfg, run),
+        move=False,
+        check_val_every_n_epoch=run.validate_every,
+    )
 
 
 def keep_for_reuse(out: Path, trial: int, cfg: DictConfig, seed: int) -> None:
-    """Mark a complete tuning trial's run in `out` (cfg at `seed`) as one the train stage may take (reuse_tuned_run)."""
+    """Mark a complete tuning trial's run in `out` (cfg at `seed`) as one the train stage may take
+    (reuse_tuned_run)."""
     write_json(out / REUSE_FILE, {"trial": trial, "key": run_key(cfg, seed)})
 
 
 def reuse_tuned_run(cfg: DictConfig, task: Task, seed: int, out: Path) -> dict | None:
-    """The tune stage's best trial (kept in tuned/.trials/<family>, keep_for_reuse) as this run when it is this very run
-    (the same run_key: config and seed, data, code, threads), so it is not trained twice: its checkpoints and
-    train.json are copied to `out` (the run's partial folder), and a training run in MLflow gets its params and curves (tags `tuning_trial`,
-    `tuning_run_id`); None when no kept trial is this run."""
+    """The tune stage's best trial (kept in tuned/.trials/<family>, keep_for_reuse) as this run when
+    it is this very run (the same run_key: config and seed, data, code, threads), so it is not
+    trained twice: its checkpoints and train.json are copied to `out` (the run's partial folder),
+    and a training run in MLflow gets its params and curves (tags `tuning_trial`, `tuning_run_id`);
+    None when no kept trial is this run."""
     key = None
     for kept in sorted(trials_dir(cfg).glob(f"trial*/{REUSE_FILE}")):
         key = key or run_key(cfg, seed)
@@ -266,10 +364,14 @@ def reuse_tuned_run(cfg: DictConfig, task: Task, seed: int, out: Path) -> dict |
     source = read_json(kept / "run.json")["run_id"]
     OmegaConf.set_struct(cfg, False)
     cfg.seed = seed
-    run_id = tracking.copy_run(cfg, task, source, tags={"tuning_trial": str(trial), "tuning_run_id": source})
+    run_id = tracking.copy_run(
+        cfg, task, source, tags={"tuning_trial": str(trial), "tuning_run_id": source}
+    )
     with atomic_path(out) as tmp:
         shutil.copytree(kept, tmp, ignore=shutil.ignore_patterns(REUSE_FILE))
         write_json(tmp / "run.json", {"run_id": run_id, "key": key})
-    print(f"{cfg.family} seed {seed}: tuning trial {trial} was this very run (config, data, code, threads); taken, "
-          f"not trained again (MLflow run {run_id}, from {source})")
+    print(
+        f"{cfg.family} seed {seed}: tuning trial {trial} was this very run (config, data, code,"
+        f" threads); taken, not trained again (MLflow run {run_id}, from {source})"
+    )
     return read_json(out / "train.json")

@@ -1,5 +1,6 @@
-"""A family added in three edits (docs/design.md): RNNsearch (Bahdanau et al. 2015) whose decoder scores the
-annotations with Luong et al.'s general attention, score(s, h) = sᵀ W_a h (2015, eq. 8), instead of the additive one."""
+"""A family added in three edits (docs/design.md): RNNsearch (Bahdanau et al. 2015) whose decoder
+scores the annotations with Luong et al.'s general attention, score(s, h) = sᵀ W_a h (2015, eq. 8),
+instead of the additive one."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from attention_lab.translate.models.bahdanau import RNNSearch
 
 
 class GeneralSearch(RNNSearch):
-    """RNNsearch with general attention: the same encoder, decoder and deep output, another score."""
+    """RNNsearch with general attention: the same encoder, decoder and deep output, another
+    score."""
 
     def __init__(self, vocab_size: int, pad_id: int = 0, **sizes):
         super().__init__(vocab_size, pad_id, **sizes)

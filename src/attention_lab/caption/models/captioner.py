@@ -1,8 +1,8 @@
-"""What both captioning families share (show_tell.py, show_attend_tell.py): one small CNN written here (no
-torchvision) and the Captioner base class, which keeps the decoder-step contract of nn/decoder_step.py with an image
-for a sentence: `encode(images (B, H, W)) -> (memory (B, L, D), state)`, memory the CNN's feature grid as L = h·w
-annotation vectors, and `decode_step(prev (B,), state, memory, grid_mask (B, L)) -> (logits (B, V), state, attention
-(B, L))`."""
+"""What both captioning families share (show_tell.py, show_attend_tell.py): one small CNN written
+here (no torchvision) and the Captioner base class, which keeps the decoder-step contract of
+nn/decoder_step.py with an image for a sentence: `encode(images (B, H, W)) -> (memory (B, L, D),
+state)`, memory the CNN's feature grid as L = h·w annotation vectors, and `decode_step(prev (B,),
+state, memory, grid_mask (B, L)) -> (logits (B, V), state, attention (B, L))`."""
 
 from __future__ import annotations
 
@@ -15,14 +15,20 @@ from attention_lab.nn.decoder_step import State
 
 
 class DigitCNN(nn.Module):
-    """Blocks of conv3×3 → BatchNorm → ReLU → maxpool 2 over the image and two coordinate channels (x, y in [-1, 1],
-    CoordConv, Liu et al. 2018, so cells know where they are): (B, H, W) -> (B, L, C), L = (H / 2^n)·(W / 2^n)."""
+    """Blocks of conv3×3 → BatchNorm → ReLU → maxpool 2 over the image and two coordinate channels
+    (x, y in [-1, 1], CoordConv, Liu et al. 2018, so cells know where they are): (B, H, W) -> (B, L,
+    C), L = (H / 2^n)·(W / 2^n)."""
 
     def __init__(self, channels: list[int]):
         super().__init__()
         layers, c_in = [], 3
         for c in channels:
-            layers += [nn.Conv2d(c_in, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(), nn.MaxPool2d(2)]
+            layers += [
+                nn.Conv2d(c_in, c, 3, padding=1, bias=False),
+                nn.BatchNorm2d(c),
+                nn.ReLU(),
+                nn.MaxPool2d(2),
+            ]
             c_in = c
         self.net = nn.Sequential(*layers)
         self.out_dim, self.stride = c_in, 2 ** len(channels)
@@ -36,8 +42,9 @@ class DigitCNN(nn.Module):
 
 
 class FeatureGrid(nn.Module):
-    """Annotation vectors computed once by a frozen pretrained CNN (caption/data/features.py) pass through unchanged:
-    (B, L, D) -> (B, L, D); stands in for DigitCNN when the model reads cached features (Xu et al. 2015 §3.1.1)."""
+    """Annotation vectors computed once by a frozen pretrained CNN (caption/data/features.py) pass
+    through unchanged: (B, L, D) -> (B, L, D); stands in for DigitCNN when the model reads cached
+    features (Xu et al. 2015 §3.1.1)."""
 
     def __init__(self, feature_dim: int, stride: int):
         super().__init__()
@@ -48,38 +55,59 @@ class FeatureGrid(nn.Module):
 
 
 class Captioner(nn.Module, ABC):
-    """What both families share: the CNN, word embeddings, an LSTM cell decoder and teacher-forced forward."""
+    """What both families share: the CNN, word embeddings, an LSTM cell decoder and teacher-forced
+    forward."""
 
     has_attention = True
 
-    def __init__(self, vocab_size: int, pad_id: int, height: int, width: int, channels: list[int], emb_dim: int,
-                 hidden_dim: int, dropout: float, feature_dim: int | None = None, feature_stride: int = 32):
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        height: int,
+        width: int,
+        channels: list[int],
+        emb_dim: int,
+        hidden_dim: int,
+        dropout: float,
+        feature_dim: int | None = None,
+        feature_stride: int = 32,
+    ):
         super().__init__()
         self.vocab_size, self.pad_id = vocab_size, pad_id
-        self.features = feature_dim is not None  # True: encode() reads cached annotations (B, L, D), not pixels
+        # True: encode() reads cached annotations (B, L, D), not pixels
+        self.features = feature_dim is not None
         self.cnn = FeatureGrid(feature_dim, feature_stride) if self.features else DigitCNN(channels)
         if height % self.cnn.stride or width % self.cnn.stride:
-            raise ValueError(f"canvas {height}×{width} must be divisible by {self.cnn.stride} (2 ** len(channels))")
-        self.grid = (height // self.cnn.stride, width // self.cnn.stride)  # (h, w) of the annotation grid
+            raise ValueError(
+                f"canvas {height}×{width} must be divisible by {self.cnn.stride} (2 **"
+                " len(channels))"
+            )
+        # (h, w) of the annotation grid
+        self.grid = (height // self.cnn.stride, width // self.cnn.stride)
         self.embed = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.drop = nn.Dropout(dropout)
         self.hidden_dim = hidden_dim
 
     @abstractmethod
     def encode(self, images: Tensor) -> tuple[Tensor, State]:
-        """images (B, H, W) in [0, 1] (or cached annotations (B, L, D)) -> (annotation vectors (B, L, D), the decoder
-        state before bos)."""
+        """images (B, H, W) in [0, 1] (or cached annotations (B, L, D)) -> (annotation vectors (B,
+        L, D), the decoder state before bos)."""
 
     @abstractmethod
-    def decode_step(self, prev: Tensor, state: State, memory: Tensor, grid_mask: Tensor) -> tuple[Tensor, State, Tensor]:
+    def decode_step(
+        self, prev: Tensor, state: State, memory: Tensor, grid_mask: Tensor
+    ) -> tuple[Tensor, State, Tensor]:
         """prev (B,) ids -> (logits (B, V), new state, attention over the grid (B, L))."""
 
     def grid_mask(self, memory: Tensor) -> Tensor:
-        """Every grid cell is real: (B, L) True (the mask argument of the shared decoder-step contract)."""
+        """Every grid cell is real: (B, L) True (the mask argument of the shared decoder-step
+        contract)."""
         return torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
 
     def forward(self, images: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor]:
-        """Teacher forcing by looping decode_step: images (B, H, W), tgt_in (B, T) -> logits (B, T, V), α (B, T, L)."""
+        """Teacher forcing by looping decode_step: images (B, H, W), tgt_in (B, T) -> logits (B, T,
+        V), α (B, T, L)."""
         memory, state = self.encode(images)
         mask = self.grid_mask(memory)
         logits, attn = [], []

@@ -1,7 +1,9 @@
-"""Bring-your-own labelled documents: JSONL or CSV readers, sentence and word splitting, stratified splits.
+"""Bring-your-own labelled documents: JSONL or CSV readers, sentence and word splitting, stratified
+splits.
 
-Splitter: a commented regex splitter, not a library: syntok (the best fit) took 4 s on the BBC corpus and splits
-"Mr." in two, pysbd about 20 s, and NLTK's punkt needs a model download; this one reads BBC in about 1 s.
+Splitter: a commented regex splitter, not a library: syntok (the best fit) took 4 s on the BBC
+corpus and splits "Mr." in two, pysbd about 20 s, and NLTK's punkt needs a model download; this one
+reads BBC in about 1 s.
 """
 
 from __future__ import annotations
@@ -15,32 +17,81 @@ from pathlib import Path
 
 from attention_lab.core.readers import DataError, read_lines
 
-# Abbreviations whose period never ends a sentence (they precede a name or a clause) and stay one word.
-# Company suffixes (Inc., Ltd., Co.) and "etc." are left out on purpose: they often do end a sentence.
-ABBREVIATIONS = frozenset({
-    "mr", "mrs", "ms", "mx", "dr", "prof", "st", "mt", "rev", "hon", "gen", "gov", "sen", "rep", "col", "lt", "capt",
-    "sgt", "cpl", "maj", "adm", "supt", "insp", "det", "jr", "sr", "vs", "approx", "dept", "univ",
-    "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-})
-NUMBER_ABBREVIATIONS = frozenset({"no", "nos", "vol", "p", "pp", "fig", "art", "ch"})  # only before a number
+# Abbreviations whose period never ends a sentence (they precede a name or a clause) and stay one
+# word. Company suffixes (Inc., Ltd., Co.) and "etc." are left out on purpose: they often do end a
+# sentence.
+ABBREVIATIONS = frozenset(
+    {
+        "mr",
+        "mrs",
+        "ms",
+        "mx",
+        "dr",
+        "prof",
+        "st",
+        "mt",
+        "rev",
+        "hon",
+        "gen",
+        "gov",
+        "sen",
+        "rep",
+        "col",
+        "lt",
+        "capt",
+        "sgt",
+        "cpl",
+        "maj",
+        "adm",
+        "supt",
+        "insp",
+        "det",
+        "jr",
+        "sr",
+        "vs",
+        "approx",
+        "dept",
+        "univ",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    }
+)
+# only before a number
+NUMBER_ABBREVIATIONS = frozenset({"no", "nos", "vol", "p", "pp", "fig", "art", "ch"})
 
-# A sentence may end at . ! ? (or a run of them, "..."), plus closing quotes/brackets, followed by whitespace and
-# an uppercase letter, a digit, a currency sign or an opening quote/bracket. A lowercase next word never starts a
-# sentence ("Acme Inc. said"). The candidate is vetoed when the word before a single "." is an abbreviation
-# (Mr.), an initial (J. K. Rowling) or a dotted acronym (U.S., e.g.).
+# A sentence may end at . ! ? (or a run of them, "..."), plus closing quotes/brackets, followed by
+# whitespace and an uppercase letter, a digit, a currency sign or an opening quote/bracket. A
+# lowercase next word never starts a sentence ("Acme Inc. said"). The candidate is vetoed when the
+# word before a single "." is an abbreviation (Mr.), an initial (J. K. Rowling) or a dotted acronym
+# (U.S., e.g.).
 BOUNDARY = re.compile(r"""([.!?]+)["'”’)\]]*\s+(?=["'“‘(\[]*[A-Z0-9£$€])""")
-INITIAL = re.compile(r"[A-Z]|(?:[A-Za-z]\.)+[A-Za-z]")  # "J", "U.S", "e.g": the word before the final period
+# "J", "U.S", "e.g": the word before the final period
+INITIAL = re.compile(r"[A-Z]|(?:[A-Za-z]\.)+[A-Za-z]")
 
 WORD = re.compile(
     r"(?:https?://|www\.)\S+[^\s.,;:!?)\]\"']"  # URLs
-    r"|[\w.+-]++@\w+(?:\.\w+)+"  # e-mail addresses (possessive ++: no backtracking on every plain word)
+    # e-mail addresses (possessive ++: no backtracking on every plain word)
+    r"|[\w.+-]++@\w+(?:\.\w+)+"
     r"|(?:[A-Za-z]\.){2,}"  # dotted acronyms and abbreviations: U.S., e.g., a.m.
     r"|[A-Z]\.(?=\s+[A-Z])"  # initials: J. K. Rowling
-    r"|\d+(?:[.,:/]\d+)*[^\W\d_]*"  # numbers: 1.13bn, 464,000, 10:30, 3/4, 1990s (the $ and % are words)
-    r"|\w+(?:[-'’]\w+)*(?:\.(?=\s+\w))?"  # words (high-speed, O'Brien) with a period before the next word
+    # numbers: 1.13bn, 464,000, 10:30, 3/4, 1990s (the $ and % are words)
+    r"|\d+(?:[.,:/]\d+)*[^\W\d_]*"
+    # words (high-speed, O'Brien) with a period before the next word
+    r"|\w+(?:[-'’]\w+)*(?:\.(?=\s+\w))?"
     r"|([^\w\s])\1*"  # any other mark; a run of the same mark stays together: "...", "--"
 )
-CLITIC = re.compile(r"(?i)^(\w.*?)(n['’]t|['’](?:s|re|ve|ll|d|m))$")  # AOL's → AOL 's, don't → do n't (PTB)
+# AOL's → AOL 's, don't → do n't (PTB)
+CLITIC = re.compile(r"(?i)^(\w.*?)(n['’]t|['’](?:s|re|ve|ll|d|m))$")
 FORMATS = ("jsonl", "csv")
 # escapes: true reads a text's backslash escapes as a JSON string does: Zhang et al. 2015's CSV
 # files write a line break as \n, and their Yelp text kept its JSON escapes (\" \\ \r \uXXXX).
@@ -57,10 +108,14 @@ def split_sentences(text: str) -> list[str]:
     for line in text.splitlines():
         start = 0
         for m in BOUNDARY.finditer(line):
-            before = line[start:m.start()].rsplit(maxsplit=1)
-            if m.group(1) == "." and before and _keeps_period(before[-1].lstrip("\"'“‘(["), line[m.end():]):
+            before = line[start : m.start()].rsplit(maxsplit=1)
+            if (
+                m.group(1) == "."
+                and before
+                and _keeps_period(before[-1].lstrip("\"'“‘(["), line[m.end() :])
+            ):
                 continue
-            sentences.append(line[start:m.end()].strip())
+            sentences.append(line[start : m.end()].strip())
             start = m.end()
         sentences.append(line[start:].strip())
     return [s for s in sentences if s]
@@ -71,8 +126,9 @@ def split_words(sentence: str) -> list[str]:
     words = []
     for m in WORD.finditer(sentence):
         word = m.group()
-        if word[-1] == "." and word[0] != "." and not _keeps_period(word[:-1], sentence[m.end():]):
-            words += [word[:-1], "."]  # "Inc. said": a period that is not an abbreviation's is a word of its own
+        if word[-1] == "." and word[0] != "." and not _keeps_period(word[:-1], sentence[m.end() :]):
+            # "Inc. said": a period that is not an abbreviation's is a word of its own
+            words += [word[:-1], "."]
         elif ("'" in word or "’" in word) and (clitic := CLITIC.match(word)):
             words += clitic.groups()
         else:
@@ -81,10 +137,14 @@ def split_words(sentence: str) -> list[str]:
 
 
 def _keeps_period(stem: str, after: str) -> bool:
-    """Whether `stem` + "." is one word: an abbreviation (Mr.), an acronym (U.S.) or No. before a number."""
+    """Whether `stem` + "." is one word: an abbreviation (Mr.), an acronym (U.S.) or No. before a
+    number."""
     lower = stem.lower()
-    return bool(INITIAL.fullmatch(stem)) or lower in ABBREVIATIONS or (
-        lower in NUMBER_ABBREVIATIONS and after.lstrip()[:1].isdigit())
+    return (
+        bool(INITIAL.fullmatch(stem))
+        or lower in ABBREVIATIONS
+        or (lower in NUMBER_ABBREVIATIONS and after.lstrip()[:1].isdigit())
+    )
 
 
 def document_row(text: str, label: str) -> dict:
@@ -93,9 +153,17 @@ def document_row(text: str, label: str) -> dict:
     return {"label": label, "sentences": sentences, "rationale": None}
 
 
-def read_labeled(path: str | Path, fmt: str, text_field: str, label_field: str, encoding: str = "utf-8",
-                 title_field: str | None = None, split_field: str | None = None,
-                 columns: list[str] | None = None, escapes: bool = False) -> list[dict]:
+def read_labeled(
+    path: str | Path,
+    fmt: str,
+    text_field: str,
+    label_field: str,
+    encoding: str = "utf-8",
+    title_field: str | None = None,
+    split_field: str | None = None,
+    columns: list[str] | None = None,
+    escapes: bool = False,
+) -> list[dict]:
     """Rows from a JSONL file (one object a line) or a CSV file; a DataError names file and line.
 
     With `split_field`, each row also gets "split" (train, valid or test) from that field.
@@ -112,15 +180,21 @@ def read_labeled(path: str | Path, fmt: str, text_field: str, label_field: str, 
         where = f"{path}:{n}"
         text, label = _field(where, record, text_field), _field(where, record, label_field)
         if not isinstance(text, str):
-            raise DataError(f"{where}: field {text_field!r} is {type(text).__name__}, expected a string")
+            raise DataError(
+                f"{where}: field {text_field!r} is {type(text).__name__}, expected a string"
+            )
         text = unescape(text, where) if escapes else text
         if isinstance(label, bool) or not isinstance(label, str | int):
-            raise DataError(f"{where}: field {label_field!r} is {type(label).__name__}, expected a string")
+            raise DataError(
+                f"{where}: field {label_field!r} is {type(label).__name__}, expected a string"
+            )
         if not str(label).strip():
             raise DataError(f"{where}: empty label in field {label_field!r}")
         title = record.get(title_field) if title_field else None
         if title is not None and not isinstance(title, str):
-            raise DataError(f"{where}: field {title_field!r} is {type(title).__name__}, expected a string")
+            raise DataError(
+                f"{where}: field {title_field!r} is {type(title).__name__}, expected a string"
+            )
         title = unescape(title, where) if escapes and title else title
         if title and title.strip() and not text.lstrip().startswith(title.strip()):
             text = f"{title.strip()}\n{text}"  # the title becomes the first sentence
@@ -130,32 +204,46 @@ def read_labeled(path: str | Path, fmt: str, text_field: str, label_field: str, 
         if split_field:
             row["split"] = _field(where, record, split_field)
             if row["split"] not in SPLITS:
-                raise DataError(f"{where}: field {split_field!r} is {row['split']!r}, expected one of "
-                                f"{', '.join(SPLITS)}")
+                raise DataError(
+                    f"{where}: field {split_field!r} is {row['split']!r}, expected one of "
+                    f"{', '.join(SPLITS)}"
+                )
         rows.append(row)
     return rows
 
 
-def read_label_folders(base: str | Path, split: str, labels: list[str] | None = None, encoding: str = "utf-8",
-                       strict: bool = False) -> list[dict]:
-    """Rows from <base>/<split>/<label>/*.txt, one document a file, label by label and files in name order.
+def read_label_folders(
+    base: str | Path,
+    split: str,
+    labels: list[str] | None = None,
+    encoding: str = "utf-8",
+    strict: bool = False,
+) -> list[dict]:
+    """Rows from <base>/<split>/<label>/*.txt, one document a file, label by label and files in name
+    order.
 
-    `labels`: the label folders to read (None: every subfolder); other folders are skipped (IMDB's train/unsup), or
-    with `strict` are a DataError (a label that only valid/test has).
+    `labels`: the label folders to read (None: every subfolder); other folders are skipped (IMDB's
+    train/unsup), or with `strict` are a DataError (a label that only valid/test has).
     """
     folder = Path(base) / split
     if not folder.is_dir():
         where = "" if Path(base).is_dir() else f" (nor {base}, data.path)"
-        raise DataError(f"{folder}: folder not found{where}; expected {base}/{split}/<label>/*.txt, one folder per "
-                        "label (train/ and test/ needed, valid/ optional)")
+        raise DataError(
+            f"{folder}: folder not found{where}; expected {base}/{split}/<label>/*.txt, one folder"
+            " per label (train/ and test/ needed, valid/ optional)"
+        )
     present = sorted(p.name for p in folder.iterdir() if p.is_dir())
     labels = present if labels is None else labels
     if not labels:
-        raise DataError(f"{folder}: no label folders; expected {folder}/<label>/*.txt, one folder per label")
+        raise DataError(
+            f"{folder}: no label folders; expected {folder}/<label>/*.txt, one folder per label"
+        )
     if strict and (extra := sorted(set(present) - set(labels))):
-        raise DataError(f"{folder / extra[0]}: label {extra[0]!r} does not occur in train (train labels: "
-                        f"{', '.join(labels)}); expected the same label folders in every split, or data.labels "
-                        "naming the ones to read")
+        raise DataError(
+            f"{folder / extra[0]}: label {extra[0]!r} does not occur in train (train labels: "
+            f"{', '.join(labels)}); expected the same label folders in every split, or data.labels "
+            "naming the ones to read"
+        )
     return [row for label in labels for row in _label_folder(folder, label, encoding)]
 
 
@@ -166,34 +254,48 @@ def _label_folder(folder: Path, label: str, encoding: str) -> list[dict]:
         raise DataError(f"{path}: folder not found; every split folder needs one folder per label")
     files = sorted(path.glob("*.txt"))
     if not files:
-        raise DataError(f"{path}: empty label folder, no .txt files; expected one document per .txt file")
+        raise DataError(
+            f"{path}: empty label folder, no .txt files; expected one document per .txt file"
+        )
     return _text_files(files, label, encoding)
 
 
 def _text_files(files: list[Path], label: str, encoding: str) -> list[dict]:
-    """One document per file, each with `label`; a DataError names an undecodable or wordless file."""
+    """One document per file, each with `label`; a DataError names an undecodable or wordless
+    file."""
     rows = []
     for file in files:
-        row = document_row("\n".join(read_lines(file, encoding)), label)  # DataError names the file and line
+        # DataError names the file and line
+        row = document_row("\n".join(read_lines(file, encoding)), label)
         if not row["sentences"]:
             raise DataError(f"{file}: empty document: no words")
         rows.append(row)
     return rows
 
 
-def read_unlabelled(path: str | Path, fmt: str, text_field: str, encoding: str = "utf-8",
-                    columns: list[str] | None = None, escapes: bool = False) -> list[dict]:
-    """Documents {"sentences"} for pretraining, no label: every *.txt file of a folder (one document each), or the
-    `text_field` of each line/row of a JSONL/CSV file; a DataError names the file (and line) and what was expected.
-    `columns`, `escapes`: as read_labeled's, for a file."""
+def read_unlabelled(
+    path: str | Path,
+    fmt: str,
+    text_field: str,
+    encoding: str = "utf-8",
+    columns: list[str] | None = None,
+    escapes: bool = False,
+) -> list[dict]:
+    """Documents {"sentences"} for pretraining, no label: every *.txt file of a folder (one document
+    each), or the `text_field` of each line/row of a JSONL/CSV file; a DataError names the file (and
+    line) and what was expected. `columns`, `escapes`: as read_labeled's, for a file."""
     path = Path(path)
     if not path.exists():
-        raise DataError(f"{path}: not found; expected a folder of .txt files or a {'/'.join(FORMATS)} file of "
-                        "unlabelled documents")
+        raise DataError(
+            f"{path}: not found; expected a folder of .txt files or a {'/'.join(FORMATS)} file of "
+            "unlabelled documents"
+        )
     if path.is_dir():
         files = sorted(path.glob("*.txt"))
         if not files:
-            raise DataError(f"{path}: no .txt files; expected one unlabelled document per .txt file")
+            raise DataError(
+                f"{path}: no .txt files; expected one unlabelled document per .txt file"
+            )
         rows = _text_files(files, "", encoding)
     else:
         if fmt not in FORMATS:
@@ -205,7 +307,9 @@ def read_unlabelled(path: str | Path, fmt: str, text_field: str, encoding: str =
             text = _field(f"{path}:{n}", record, text_field)
             text = unescape(text, f"{path}:{n}") if escapes and isinstance(text, str) else text
             if not isinstance(text, str) or not (row := document_row(text, ""))["sentences"]:
-                raise DataError(f"{path}:{n}: field {text_field!r} is {text!r:.40}, expected a document's text")
+                raise DataError(
+                    f"{path}:{n}: field {text_field!r} is {text!r:.40}, expected a document's text"
+                )
             rows.append(row)
     return [{"sentences": row["sentences"]} for row in rows]
 
@@ -218,17 +322,26 @@ def unescape(text: str, where: str) -> str:
     if SURROGATE.search(text):  # join \ud83d\ude00 into one character; a half pair is not text
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")
         if lone := SURROGATE.search(text):
-            raise DataError(f"{where}: a \\u escape is a lone surrogate ({lone[0]!r}), not a "
-                            "character; expected valid Unicode text (data.escapes)")
+            raise DataError(
+                f"{where}: a \\u escape is a lone surrogate ({lone[0]!r}), not a "
+                "character; expected valid Unicode text (data.escapes)"
+            )
     return text
 
 
-def _records(path: str | Path, fmt: str, lines: list[str], required: dict[str, str],
-             columns: list[str] | None) -> list[tuple[int, dict]]:
+def _records(
+    path: str | Path,
+    fmt: str,
+    lines: list[str],
+    required: dict[str, str],
+    columns: list[str] | None,
+) -> list[tuple[int, dict]]:
     """(line number, record) of a JSONL or CSV file; `columns` only with csv."""
     if columns is not None and fmt != "csv":
-        raise DataError(f"{path}: data.columns is for format csv (a file without a header row), "
-                        f"not {fmt}; expected columns: null")
+        raise DataError(
+            f"{path}: data.columns is for format csv (a file without a header row), "
+            f"not {fmt}; expected columns: null"
+        )
     if fmt == "jsonl":
         return _jsonl_records(path, lines)
     return _csv_records(path, lines, required, columns)
@@ -238,17 +351,23 @@ def _check_columns(path: str | Path, columns: list[str], required: dict[str, str
     """A DataError for data.columns naming a column twice or lacking a required field."""
     listed = ", ".join(map(str, columns))
     if twice := sorted({c for c in columns if columns.count(c) > 1}):
-        raise DataError(f"{path}: column(s) {', '.join(map(repr, twice))} appear more than once in "
-                        f"data.columns ({listed}); expected one column per name")
+        raise DataError(
+            f"{path}: column(s) {', '.join(map(repr, twice))} appear more than once in "
+            f"data.columns ({listed}); expected one column per name"
+        )
     for key, name in required.items():
         if name not in columns:
-            raise DataError(f"{path}: no column {name!r} (data.{key}) in data.columns ({listed}); "
-                            "expected it among the column names")
+            raise DataError(
+                f"{path}: no column {name!r} (data.{key}) in data.columns ({listed}); "
+                "expected it among the column names"
+            )
 
 
 def _field(where: str, record: dict, name: str):
     if name not in record:
-        raise DataError(f"{where}: no field {name!r} (fields present: {', '.join(map(str, record)) or 'none'})")
+        raise DataError(
+            f"{where}: no field {name!r} (fields present: {', '.join(map(str, record)) or 'none'})"
+        )
     return record[name]
 
 
@@ -261,28 +380,40 @@ def _jsonl_records(path: str | Path, lines: list[str]) -> list[tuple[int, dict]]
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})") from err
-        except (ValueError, RecursionError) as err:  # a number of over 4300 digits, arrays nested thousands deep
-            raise DataError(f"{path}:{n}: not valid JSON for this reader ({str(err)[:120]})") from err
+            raise DataError(
+                f"{path}:{n}: not valid JSON ({err.msg} at column {err.colno})"
+            ) from err
+        # a number of over 4300 digits, arrays nested thousands deep
+        except (ValueError, RecursionError) as err:
+            raise DataError(
+                f"{path}:{n}: not valid JSON for this reader ({str(err)[:120]})"
+            ) from err
         if not isinstance(record, dict):
             raise DataError(f"{path}:{n}: expected a JSON object, found {type(record).__name__}")
         try:
             json.dumps(record, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError as err:  # "\ud800": a \u escape of half a surrogate pair is not a character
-            raise DataError(f"{path}:{n}: a \\u escape is a lone surrogate ({err.object[err.start:err.end]!r}), not "
-                            "a character; expected valid Unicode text") from err
+        # "\ud800": a \u escape of half a surrogate pair is not a character
+        except UnicodeEncodeError as err:
+            raise DataError(
+                f"{path}:{n}: a \\u escape is a lone surrogate"
+                f" ({err.object[err.start : err.end]!r}), not a character; expected valid Unicode"
+                " text"
+            ) from err
         records.append((n, record))
     return records
 
 
-def _csv_records(path: str | Path, lines: list[str], required: dict[str, str],
-                 columns: list[str] | None = None) -> list[tuple[int, dict]]:
+def _csv_records(
+    path: str | Path, lines: list[str], required: dict[str, str], columns: list[str] | None = None
+) -> list[tuple[int, dict]]:
     """(first line, {column: value}) of each non-blank CSV record; a quoted field may span lines.
 
     The column names are the header row's, or `columns` (data.columns) for a file without one.
     """
-    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # whole documents can exceed the 128 KiB default
-    reader = csv.reader((line + "\n" for line in lines), strict=True)  # physical lines: reader.line_num counts them
+    # whole documents can exceed the 128 KiB default
+    csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))
+    # physical lines: reader.line_num counts them
+    reader = csv.reader((line + "\n" for line in lines), strict=True)
     records: list[tuple[int, dict]] = []
     header: list[str] | None = None
     if columns is not None:
@@ -300,36 +431,55 @@ def _csv_records(path: str | Path, lines: list[str], required: dict[str, str],
             if header is None:
                 header = [h.strip() for h in values]
                 if twice := sorted({h for h in header if header.count(h) > 1}):
-                    raise DataError(f"{path}:{start}: column(s) {', '.join(map(repr, twice))} appear more than once "
-                                    "in the header; expected one column per name")
+                    raise DataError(
+                        f"{path}:{start}: column(s) {', '.join(map(repr, twice))} appear more than"
+                        " once in the header; expected one column per name"
+                    )
                 for name in required.values():  # report a missing column once, at the header line
                     if name not in header:
-                        present = ", ".join(h if len(h) <= 30 else f"{h[:30].rstrip()}…"
-                                            for h in header)
-                        raise DataError(f"{path}:{start}: no field {name!r} (fields present: "
-                                        f"{present}); for a file without a header row, set "
-                                        "data.columns (e.g. [label, text])")
+                        present = ", ".join(
+                            h if len(h) <= 30 else f"{h[:30].rstrip()}…" for h in header
+                        )
+                        raise DataError(
+                            f"{path}:{start}: no field {name!r} (fields present: "
+                            f"{present}); for a file without a header row, set "
+                            "data.columns (e.g. [label, text])"
+                        )
             elif len(values) != len(header):
-                expected = (f"but the header has {len(header)}" if columns is None else
-                            f"expected {len(header)} (data.columns: {', '.join(map(str, header))})")
+                expected = (
+                    f"but the header has {len(header)}"
+                    if columns is None
+                    else f"expected {len(header)} (data.columns: {', '.join(map(str, header))})"
+                )
                 raise DataError(f"{path}:{start}: {len(values)} fields, {expected}")
             else:
                 records.append((start, dict(zip(header, values, strict=True))))
     except csv.Error as err:
-        hint = "; a quoted field that starts here is never closed" if "end of data" in str(err) else ""
+        hint = (
+            "; a quoted field that starts here is never closed" if "end of data" in str(err) else ""
+        )
         raise DataError(f"{path}:{start}: malformed CSV ({err}){hint}") from err
     if not records:
-        raise DataError(f"{path}: no documents after the header row" if columns is None else
-                        f"{path}: no documents, only blank rows")
+        raise DataError(
+            f"{path}: no documents after the header row"
+            if columns is None
+            else f"{path}: no documents, only blank rows"
+        )
     return records
 
 
-def stratified_split(rows: list[dict], valid_fraction: float, test_fraction: float,
-                     seed: int) -> tuple[list[dict], list[dict], list[dict]]:
-    """(train, valid, test) with each label split in the same proportions; depends only on `seed`."""
-    if not (0 <= valid_fraction < 1 and 0 <= test_fraction < 1 and valid_fraction + test_fraction < 1):
-        raise DataError(f"valid_fraction={valid_fraction}, test_fraction={test_fraction}: "
-                        "expected each in [0, 1) and their sum below 1")
+def stratified_split(
+    rows: list[dict], valid_fraction: float, test_fraction: float, seed: int
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """(train, valid, test) with each label split in the same proportions; depends only on
+    `seed`."""
+    if not (
+        0 <= valid_fraction < 1 and 0 <= test_fraction < 1 and valid_fraction + test_fraction < 1
+    ):
+        raise DataError(
+            f"valid_fraction={valid_fraction}, test_fraction={test_fraction}: "
+            "expected each in [0, 1) and their sum below 1"
+        )
     by_label: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         by_label[row["label"]].append(row)
@@ -342,12 +492,14 @@ def stratified_split(rows: list[dict], valid_fraction: float, test_fraction: flo
         n_valid = max(1, round(len(group) * valid_fraction)) if valid_fraction else 0
         n_test = max(1, round(len(group) * test_fraction)) if test_fraction else 0
         if len(group) - n_valid - n_test < 1:
-            raise DataError(f"label {label!r} has {len(group)} document(s): too few to appear in train and in every "
-                            f"other split (needs at least {n_valid + n_test + 1})")
+            raise DataError(
+                f"label {label!r} has {len(group)} document(s): too few to appear in train and in"
+                f" every other split (needs at least {n_valid + n_test + 1})"
+            )
         rng.shuffle(group)
         valid += group[:n_valid]
-        test += group[n_valid:n_valid + n_test]
-        train += group[n_valid + n_test:]
+        test += group[n_valid : n_valid + n_test]
+        train += group[n_valid + n_test :]
     for split in (train, valid, test):
         rng.shuffle(split)
     return train, valid, test
@@ -361,6 +513,8 @@ def check_labels(splits: dict[str, list[dict]]) -> list[str]:
     for name, rows in splits.items():
         for i, row in enumerate(rows):
             if row["label"] not in labels:
-                raise DataError(f"{name} document {i}: label {row['label']!r} does not occur in train "
-                                f"(train labels: {', '.join(labels)})")
+                raise DataError(
+                    f"{name} document {i}: label {row['label']!r} does not occur in train "
+                    f"(train labels: {', '.join(labels)})"
+                )
     return labels

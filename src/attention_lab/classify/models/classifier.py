@@ -1,8 +1,9 @@
-"""The contract every document-classification family keeps: forward(ids, mask) -> dict of named outputs. Inputs
-(padding id 0, mask True = real token, right-padded) are flat, ids (B, T), or hierarchical, ids (B, N, L): N sentences
-of L words. The outputs are exactly `output_names`, in that order (the ONNX output order): "logits" (B, C) always, and
-attention as "word", "sentence", "hops", "penalty"; every attention weight is exactly zero at padding and sums to 1 over
-its row's real positions. The contract in full: docs/design.md, "Why the modules are as they are"."""
+"""The contract every document-classification family keeps: forward(ids, mask) -> dict of named
+outputs. Inputs (padding id 0, mask True = real token, right-padded) are flat, ids (B, T), or
+hierarchical, ids (B, N, L): N sentences of L words. The outputs are exactly `output_names`, in that
+order (the ONNX output order): "logits" (B, C) always, and attention as "word", "sentence", "hops",
+"penalty"; every attention weight is exactly zero at padding and sums to 1 over its row's real
+positions. The contract in full: docs/design.md, "Why the modules are as they are"."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from torch import Tensor, nn
 
 
 class DocumentClassifier(nn.Module, ABC):
-    """A document -> C-way classifier; shapes and output names: the module docstring, in full docs/design.md."""
+    """A document -> C-way classifier; shapes and output names: the module docstring, in full
+    docs/design.md."""
 
     hierarchical: bool = False
     output_names: tuple[str, ...] = ("logits",)

@@ -1,8 +1,9 @@
-"""A Transformer encoder classifier (Vaswani et al. 2017, §3.1) with a learned [CLS] vector read out for the class.
-The [CLS] vector is a parameter prepended at position 0 (words at 1..T) that attends to the words and to itself, and
-every word attends to it, as in BERT; the layers are the translation Transformer's pre-LN EncoderLayer, with a final
-LayerNorm. `positions`: "alibi" (conf/model) or "sinusoidal" (the class's default). "word" is the last layer's
-[CLS]-row attention over the words, mean over heads, renormalised over the words to sum to 1."""
+"""A Transformer encoder classifier (Vaswani et al. 2017, §3.1) with a learned [CLS] vector read out
+for the class. The [CLS] vector is a parameter prepended at position 0 (words at 1..T) that attends
+to the words and to itself, and every word attends to it, as in BERT; the layers are the translation
+Transformer's pre-LN EncoderLayer, with a final LayerNorm. `positions`: "alibi" (conf/model) or
+"sinusoidal" (the class's default). "word" is the last layer's [CLS]-row attention over the words,
+mean over heads, renormalised over the words to sum to 1."""
 
 from __future__ import annotations
 
@@ -23,32 +24,54 @@ class TransformerEncoderClassifier(DocumentClassifier):
 
     output_names = ("logits", "word")
 
-    def __init__(self, vocab_size: int, num_classes: int, pad_id: int = 0, d_model: int = 128, heads: int = 4,
-                 layers: int = 2, d_ff: int = 256, dropout: float = 0.1, positions: str = "sinusoidal"):
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        pad_id: int = 0,
+        d_model: int = 128,
+        heads: int = 4,
+        layers: int = 2,
+        d_ff: int = 256,
+        dropout: float = 0.1,
+        positions: str = "sinusoidal",
+    ):
         super().__init__(vocab_size, num_classes, pad_id)
         if positions not in POSITIONS:
-            raise ValueError(f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}")
-        self.d_model, self.heads, self.positions = d_model, heads, positions  # ALiBi has no parameters
+            raise ValueError(
+                f"unknown positions {positions!r}; choose one of {', '.join(POSITIONS)}"
+            )
+        # ALiBi has no parameters
+        self.d_model, self.heads, self.positions = d_model, heads, positions
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        nn.init.normal_(self.embed.weight, std=d_model ** -0.5)  # so that √d-scaled embeddings have unit variance
+        # so that √d-scaled embeddings have unit variance
+        nn.init.normal_(self.embed.weight, std=d_model**-0.5)
         self.cls = nn.Parameter(torch.randn(d_model))  # unit variance, like the scaled embeddings
         self.drop = nn.Dropout(dropout)
-        self.layers = nn.ModuleList(EncoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, heads, d_ff, dropout) for _ in range(layers)
+        )
         self.norm = nn.LayerNorm(d_model)
         self.out = nn.Linear(d_model, num_classes)
 
     def forward(self, ids: Tensor, mask: Tensor) -> dict[str, Tensor]:
         B, T = ids.shape
-        x = torch.cat([self.cls.expand(B, 1, -1), self.embed(ids) * math.sqrt(self.d_model)], 1)  # (B, 1 + T, D)
+        # (B, 1 + T, D)
+        x = torch.cat([self.cls.expand(B, 1, -1), self.embed(ids) * math.sqrt(self.d_model)], 1)
         bias = None  # (1, h, 1 + T, 1 + T) with ALiBi
         if self.positions == "sinusoidal":
-            x = x + sinusoids(torch.arange(T + 1, device=ids.device), self.d_model)  # positions 0..T (§3.5)
+            # positions 0..T (§3.5)
+            x = x + sinusoids(torch.arange(T + 1, device=ids.device), self.d_model)
         else:
-            bias = alibi_bias(T + 1, self.heads, ids.device)  # -m·|i - j| between words; none on [CLS]
+            # -m·|i - j| between words; none on [CLS]
+            bias = alibi_bias(T + 1, self.heads, ids.device)
         x = self.drop(x)
-        keys = torch.cat([mask.new_ones(B, 1), mask], 1).unsqueeze(1)  # (B, 1, 1 + T): [CLS] is always real
+        # (B, 1, 1 + T): [CLS] is always real
+        keys = torch.cat([mask.new_ones(B, 1), mask], 1).unsqueeze(1)
         for i, layer in enumerate(self.layers):
-            x, weights = layer(x, keys, need_weights=i == len(self.layers) - 1, bias=bias)  # (B, 1 + T, D)
+            # (B, 1 + T, D)
+            x, weights = layer(x, keys, need_weights=i == len(self.layers) - 1, bias=bias)
         logits = self.out(self.norm(x[:, 0]))  # (B, C)
-        word = weights[:, :, 0, 1:].mean(1)  # last layer, [CLS] row, over the words, mean over heads: (B, T)
+        # last layer, [CLS] row, over the words, mean over heads: (B, T)
+        word = weights[:, :, 0, 1:].mean(1)
         return {"logits": logits, "word": word / word.sum(-1, keepdim=True).clamp_min(1e-9)}

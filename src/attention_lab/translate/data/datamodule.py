@@ -1,4 +1,5 @@
-"""Parallel-corpus LightningDataModule: prepared JSONL -> token ids -> length-bucketed, seeded batches."""
+"""Parallel-corpus LightningDataModule: prepared JSONL -> token ids -> length-bucketed, seeded
+batches."""
 
 from __future__ import annotations
 
@@ -13,11 +14,18 @@ from attention_lab.translate.data.batches import collate, load_split
 
 
 class TranslationDataModule(pl.LightningDataModule):
-    """Train/valid loaders over the prepared splits, tokenized with the stage's tokenizer.json; max_source_words:
-    only the pairs whose source has at most that many words (train.max_source_words; the test split is never cut)."""
+    """Train/valid loaders over the prepared splits, tokenized with the stage's tokenizer.json;
+    max_source_words: only the pairs whose source has at most that many words
+    (train.max_source_words; the test split is never cut)."""
 
-    def __init__(self, prepared: str | Path, tokenizer: str | Path, batch_size: int, seed: int,
-                 max_source_words: int | None = None):
+    def __init__(
+        self,
+        prepared: str | Path,
+        tokenizer: str | Path,
+        batch_size: int,
+        seed: int,
+        max_source_words: int | None = None,
+    ):
         super().__init__()
         self.prepared, self.batch_size, self.seed = Path(prepared), batch_size, seed
         self.max_source_words = max_source_words
@@ -34,8 +42,14 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         rows = self.splits[split]
-        sampler = BucketBatchSampler([len(r["src_ids"]) for r in rows], self.batch_size, shuffle, self.seed,
-                                     *data_parallel(self.trainer))  # this process's share of each global batch
+        sampler = BucketBatchSampler(
+            [len(r["src_ids"]) for r in rows],
+            self.batch_size,
+            shuffle,
+            self.seed,
+            # this process's share of each global batch
+            *data_parallel(self.trainer),
+        )
         return ResumableLoader(rows, batch_sampler=sampler, collate_fn=collate, num_workers=0)
 
     def train_dataloader(self) -> DataLoader:

@@ -1,8 +1,9 @@
-"""Deterministic English→Korean sentence pairs with gold word alignments, grown to a requested length. English is SVO,
-Korean SOV with every modifier before the noun, so the alignment is non-monotonic; text is lowercase, words separated
-by single spaces, no punctuation. `align` lists [src_word, tgt_word] pairs (0-based indices into `src.split()` and
-`tgt.split()`; a Korean word is an eojeol); English articles are unaligned and every Korean word is aligned to at
-least one English word (the convention in full: docs/design.md, "Why the modules are as they are")."""
+"""Deterministic English→Korean sentence pairs with gold word alignments, grown to a requested
+length. English is SVO, Korean SOV with every modifier before the noun, so the alignment is
+non-monotonic; text is lowercase, words separated by single spaces, no punctuation. `align` lists
+[src_word, tgt_word] pairs (0-based indices into `src.split()` and `tgt.split()`; a Korean word is
+an eojeol); English articles are unaligned and every Korean word is aligned to at least one English
+word (the convention in full: docs/design.md, "Why the modules are as they are")."""
 
 from __future__ import annotations
 
@@ -26,11 +27,23 @@ from attention_lab.translate.data.korean import (
     particle,
 )
 
-MAX_DEPTH = 1  # relative clauses per noun phrase level: a relative clause holds no further relative clause
-MAX_CLAUSES = 5  # coordinated main clauses: long sentences grow mostly by coordination, as real ones do
+# relative clauses per noun phrase level: a relative clause holds no further relative clause
+MAX_DEPTH = 1
+# coordinated main clauses: long sentences grow mostly by coordination, as real ones do
+MAX_CLAUSES = 5
 MAX_WORDS = 60  # longest test sentences (an open-ended last bucket is capped here)
 P_PAST, P_PREDICATE = 0.35, 0.12
-OPS = {"adj": 3, "very": 1, "rel": 4, "loc": 2, "com": 1, "adv": 2, "time": 1, "coord": 1, "clause": 2}
+OPS = {
+    "adj": 3,
+    "very": 1,
+    "rel": 4,
+    "loc": 2,
+    "com": 1,
+    "adv": 2,
+    "time": 1,
+    "coord": 1,
+    "clause": 2,
+}
 ADJ_RANK = {a.en: i for i, a in enumerate(ADJECTIVES)}
 
 En = list[tuple[str, int | None]]  # English words with their alignment key
@@ -59,7 +72,8 @@ class Slot:
 
 @dataclass
 class Clause:
-    """A verb (or predicate adjective) with its arguments; `gap` is the role taken by a relative clause's head."""
+    """A verb (or predicate adjective) with its arguments; `gap` is the role taken by a relative
+    clause's head."""
 
     depth: int
     verb: VerbEntry | None = None
@@ -79,9 +93,11 @@ class Clause:
 
     @property
     def topic(self) -> bool:
-        """A main clause's definite subject is the topic (은/는); new, indefinite ones and embedded subjects take 이/가.
+        """A main clause's definite subject is the topic (은/는); new, indefinite ones and embedded
+        subjects take 이/가.
 
-        Deciding it from the English article keeps the translation a function of the source (no coin flip).
+        Deciding it from the English article keeps the translation a function of the source (no coin
+        flip).
         """
         return self.gap is None and self.subj is not None and self.subj.nps[0].det == "the"
 
@@ -99,14 +115,19 @@ def verbs_for(subject: str | None, objects_of: Noun | None) -> tuple[tuple[VerbE
     for v in VERBS:
         for frame in sorted(v.frames):
             takes_subject = subject is not None and subject in v.subjects
-            takes_object = objects_of is not None and frame in ("tr", "ditr") and objects_of in nouns_for(v.objects)
+            takes_object = (
+                objects_of is not None
+                and frame in ("tr", "ditr")
+                and objects_of in nouns_for(v.objects)
+            )
             if takes_subject or takes_object:
                 out.append((v, frame))
     return tuple(out)
 
 
 class Grower:
-    """Builds one sentence: a base clause grown by random modifiers until it reaches a target length."""
+    """Builds one sentence: a base clause grown by random modifiers until it reaches a target
+    length."""
 
     def __init__(self, rng: random.Random, past: bool):
         self.rng, self.past = rng, past
@@ -130,8 +151,13 @@ class Grower:
         if gap is None and rng.random() < P_PREDICATE:
             adj = rng.choice(ADJECTIVES)
             return Clause(depth, pred=adj, subj=self.slot(adj.kinds, depth))
-        choices = verbs_for(head.noun.kind if gap == "subj" else None, head.noun if gap == "obj" else None) \
-            if gap else verbs_for("person", None)
+        choices = (
+            verbs_for(
+                head.noun.kind if gap == "subj" else None, head.noun if gap == "obj" else None
+            )
+            if gap
+            else verbs_for("person", None)
+        )
         if not choices:
             return None
         verb, frame = rng.choice(choices)
@@ -162,9 +188,13 @@ class Grower:
             link = rng.choice(("and", "and", "but"))
             return 1 + len(self.render_clause(c, "final")[0]), lambda: self.add_clause(c, link)
         if op == "very":
-            targets = [x for x in self.nps() if x.adjs] + [c for c in self.all_clauses if c.verb is None]
+            targets = [x for x in self.nps() if x.adjs] + [
+                c for c in self.all_clauses if c.verb is None
+            ]
             target = rng.choice(targets) if targets else None
-            return (1, lambda: setattr(target, "very", True)) if target and not target.very else None
+            return (
+                (1, lambda: setattr(target, "very", True)) if target and not target.very else None
+            )
         if op in ("adj", "rel"):
             np = rng.choice(self.nps())
             if op == "adj":
@@ -178,7 +208,10 @@ class Grower:
             gap = "subj" if np.noun.kind in ANIMATE and rng.random() < 0.6 else "obj"
             if (c := self.clause(np.depth + 1, gap, np)) is None:
                 return None
-            return len(self.render_clause(c, "rel")[0]), lambda: (setattr(np, "rel", c), self.register(c))
+            return len(self.render_clause(c, "rel")[0]), lambda: (
+                setattr(np, "rel", c),
+                self.register(c),
+            )
         c = rng.choice(self.all_clauses)
         if op == "coord":
             s = rng.choice(self.slots)
@@ -190,10 +223,16 @@ class Grower:
             return None
         if op == "loc" and c.loc is None and c.frame != "motion":
             s = self.slot(frozenset({"place"}), c.depth)
-            return 1 + len(self.render_np(s.nps[0], "in")[0]), lambda: (setattr(c, "loc", s), self.slots.append(s))
+            return 1 + len(self.render_np(s.nps[0], "in")[0]), lambda: (
+                setattr(c, "loc", s),
+                self.slots.append(s),
+            )
         if op == "com" and c.com is None:
             s = self.slot(ANIMATE, c.depth)
-            return 1 + len(self.render_np(s.nps[0], "and")[0]), lambda: (setattr(c, "com", s), self.slots.append(s))
+            return 1 + len(self.render_np(s.nps[0], "and")[0]), lambda: (
+                setattr(c, "com", s),
+                self.slots.append(s),
+            )
         if op == "adv" and c.adv is None:
             adv = rng.choice([a for a in ADVERBS if not a.time])
             return 1, lambda: setattr(c, "adv", adv)
@@ -212,7 +251,8 @@ class Grower:
     # rendering: both languages at once, so alignment keys match
 
     def render_np(self, np: NP, role: str, keys: tuple[int, ...] = ()) -> tuple[En, Ko]:
-        """English 'det very adjs noun rel' and Korean 'rel very adjs noun+particle'; `keys` join the noun eojeol."""
+        """English 'det very adjs noun rel' and Korean 'rel very adjs noun+particle'; `keys` join
+        the noun eojeol."""
         key = next(self.keys)
         en: En = [(VERY.en, k := next(self.keys))] if np.very else []
         ko: Ko = [(VERY.ko, {k})] if np.very else []
@@ -232,20 +272,24 @@ class Grower:
         return en, ko
 
     def render_slot(self, s: Slot, role: str, prep: str | None = None) -> tuple[En, Ko]:
-        """Coordinated NPs: English 'prep np and np', Korean 'np+과/와 np+particle' (prep on the last eojeol)."""
+        """Coordinated NPs: English 'prep np and np', Korean 'np+과/와 np+particle' (prep on
+        the last eojeol)."""
         key = next(self.keys) if prep else None
         en: En = [(prep, key)] if prep else []
         ko: Ko = []
         for i, np in enumerate(s.nps):
             last = i == len(s.nps) - 1
             and_key = None if last else next(self.keys)
-            np_en, np_ko = self.render_np(np, role if last else "and", (key,) if last and key else (and_key,))
+            np_en, np_ko = self.render_np(
+                np, role if last else "and", (key,) if last and key else (and_key,)
+            )
             en += np_en + ([("and", and_key)] if not last else [])
             ko += np_ko
         return en, ko
 
     def render_clause(self, c: Clause, form: str) -> tuple[En, Ko]:
-        """English S V O PPs adverbs; Korean S time loc com dat O goal adverb V (form: final|and|but|rel)."""
+        """English S V O PPs adverbs; Korean S time loc com dat O goal adverb V (form:
+        final|and|but|rel)."""
         en: En = []
         ko: Ko = []
         verb_keys: set[int] = set()
@@ -260,7 +304,9 @@ class Grower:
         plural = c.subj is not None and len(c.subj.nps) > 1
         verb_keys.add(k := next(self.keys))
         if c.verb is None:
-            en.append((("were" if plural else "was") if self.past else ("are" if plural else "is"), k))
+            en.append(
+                (("were" if plural else "was") if self.past else ("are" if plural else "is"), k)
+            )
             if c.very:
                 en.append((VERY.en, kv := next(self.keys)))
                 ko.append((VERY.ko, {kv}))
@@ -268,8 +314,13 @@ class Grower:
         else:
             base, third, past = c.verb.en
             en.append((past if self.past else base if plural else third, k))
-        parts = [(c.loc, c.verb.locative if c.verb else "", (c.loc.nps[-1].noun.prep if c.loc else "")),
-                 (c.com, "and", "with"), (c.dat, "dative", "to"), (c.obj, "object", None), (c.goal, "direction", "to")]
+        parts = [
+            (c.loc, c.verb.locative if c.verb else "", (c.loc.nps[-1].noun.prep if c.loc else "")),
+            (c.com, "and", "with"),
+            (c.dat, "dative", "to"),
+            (c.obj, "object", None),
+            (c.goal, "direction", "to"),
+        ]
         after: list[En] = [[] for _ in parts]
         for i, (s, role, prep) in enumerate(parts):
             if s is not None:
@@ -293,8 +344,11 @@ class Grower:
         past = self.past
         if c.verb is None:
             adj = c.pred
-            return {"final": adj.past if past else adj.present, "and": adj.stem + "고",
-                    "but": (adj.past[:-1] if past else adj.stem) + "지만"}[form]
+            return {
+                "final": adj.past if past else adj.present,
+                "and": adj.stem + "고",
+                "but": (adj.past[:-1] if past else adj.stem) + "지만",
+            }[form]
         v = c.verb.ko
         if form == "rel":
             return v.adnominal(past)
@@ -320,13 +374,19 @@ class Grower:
             for k in keys:
                 where.setdefault(k, []).append(j)
         align = [[i, j] for i, (_, k) in enumerate(en) if k is not None for j in where.get(k, ())]
-        return {"src": " ".join(w for w, _ in en), "tgt": " ".join(w for w, _ in ko), "align": sorted(align)}
+        return {
+            "src": " ".join(w for w, _ in en),
+            "tgt": " ".join(w for w, _ in ko),
+            "align": sorted(align),
+        }
 
 
 def sample_pair(rng: random.Random, min_words: int, max_words: int) -> dict:
     """One {"src", "tgt", "align"} pair with min_words <= len(src.split()) <= max_words."""
     if max_words < 2 or min_words > max_words:
-        raise ValueError(f"cannot build a sentence of {min_words}-{max_words} words (the shortest has 2)")
+        raise ValueError(
+            f"cannot build a sentence of {min_words}-{max_words} words (the shortest has 2)"
+        )
     ops, weights = list(OPS), list(OPS.values())
     while True:
         g = Grower(rng, past=rng.random() < P_PAST)
@@ -372,8 +432,11 @@ def quotas(n: int, shares: dict) -> dict:
     return counts
 
 
-def draw(rng: random.Random, counts: dict[tuple[int, int], int], seen: set[str] | None = None) -> list[dict]:
-    """`counts[(lo, hi)]` pairs per source-length range; with `seen`, only sources not in it (and adds them)."""
+def draw(
+    rng: random.Random, counts: dict[tuple[int, int], int], seen: set[str] | None = None
+) -> list[dict]:
+    """`counts[(lo, hi)]` pairs per source-length range; with `seen`, only sources not in it (and
+    adds them)."""
     pairs = []
     for (lo, hi), count in counts.items():
         got = tries = 0
@@ -398,13 +461,22 @@ def generate(n: int, seed: int, length_mix: dict[str, float]) -> list[dict]:
     return pairs
 
 
-def generated_splits(seed: int, n_train: int, n_valid: int, n_test_per_bucket: int, length_mix: dict[str, float],
-                     buckets: list[tuple[int, int]]) -> dict[str, list[dict]]:
-    """Train by `length_mix`, valid likewise and test stratified over `buckets`; valid/test sources unseen in train."""
+def generated_splits(
+    seed: int,
+    n_train: int,
+    n_valid: int,
+    n_test_per_bucket: int,
+    length_mix: dict[str, float],
+    buckets: list[tuple[int, int]],
+) -> dict[str, list[dict]]:
+    """Train by `length_mix`, valid likewise and test stratified over `buckets`; valid/test sources
+    unseen in train."""
     train = generate(n_train, seed, length_mix)
     seen = {p["src"] for p in train}
     valid_rng, test_rng = random.Random(seed + 1), random.Random(seed + 2)
-    valid = draw(valid_rng, quotas(n_valid, {parse_range(k): v for k, v in length_mix.items()}), seen)
+    valid = draw(
+        valid_rng, quotas(n_valid, {parse_range(k): v for k, v in length_mix.items()}), seen
+    )
     valid_rng.shuffle(valid)
     for lo, _ in buckets:
         if lo > MAX_WORDS:
@@ -414,12 +486,17 @@ def generated_splits(seed: int, n_train: int, n_valid: int, n_test_per_bucket: i
 
 
 def monotone(pair: dict) -> dict:
-    """The pair with its target words in the source's order, each moved to its first aligned source word (ties keep
-    their order) and the alignment renumbered: a control corpus on which Luong et al. 2015's local-m window, centred
-    at p_t = t, can find the words it aligns."""
+    """The pair with its target words in the source's order, each moved to its first aligned source
+    word (ties keep their order) and the alignment renumbered: a control corpus on which Luong et
+    al. 2015's local-m window, centred at p_t = t, can find the words it aligns."""
     words, first = pair["tgt"].split(), {}
     for s, t in pair["align"]:
         first[t] = min(first.get(t, s), s)
-    order = sorted(range(len(words)), key=lambda t: (first.get(t, MAX_WORDS), t))  # every word is aligned
+    # every word is aligned
+    order = sorted(range(len(words)), key=lambda t: (first.get(t, MAX_WORDS), t))
     moved = {old: new for new, old in enumerate(order)}
-    return {**pair, "tgt": " ".join(words[t] for t in order), "align": sorted([s, moved[t]] for s, t in pair["align"])}
+    return {
+        **pair,
+        "tgt": " ".join(words[t] for t in order),
+        "align": sorted([s, moved[t]] for s, t in pair["align"]),
+    }

@@ -1,4 +1,5 @@
-"""English→Korean lexicon and Korean morphology: particles by batchim, verb and adjective endings."""
+"""English→Korean lexicon and Korean morphology: particles by batchim, verb and adjective
+endings."""
 
 from __future__ import annotations
 
@@ -59,8 +60,17 @@ def particle(noun: str, role: str) -> str:
     return noun + (after_consonant if final else after_vowel)
 
 
-_CONTRACT = {VOWEL_A: VOWEL_A, VOWEL_AE: VOWEL_AE, VOWEL_EO: VOWEL_EO, VOWEL_E: VOWEL_E, VOWEL_O: VOWEL_WA,
-             VOWEL_U: VOWEL_WEO, VOWEL_I: VOWEL_YEO, VOWEL_EU: VOWEL_EO, VOWEL_OE: VOWEL_WAE}
+_CONTRACT = {
+    VOWEL_A: VOWEL_A,
+    VOWEL_AE: VOWEL_AE,
+    VOWEL_EO: VOWEL_EO,
+    VOWEL_E: VOWEL_E,
+    VOWEL_O: VOWEL_WA,
+    VOWEL_U: VOWEL_WEO,
+    VOWEL_I: VOWEL_YEO,
+    VOWEL_EU: VOWEL_EO,
+    VOWEL_OE: VOWEL_WAE,
+}
 
 
 @dataclass(frozen=True)
@@ -71,7 +81,8 @@ class Verb:
     irregular: str = ""
 
     def present(self) -> str:
-        """Plain present declarative: 읽는다, 간다, 논다 (-ㄴ다 after a vowel or ㄹ, -는다 after a consonant)."""
+        """Plain present declarative: 읽는다, 간다, 논다 (-ㄴ다 after a vowel or ㄹ, -는다 after a
+        consonant)."""
         final = final_consonant(self.stem)
         if final in (0, RIEUL):
             return with_final(self.stem, NIEUN) + "다"
@@ -106,13 +117,15 @@ class Verb:
         return self.stem + "은"
 
     def connective(self, ending: str, past: bool = False) -> str:
-        """Clause-linking form: stem + 고 ('and') or 지만 ('but'); past 지만 keeps the tense (읽었지만)."""
+        """Clause-linking form: stem + 고 ('and') or 지만 ('but'); past 지만 keeps the tense
+        (읽었지만)."""
         return (self.past()[:-1] if past else self.stem) + ending
 
 
 @dataclass(frozen=True)
 class Noun:
-    """An English noun and its Korean word; `kind` is its semantic class, `tags` what verbs may take it."""
+    """An English noun and its Korean word; `kind` is its semantic class, `tags` what verbs may take
+    it."""
 
     en: str
     ko: str
@@ -124,7 +137,8 @@ class Noun:
 
 @dataclass(frozen=True)
 class Adjective:
-    """An English adjective with its Korean adnominal (큰), present (크다) and past (컸다) predicate forms."""
+    """An English adjective with its Korean adnominal (큰), present (크다) and past (컸다) predicate
+    forms."""
 
     en: str
     adnominal: str
@@ -146,12 +160,14 @@ class VerbEntry:
     frames: frozenset[str]  # intr | tr | ditr | motion
     objects: frozenset[str] = frozenset()  # noun kinds or tags accepted as direct object
     subjects: frozenset[str] = frozenset({"person", "animal"})
-    locative: str = "in"  # Korean locative particle role: "in" (에서, activities) or "at" (에, position)
+    # Korean locative particle role: "in" (에서, activities) or "at" (에, position)
+    locative: str = "in"
 
 
 @dataclass(frozen=True)
 class Adverb:
-    """An English adverb and its Korean word; time adverbs open the Korean clause, others precede the verb."""
+    """An English adverb and its Korean word; time adverbs open the Korean clause, others precede
+    the verb."""
 
     en: str
     ko: str
@@ -164,12 +180,16 @@ def _nouns(kind: str, rows: str, **extra) -> list[Noun]:
     out = []
     for row in rows.strip().splitlines():
         en, ko, *tags = row.split()
-        out.append(Noun(en, ko, kind, frozenset(tags[0].split(",")) if tags else frozenset(), **extra))
+        out.append(
+            Noun(en, ko, kind, frozenset(tags[0].split(",")) if tags else frozenset(), **extra)
+        )
     return out
 
 
 NOUNS: list[Noun] = [
-    *_nouns("person", """
+    *_nouns(
+        "person",
+        """
 man 남자
 woman 여자
 boy 소년
@@ -196,8 +216,11 @@ grandfather 할아버지
 neighbor 이웃
 lawyer 변호사
 policeman 경찰관
-"""),
-    *_nouns("animal", """
+""",
+    ),
+    *_nouns(
+        "animal",
+        """
 dog 개
 cat 고양이
 bird 새
@@ -213,8 +236,11 @@ pig 돼지
 mouse 쥐
 lion 사자
 elephant 코끼리
-"""),
-    *_nouns("place", """
+""",
+    ),
+    *_nouns(
+        "place",
+        """
 library 도서관
 school 학교
 house 집
@@ -235,17 +261,28 @@ shop 가게
 museum 박물관
 zoo 동물원
 hotel 호텔
-"""),
-    *_nouns("place", """
+""",
+    ),
+    *_nouns(
+        "place",
+        """
 market 시장
 station 역
 airport 공항
-""", prep="at"),
-    *_nouns("place", """
+""",
+        prep="at",
+    ),
+    *_nouns(
+        "place",
+        """
 seoul 서울
 busan 부산
-""", article="none"),
-    *_nouns("thing", """
+""",
+        article="none",
+    ),
+    *_nouns(
+        "thing",
+        """
 book 책 read,write,open,send,lend,show
 letter 편지 read,write,send,show
 newspaper 신문 read,show
@@ -278,35 +315,51 @@ ticket 표 show,send
 stone 돌 throw
 song 노래 hear,write
 story 이야기 hear,write,read
-"""),
-    *_nouns("food", """
+""",
+    ),
+    *_nouns(
+        "food",
+        """
 apple 사과 throw
 orange 오렌지 throw
 banana 바나나
 egg 달걀
 cake 케이크 make
-"""),
-    *_nouns("food", """
+""",
+    ),
+    *_nouns(
+        "food",
+        """
 bread 빵 make
 rice 밥
 meat 고기
 soup 수프 make
 cheese 치즈
-""", article="mass"),
-    *_nouns("drink", """
+""",
+        article="mass",
+    ),
+    *_nouns(
+        "drink",
+        """
 water 물
 milk 우유
 coffee 커피
 tea 차
 juice 주스
-""", article="mass"),
-    *_nouns("subject", """
+""",
+        article="mass",
+    ),
+    *_nouns(
+        "subject",
+        """
 music 음악 hear
 english 영어
 korean 한국어
 math 수학
 history 역사
-""", article="none"),
+""",
+        article="none",
+    ),
 ]
 
 ANIMATE = frozenset({"person", "animal"})
@@ -315,13 +368,27 @@ THINGS = frozenset({"thing", "food", "drink"})
 ANY = frozenset({"person", "animal", "place", "thing", "food", "drink", "subject"})
 
 
-def _verb(en: str, ko: str, frames: str, objects: Iterable[str] | str = (), irregular: str = "",
-          subjects: frozenset[str] = ANIMATE, locative: str = "in") -> VerbEntry:
-    """One verb from 'base/3sg/past', its Korean dictionary form and comma-separated frames and objects."""
+def _verb(
+    en: str,
+    ko: str,
+    frames: str,
+    objects: Iterable[str] | str = (),
+    irregular: str = "",
+    subjects: frozenset[str] = ANIMATE,
+    locative: str = "in",
+) -> VerbEntry:
+    """One verb from 'base/3sg/past', its Korean dictionary form and comma-separated frames and
+    objects."""
     base, third, past = en.split("/")
     objects = frozenset(objects.split(",") if isinstance(objects, str) else objects)
-    return VerbEntry((base, third, past), Verb(ko.removesuffix("다"), irregular), frozenset(frames.split(",")),
-                     objects, subjects, locative)
+    return VerbEntry(
+        (base, third, past),
+        Verb(ko.removesuffix("다"), irregular),
+        frozenset(frames.split(",")),
+        objects,
+        subjects,
+        locative,
+    )
 
 
 VERBS: list[VerbEntry] = [
@@ -359,7 +426,9 @@ VERBS: list[VerbEntry] = [
     _verb("find/finds/found", "찾다", "tr", {"thing", "animal", "person"}),
     _verb("open/opens/opened", "열다", "tr", "open", subjects=PERSON),
     _verb("close/closes/closed", "닫다", "tr", "open", subjects=PERSON),
-    _verb("draw/draws/drew", "그리다", "tr", {"person", "animal", "place", "thing"}, subjects=PERSON),
+    _verb(
+        "draw/draws/drew", "그리다", "tr", {"person", "animal", "place", "thing"}, subjects=PERSON
+    ),
     _verb("help/helps/helped", "돕다", "tr", PERSON, irregular="b"),
     _verb("meet/meets/met", "만나다", "tr", PERSON, subjects=PERSON),
     _verb("teach/teaches/taught", "가르치다", "tr,ditr", "subject", subjects=PERSON),
@@ -387,69 +456,108 @@ def _adjectives(kinds: frozenset[str], rows: str) -> list[Adjective]:
 PHYSICAL = frozenset({"person", "animal", "place", "thing", "food"})
 # English order of adjectives (opinion, size, quality, colour) follows this list.
 ADJECTIVES: list[Adjective] = [
-    *_adjectives(frozenset({"person", "animal", "place", "thing"}), """
+    *_adjectives(
+        frozenset({"person", "animal", "place", "thing"}),
+        """
 good 좋은 좋다 좋았다
 bad 나쁜 나쁘다 나빴다
 beautiful 아름다운 아름답다 아름다웠다
 pretty 예쁜 예쁘다 예뻤다
-"""),
-    *_adjectives(PERSON, """
+""",
+    ),
+    *_adjectives(
+        PERSON,
+        """
 kind 친절한 친절하다 친절했다
 busy 바쁜 바쁘다 바빴다
 tired 피곤한 피곤하다 피곤했다
 young 젊은 젊다 젊었다
-"""),
-    *_adjectives(ANIMATE, """
+""",
+    ),
+    *_adjectives(
+        ANIMATE,
+        """
 happy 행복한 행복하다 행복했다
 sad 슬픈 슬프다 슬펐다
 smart 똑똑한 똑똑하다 똑똑했다
 hungry 배고픈 배고프다 배고팠다
 strong 강한 강하다 강했다
 cute 귀여운 귀엽다 귀여웠다
-"""),
-    *_adjectives(frozenset({"person", "place"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"person", "place"}),
+        """
 famous 유명한 유명하다 유명했다
 quiet 조용한 조용하다 조용했다
-"""),
-    *_adjectives(frozenset({"food", "drink"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"food", "drink"}),
+        """
 delicious 맛있는 맛있다 맛있었다
 sweet 단 달다 달았다
-"""),
-    *_adjectives(frozenset({"thing", "food"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"thing", "food"}),
+        """
 expensive 비싼 비싸다 비쌌다
 cheap 싼 싸다 쌌다
-"""),
-    *_adjectives(PHYSICAL, """
+""",
+    ),
+    *_adjectives(
+        PHYSICAL,
+        """
 big 큰 크다 컸다
 small 작은 작다 작았다
-"""),
-    *_adjectives(frozenset({"animal", "thing"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"animal", "thing"}),
+        """
 long 긴 길다 길었다
 short 짧은 짧다 짧았다
-"""),
-    *_adjectives(frozenset({"thing"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"thing"}),
+        """
 heavy 무거운 무겁다 무거웠다
 light 가벼운 가볍다 가벼웠다
-"""),
-    *_adjectives(frozenset({"animal"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"animal"}),
+        """
 fast 빠른 빠르다 빨랐다
 slow 느린 느리다 느렸다
-"""),
-    *_adjectives(frozenset({"thing", "food", "drink"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"thing", "food", "drink"}),
+        """
 hot 뜨거운 뜨겁다 뜨거웠다
 cold 차가운 차갑다 차가웠다
-"""),
-    *_adjectives(frozenset({"thing", "place", "animal"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"thing", "place", "animal"}),
+        """
 clean 깨끗한 깨끗하다 깨끗했다
 dirty 더러운 더럽다 더러웠다
-"""),
-    *_adjectives(frozenset({"thing", "animal"}), """
+""",
+    ),
+    *_adjectives(
+        frozenset({"thing", "animal"}),
+        """
 red 빨간 빨갛다 빨갰다
 blue 파란 파랗다 파랬다
 yellow 노란 노랗다 노랬다
 white 하얀 하얗다 하얬다
 black 까만 까맣다 까맸다
-"""),
+""",
+    ),
 ]
 
 VERY = Adverb("very", "매우")
