@@ -27,12 +27,13 @@ ORT_LEVELS = {
     "extended": "ORT_ENABLE_EXTENDED",
     "all": "ORT_ENABLE_ALL",
 }
+# commits in a copy of the project
 GIT_ID = {
     "GIT_AUTHOR_NAME": "bench",
     "GIT_AUTHOR_EMAIL": "bench@example.com",
     "GIT_COMMITTER_NAME": "bench",
     "GIT_COMMITTER_EMAIL": "bench@example.com",
-}  # commits in a copy of the project
+}
 
 
 @dataclass

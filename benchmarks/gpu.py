@@ -179,10 +179,11 @@ def run(dest: Path, cmds: list[list[str]], log: Path) -> dict:
     seconds = time.perf_counter() - t0
     sampler.stop.set()
     text = log.read_text(encoding="utf-8", errors="replace")
+    # translate and caption: greedy_identical, classify: ok
     parity = {
         p.parent.parent.name: json.loads(p.read_text(encoding="utf-8"))
         for p in (dest / "models").glob("*/onnx/parity.json")
-    }  # translate and caption: greedy_identical, classify: ok
+    }
     warned = [line.strip()[:300] for line in text.splitlines() if any(w in line for w in WARNED)]
     return {
         "exit": code,

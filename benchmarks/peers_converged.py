@@ -58,10 +58,8 @@ from benchmarks.peers import (
 )
 
 SECTION = "peers_converged"
-FAMILIES = (
-    "bahdanau",
-    "transformer",
-)  # the two that Joey trains better per update (the peers section)
+# the two that Joey trains better per update (the peers section)
+FAMILIES = ("bahdanau", "transformer")
 # a switch of Joey's side -> (what it changes, joey_driver.py's arguments)
 JOEY_SWITCHES = {
     "no_source_eos": ("sources without `</s>`, as ours read them", ["--no-source-eos"])

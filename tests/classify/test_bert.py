@@ -128,9 +128,8 @@ def test_minilm_parity_with_transformers(minilm):
         assert a.shape == r.shape == (len(PAIRS), 12, ids.shape[1], ids.shape[1])
         diff = (a - r).abs().max().item()
         assert diff <= 1e-5, (layer, diff)
-        assert (
-            a.masked_select(~mask[:, None, None, :]).eq(0).all()
-        )  # exactly zero weight on padded keys
+        # exactly zero weight on padded keys
+        assert a.masked_select(~mask[:, None, None, :]).eq(0).all()
     # without need_weights the fused kernel runs: same hidden states
     fused, _, none = ours(ids, mask, segments)
     assert none == () and (fused - hidden)[mask].abs().max() <= 1e-5

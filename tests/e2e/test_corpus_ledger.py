@@ -54,9 +54,8 @@ def test_coco_captions_through_the_ledger(tmp_path, shared_data):
     assert (
         stats["train"]["photos"] + stats["valid"]["photos"] == 80 and stats["test"]["photos"] == 79
     )
-    assert (
-        rows["xu2015-where"]["verdict"] == "not measurable on this data"
-    )  # no digit boxes on photos
+    # no digit boxes on photos
+    assert rows["xu2015-where"]["verdict"] == "not measurable on this data"
     for claim in (
         "xu2015-soft",
         "vinyals2015-once",
@@ -84,9 +83,8 @@ def test_multi30k_through_the_ledger_with_bentrevetts_bleu(tmp_path, shared_data
         params=params,
     )
     assert rows["bahdanau2015-relative"]["verdict"] != "not run"
-    assert (
-        rows["bahdanau2015-long"]["verdict"] == "not measurable on this data"
-    )  # no 41-word sentence
+    # no 41-word sentence
+    assert rows["bahdanau2015-long"]["verdict"] == "not measurable on this data"
     assert rows["luong2015-alignment"]["verdict"] == "not run"
     summary = json.loads(
         (project / "results" / "ledgers" / "multi30k" / "summary.json").read_text()

@@ -139,12 +139,10 @@ def test_the_page_shows_checksums_verdicts_published_figures_and_compute(tmp_pat
     )
     assert "| `train.de` | `" + "ab" * 32 + "` |" in text and "train 29000, test 1000" in text
     assert "agrees (holds on both)" in text and "from commit abc1234 on today" in text
-    assert (
-        "| `bahdanau` 31.0 ± 1.0 | 34.0 ± 1.0 |" in text
-    )  # ours, and ours in bentrevett's flavour
-    assert (
-        "| `seq2seq_gru` | not run |" not in text and "not run" in text
-    )  # a family without runs says so
+    # ours, and ours in bentrevett's flavour
+    assert "| `bahdanau` 31.0 ± 1.0 | 34.0 ± 1.0 |" in text
+    # a family without runs says so
+    assert "| `seq2seq_gru` | not run |" not in text and "not run" in text
     assert (
         "| `bahdanau` | 1.50M | 3 | 11.3 ± 3.2 | 10.0 | early stopping, epoch cap "
         "| 2 of 3 seeds stopped early |" in text

@@ -100,10 +100,11 @@ def test_paired_bootstrap_close_systems_do_not_differ(monkeypatch):
 
 def test_paired_pvalues_pair_seed_by_seed_and_concatenate():
     refs = [0, 1, 2, 0]
+    # right: 4 + 3 of 8
     outputs = {
         "base": {"0": [0, 0, 0, 0], "1": [0, 1, 0, 0]},  # right: 2 + 3 of 8
         "attn": {"0": [0, 1, 2, 0], "1": [0, 1, 2, 1]},
-    }  # right: 4 + 3 of 8
+    }
     p, methods = paired_pvalues(outputs, refs, "base", ["test/accuracy", "test/macro_f1"])
     base = [True, False, False, True, True, True, False, True]
     attn = [True, True, True, True, True, True, True, False]

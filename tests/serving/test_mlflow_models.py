@@ -55,12 +55,13 @@ def servers(registry, tmp_path_factory):
     """task -> the URL of `mlflow models serve -m models:/<name>/1` on loopback."""
     uri, _ = registry
     bin_dir = Path(sys.executable).parent
+    # it runs `uvicorn`
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": uri,
         "MLFLOW_DISABLE_TELEMETRY": "true",
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-    }  # it runs `uvicorn`
+    }
     logs = tmp_path_factory.mktemp("serve")
     started = {}
     for task, name in NAMES.items():

@@ -404,6 +404,7 @@ def test_sigkilled_fine_tuning_keeps_finished_runs_and_resumes_a_label_share_run
     is kept as it was (not trained again, its MLflow run the same), the second resumes from its
     last.ckpt, and both end as in an uninterrupted stage."""
     pretrain.main([a for a in PRETRAIN if not a.startswith("trainer.")])
+    # 15 and 8 updates an epoch
     args = [
         "task=classify",
         "family=bert",
@@ -415,7 +416,7 @@ def test_sigkilled_fine_tuning_keeps_finished_runs_and_resumes_a_label_share_run
         "train.processes=1",
         "train.max_minutes=5",
         "trainer.log_every_n_steps=1",
-    ]  # 15 and 8 updates an epoch
+    ]
     cfg = stage_config(args)
     runs = {run.variant: run for run in get_task("classify").runs(cfg)}
     full, half = runs[None], runs["0.5"]

@@ -293,7 +293,8 @@ def test_trials_on_the_pool_make_the_study_trials_here_make(prepared, monkeypatc
         tune.main([*args, "tune.in_flight=2"])
     both = yaml.safe_load((prepared / "tuned" / "bahdanau.yaml").read_text())
     assert both["study"]["name"] != here["study"]["name"]
+    # trial 0, the untuned default, is the same run
     assert (
         sorted(r["trial"] for r in both["trials"]) == [0, 1, 2, 3]
         and both["trials"][0]["value"] == here["trials"][0]["value"]
-    )  # trial 0, the untuned default, is the same run
+    )

@@ -29,11 +29,12 @@ def env(lab: Path, **extra: str) -> dict[str, str]:
     return environ(lab, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", OMP_NUM_THREADS="1", **extra)
 
 
+# Ray's own default on Linux; pool.local_instance sets 0 for good
 CLUSTER = {
     "RAY_worker_niceness": "0",
     "RAY_AUTH_MODE": "token",
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1",
-}  # Ray's own default on Linux; pool.local_instance sets 0 for good
+}
 # in the process it runs in (an earlier test in this worker), and `ray start` of a second node
 # refuses it
 

@@ -32,6 +32,7 @@ GROUPS = {
     "data": "data source {name} for task {task}",
     "trainer": "trainer {name}",
 }
+# params.yaml lists
 NOT_KNOBS = (
     "families",
     "pretrained",
@@ -40,7 +41,7 @@ NOT_KNOBS = (
     "corpus_ablations",
     "replication",
     "corpora",
-)  # params.yaml lists
+)
 # the replication's first seed: far from params.yaml `seeds`, none seen by a study
 REPLICATION_SEED = 1000
 # paths the replication's runs keep under <path>/replication

@@ -205,6 +205,7 @@ def onnx_packed_lstm(input, lengths, h0, c0, params, num_layers: int):
             if per_layer == 4
             else [None]
         )
+        # (S, 1, B, H), (1, B, H) x 2
         y, y_h, y_c = op.LSTM(
             x,
             op.Unsqueeze(iofc(w[0]), [0]),
@@ -214,7 +215,7 @@ def onnx_packed_lstm(input, lengths, h0, c0, params, num_layers: int):
             op.Slice(h0, [layer], [layer + 1], axes=[0]),
             op.Slice(c0, [layer], [layer + 1], axes=[0]),
             hidden_size=hidden,
-        )  # (S, 1, B, H), (1, B, H) x 2
+        )
         x = op.Squeeze(y, [1])  # (S, B, H)
         hs.append(y_h)
         cs.append(y_c)

@@ -230,9 +230,8 @@ def prepare(root: Path, spec: Spec, files: Path, work: Path, fresh: bool = False
         shutil.rmtree(work)
     partial = work.with_name(work.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    link = (
-        Path("corpora") / spec.name
-    )  # the copy's params name the files through it: no machine path in its lock
+    # the copy's params name the files through it: no machine path in its lock
+    link = Path("corpora") / spec.name
     copy_project(
         partial, root, profile=spec.profile, seeds=spec.seeds, edit=edit_params(spec, link)
     )

@@ -47,13 +47,10 @@ class Kind:
     name: str
     module: str  # attention_lab.stages.<module>
     comment: str
-    deps: tuple[
-        str, ...
-    ] = ()  # data and conf deps: {task}, {item} (the family or task), {of} (the family whose
-    #                                 model and tuned values it runs: an ablation's family, else the
-    # item), {profile},
-    #                                 {data} (the folder name of its corpus: <task>, or
-    # <task>_<corpus>)
+    # data and conf deps: {task}, {item} (the family or task), {of} (the family whose model and
+    # tuned values it runs: an ablation's family, else the item), {profile}, {data} (the folder name
+    # of its corpus: <task>, or <task>_<corpus>)
+    deps: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     outs: tuple[str, ...] = ()
     outs_no_cache: tuple[str, ...] = ()
@@ -78,10 +75,8 @@ LINK = "conf/model/{family}.py"  # a link to the family's model module (links())
 SPACE = "conf/tune/{family}.yaml"  # the family's search space ({}: not tuned)
 # the kinds that loop over params.yaml's own list or dict (the rest: over items written here)
 LISTED = ("families", "pretrained", "ablations", "corpus_ablations", "corpora")
-ON_CORPORA = (
-    "corpus_ablations",
-    "corpora",
-)  # their groups exist where the corpora do (corpora_apply)
+# their groups exist where the corpora do (corpora_apply)
+ON_CORPORA = ("corpus_ablations", "corpora")
 # the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto`
 # names none), so switching it re-runs them; evaluate and export run their models on the CPU
 # whatever it says
@@ -531,18 +526,20 @@ def data_plots(params: dict, tasks: list[str], lists: dict, root: Path) -> list[
             for f, n in replication(params, task, root).items()
         }
         ablated = [*lists[task]["ablations"], *lists[task]["corpus_ablations"]]
+        # {item: its seeds}
         groups = (
             ("", "families", {f: seeds for f in families(params, task)}),
             ("", "ablations", {a: seeds for a in ablated}),
             ("replication/", "replication", fresh),
-        )  # {item: its seeds}
+        )
         for where, group, items in groups:
             if not items:
                 continue
             folder = f"{records.RESULTS}/{where}{task}"
+            # a line per item: its mean over seeds by bucket
             by_length = {
                 f"{folder}/{item}/{records.BY_LENGTH}": records.length_metric(key) for item in items
-            }  # a line per item: its mean over seeds by bucket
+            }
             plots.append(
                 {
                     f"{where}{task}/by_length/{group}": {

@@ -225,6 +225,7 @@ def main(argv: list[str]) -> None:
     tried = {t: run_ablations(params, t, root) for t in tasks}
     measures = {t: sources(cfgs[t], t, families(params, t) + list(tried[t])) for t in tasks}
     rows = ledger_rows(root, params, every, tasks, measures)
+    # the confirmatory replication's metrics and predictions
     again = {
         t: sources(
             load_config(["replication=true"], root=root, task=t),
@@ -232,7 +233,7 @@ def main(argv: list[str]) -> None:
             list(replication(params, t, root)),
         )
         for t in tasks
-    }  # the confirmatory replication's metrics and predictions
+    }
     confirmatory = [
         r
         for r in ledger_rows(root, params, every, tasks, again, replicated=True)

@@ -93,9 +93,8 @@ class TaskModule(pl.LightningModule):
         # tokens_seen: this process's, since fit began
         self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None
         self.tokens_before = 0  # every process's tokens before a resumed run's checkpoint
-        self.monitor, self.mode = monitored(
-            self.cfg
-        )  # the validation metric the plateau schedule watches
+        # the validation metric the plateau schedule watches
+        self.monitor, self.mode = monitored(self.cfg)
         # train.schedule "plateau": the rate's factor and the best value of the monitored metric so
         # far
         self.lr_scale, self.best_val = 1.0, (-math.inf if self.mode == "max" else math.inf)

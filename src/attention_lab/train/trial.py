@@ -101,9 +101,8 @@ def objective(
         run_cfg = run_settings(cfg, full)
         for key, value in values.items():
             OmegaConf.update(run_cfg, key, value)
-        configured = copy.deepcopy(
-            run_cfg
-        )  # train_one adds what its data setup reads (classify's task.labels): the
+        # train_one adds what its data setup reads (classify's task.labels): the
+        configured = copy.deepcopy(run_cfg)
         # kept trial's key is the run's as configured, the one the train stage computes before it
         # trains
         out, partial = trial_dirs(workdir, trial.number)

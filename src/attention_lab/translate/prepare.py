@@ -16,12 +16,9 @@ from attention_lab.translate.data.readers import read_parallel_files, read_tsv, 
 FILE_KEYS = {"tsv": ("path",), "parallel_files": ("src_path", "tgt_path")}
 
 
-ORDERS = (
-    "korean",
-    "monotone",
-)  # data.order of a generated corpus (params.yaml `translate.corpora`): the default,
-#                                  or the target words moved into the source's order
-# (generator.monotone)
+# data.order of a generated corpus (params.yaml `translate.corpora`): the default, or the target
+# words moved into the source's order (generator.monotone)
+ORDERS = ("korean", "monotone")
 
 
 def splits(cfg: DictConfig) -> dict[str, list[dict]]:

@@ -16,6 +16,7 @@ from attention_lab.infer.decoding import Arrays, Hypothesis, max_decode_len, pad
 from attention_lab.infer.runtime import ExportedDecoder
 from attention_lab.infer.tokenization import tokens_of
 
+# what translation reads from meta.json
 META_KEYS = (
     "has_attention",
     "pad_id",
@@ -25,7 +26,7 @@ META_KEYS = (
     "state_inputs",
     "state_outputs",
     "max_len_ratio",
-)  # what translation reads from meta.json
+)
 
 
 def ort_encode(

@@ -34,9 +34,10 @@ class HAN(DocumentClassifier):
         dropout: float = 0.1,
     ):
         super().__init__(vocab_size, num_classes, pad_id)
+        # h_it = [→h_it; ←h_it]
         self.words = RNNEncoder(
             vocab_size, emb_dim, word_hidden, bidirectional=True, dropout=dropout, pad_id=pad_id
-        )  # h_it = [→h_it; ←h_it]
+        )
         # W_w, b_w, u_w
         self.word_attn = SelfAttentivePooling(2 * word_hidden, attn_dim, hops=1, bias=True)
         self.sentences = BiRNN(2 * word_hidden, sentence_hidden, cell="gru")  # h_i = [→h_i; ←h_i]

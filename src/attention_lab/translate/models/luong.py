@@ -52,13 +52,14 @@ class LuongNMT(Seq2Seq):
         local = {"window": window, "score": local_score} if attention.startswith("local") else {}
         self.attention = build_attention(attention, hidden_dim, hidden_dim, **local)
         self.input_feeding, self.hidden_dim = input_feeding, hidden_dim
+        # stepped with lstm_stack_step
         self.rnn = nn.LSTM(
             emb_dim + hidden_dim * input_feeding,
             hidden_dim,
             layers,
             batch_first=True,
             dropout=dropout if layers > 1 else 0.0,
-        )  # stepped with lstm_stack_step
+        )
         self.W_c = nn.Linear(2 * hidden_dim, hidden_dim, bias=False)
         self.W_s = nn.Linear(hidden_dim, vocab_size)
         # Luong §4.1: "parameters uniformly initialized in [-0.1, 0.1]"; the word embeddings keep
