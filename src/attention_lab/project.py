@@ -65,6 +65,7 @@ def readme(args: argparse.Namespace) -> int:
     agree with dvc.lock, and README.md is what this writes."""
     from attention_lab.core.config import families, load_config, read_params
     from attention_lab.core.files import read_json, write_text
+    from attention_lab.core.paths import METRICS, REPORTS
     from attention_lab.core.task import get_task
     from attention_lab.pipeline import provenance
     from attention_lab.results import corpus_ledger, ledger, records
@@ -83,15 +84,15 @@ def readme(args: argparse.Namespace) -> int:
                 f"no metrics yet: {', '.join(map(str, paths.values()))} (run `dvc repro` first)"
             )
         text = splice_results(text, get_task(task).table(results, cfg), task)
-    if (ledger_json := root / "metrics" / "claims.json").is_file():
+    if (ledger_json := root / METRICS / "claims.json").is_file():
         found = read_json(ledger_json)
         rows = ledger.headline(found["claims"], found.get("confirmatory") or [])
         text = splice_results(
             text, ledger.readme_table(rows, corpus_ledger.verdicts(root)), "claims"
         )
-    if (cost := root / "reports" / "cost.json").is_file():
+    if (cost := root / REPORTS / "cost.json").is_file():
         text = splice_results(text, cost_table(read_json(cost)), "cost")
-    if (cost := root / "reports" / "cost-fresh.json").is_file():
+    if (cost := root / REPORTS / "cost-fresh.json").is_file():
         text = splice_results(text, fresh_clone_table(read_json(cost)), "fresh-clone")
     fresh = provenance.freshness(root)
     block = provenance.readme_block(fresh)

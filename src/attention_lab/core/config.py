@@ -15,7 +15,7 @@ from attention_lab.core.config_rules import ConfigError, check_config, check_mis
 
 # stages import ConfigError and check_value from here (tuning.py, a DVC dependency of every tune
 # stage, among them)
-from attention_lab.core.paths import CONF_DIR, TUNED_DIR
+from attention_lab.core.paths import CONF_DIR, FOLDERS, PLOTS, REPLICATION, TUNED_DIR
 
 # params.yaml holds one section for each task it runs
 from attention_lab.core.task import NAMES as TASKS
@@ -42,6 +42,8 @@ NOT_KNOBS = (
     "replication",
     "corpora",
 )
+# conf/config.yaml `paths:` names the project's folders as ${folder:<name>} (core/paths.py FOLDERS)
+OmegaConf.register_new_resolver("folder", FOLDERS.__getitem__, replace=True)
 # the replication's first seed: far from params.yaml `seeds`, none seen by a study
 REPLICATION_SEED = 1000
 # paths the replication's runs keep under <path>/replication
@@ -688,8 +690,8 @@ def resolve_config(
                 )
             set_here["seeds"] = list(range(REPLICATION_SEED, REPLICATION_SEED + n))
         for key in REPLICATED:
-            cfg.paths[key] = f"{cfg.paths[key]}/replication"
-        cfg.paths.plots = f"plots/replication/{task}"
+            cfg.paths[key] = f"{cfg.paths[key]}/{REPLICATION}"
+        cfg.paths.plots = f"{PLOTS}/{REPLICATION}/{task}"
     # data/<kind>/<task>_<corpus>
     for key in ("prepared", "tokenized") if corpus is not None else ():
         cfg.paths[key] = f"{cfg.paths[key]}{corpus_suffix(corpus)}"

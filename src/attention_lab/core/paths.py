@@ -7,8 +7,34 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-TUNED_DIR = "tuned"  # tuned/<family>.yaml: the tune stage's best parameters, which training merges
+# The project's folders, relative to the checkout, named here alone: conf/config.yaml `paths:` reads
+# them (${folder:<name>}), pipeline/dvc_yaml.py writes dvc.yaml's deps and outs from them (FOLDERS),
+# and the code that has no config (the reports, the ledgers, the proof) joins them to a root.
 CONF_DIR = "conf"  # the Hydra groups (core.config composes them)
+DATA = "data"  # what the pipeline builds from the corpora (and the ledgers' copies, data/ledgers)
+PREPARED = f"{DATA}/prepared"  # <task>[_<corpus>]/: the prepare stage's splits
+TOKENIZED = f"{DATA}/tokenized"  # <task>[_<corpus>]/tokenizer.json
+MODELS = "models"  # <family>/checkpoints, <family>/onnx, pretrained/<family>
+TUNED_DIR = "tuned"  # <family>.yaml: the tune stage's best parameters, which training merges
+METRICS = "metrics"  # <task>/<family>.json: DVC's metrics
+RESULTS = "results"  # <task>/<family>/: the rest of an evaluation's record, and the data plots
+PREDICTIONS = "predictions"  # <task>/<family>.json: every seed's test outputs
+PLOTS = "plots"  # <task>/<family>/: the pictures
+REPORTS = "reports"  # <task>.md, claims.md, index.md
+REPLICATION = "replication"  # the replication's runs: <models, metrics, ...>/replication/
+LEDGERS = "ledgers"  # a real corpus's ledger: results/ledgers/<name>/, reports/ledgers/<name>.md
+FOLDERS = {
+    "conf": CONF_DIR,
+    "prepared": PREPARED,
+    "tokenized": TOKENIZED,
+    "models": MODELS,
+    "tuned": TUNED_DIR,
+    "metrics": METRICS,
+    "results": RESULTS,
+    "predictions": PREDICTIONS,
+    "plots": PLOTS,
+    "reports": REPORTS,
+}
 LOCK = "dvc.lock"  # what DVC recorded of the last runs: their deps' and outputs' hashes
 
 

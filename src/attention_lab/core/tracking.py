@@ -14,7 +14,7 @@ from pathlib import Path
 from filelock import FileLock
 from omegaconf import DictConfig, OmegaConf
 
-from attention_lab.core.paths import CONF_DIR, prepared_dir, pretrained_dir, root_dir
+from attention_lab.core.paths import CONF_DIR, TUNED_DIR, prepared_dir, pretrained_dir, root_dir
 from attention_lab.core.task import Task, get_task
 
 # The experiment kind MLflow's UI calls "Machine learning" (not "GenAI apps & agents"); MLflow
@@ -177,7 +177,7 @@ def data_hash(cfg: DictConfig) -> str:
 
 
 # {code hash: the one it trains like}, by `attention-lab neutral`
-EQUIVALENT_CODE = "tuned/equivalent_code.json"
+EQUIVALENT_CODE = f"{TUNED_DIR}/equivalent_code.json"
 
 
 def raw_code_hash(cfg: DictConfig, stage: str = "train") -> str:

@@ -22,12 +22,13 @@ import yaml
 from attention_lab.core.config import ABLATION_KEYS, ConfigError, leaf_values, read_params
 from attention_lab.core.files import atomic_path, write_json
 from attention_lab.core.git import git
+from attention_lab.core.paths import CONF_DIR, DATA, LEDGERS, METRICS, REPORTS, RESULTS
 from attention_lab.pipeline.scratch import copy_project, environ, init_repo
 
-SPECS = Path("conf") / "ledgers"
-WORK = Path("data") / "ledgers"  # the copies (git-ignored)
-RESULTS = Path("results") / "ledgers"
-PAGES = Path("reports") / "ledgers"
+SPECS = Path(CONF_DIR) / LEDGERS
+WORK = Path(DATA) / LEDGERS  # the copies (git-ignored)
+RECORDS = Path(RESULTS) / LEDGERS
+PAGES = Path(REPORTS) / LEDGERS
 KEYS = {
     "title": str,
     "task": str,
@@ -259,7 +260,7 @@ def collect(root: Path, spec: Spec, work: Path, files: Path) -> Path:
     corpus's checksums and each family's figures (results.corpus_ledger.summary)."""
     from attention_lab.results import corpus_ledger
 
-    claims_file = work / "metrics" / "claims.json"
+    claims_file = work / METRICS / "claims.json"
     if not claims_file.is_file():
         raise FileNotFoundError(
             f"{claims_file}: the copy's ledger was not written (its pipeline did not finish)"
@@ -269,14 +270,14 @@ def collect(root: Path, spec: Spec, work: Path, files: Path) -> Path:
         "origin": json.loads((work / "origin.json").read_text()),
     }
     figures = corpus_ledger.summary(work, spec)  # first: a failure writes nothing
-    out = root / RESULTS / spec.name
+    out = root / RECORDS / spec.name
     with atomic_path(out) as tmp:
         tmp.mkdir()
         shutil.copy(work / "dvc.lock", tmp / "dvc.lock")
         shutil.copy(claims_file, tmp / "claims.json")
         write_json(tmp / "corpus.json", corpus)
         write_json(tmp / "summary.json", figures)
-    forest = work / "reports" / "claims" / "forest.png"
+    forest = work / REPORTS / "claims" / "forest.png"
     if forest.is_file():
         with atomic_path(root / PAGES / spec.name / "forest.png") as tmp:
             shutil.copy(forest, tmp)

@@ -21,6 +21,16 @@ import yaml
 
 from attention_lab.core.code_deps import PACKAGE, Source
 from attention_lab.core.config import corpus_suffix
+from attention_lab.core.paths import (
+    CONF_DIR,
+    FOLDERS,
+    METRICS,
+    PREDICTIONS,
+    PREPARED,
+    REPLICATION,
+    REPORTS,
+    RESULTS,
+)
 
 STAGES = "attention_lab.stages"
 DOC = "docs/pipeline.md"
@@ -63,16 +73,19 @@ class Kind:
     overrides: str = ""  # appended to the command: replication=true
 
 
-RECORDS = ("metrics", "results", "predictions")  # what report_claims reads of each evaluated family
+RECORDS = (METRICS, RESULTS, PREDICTIONS)  # what report_claims reads of each evaluated family
 # an evaluate stage's outputs besides metrics and plots (results/: the record's rest, data plots)
-EVALUATED = ("predictions/{task}/{item}.json", "results/{task}/{item}")
-REPLICATED = ("predictions/replication/{task}/{item}.json", "results/replication/{task}/{item}")
+EVALUATED = ("{predictions}/{task}/{item}.json", "{results}/{task}/{item}")
+REPLICATED = (
+    "{predictions}/{replication}/{task}/{item}.json",
+    "{results}/{replication}/{task}/{item}",
+)
+# a template's folders: {prepared}/{data}, {models}/{replication}/{item}/checkpoints, ...
+NAMES = {**FOLDERS, "replication": REPLICATION}
 # ${item.set}: a replicated ablation's own entry (ablations()), else `<task>.replication.<name>`
 SET = "{set}"
-REPLICATION = " replication=true"
+REPLICATE = " replication=true"
 OWN = "{own}"  # the family's own params key, `<task>.family_params.<family>`: every family has one
-LINK = "conf/model/{family}.py"  # a link to the family's model module (links()): its own code dep
-SPACE = "conf/tune/{family}.yaml"  # the family's search space ({}: not tuned)
 # the kinds that loop over params.yaml's own list or dict (the rest: over items written here)
 LISTED = ("families", "pretrained", "ablations", "corpus_ablations", "corpora")
 # their groups exist where the corpora do (corpora_apply)
@@ -80,22 +93,22 @@ ON_CORPORA = ("corpus_ablations", "corpora")
 # the stages that train: params.yaml `trainer:` picks their conf/trainer file (any of them: `auto`
 # names none), so switching it re-runs them; evaluate and export run their models on the CPU
 # whatever it says
-TRAINER = ("conf/trainer",)
-CONF = ("conf/model/{of}.yaml", *TRAINER, "conf/config.yaml", "conf/task/{task}.yaml")
+TRAINER = ("{conf}/trainer",)
+CONF = ("{conf}/model/{of}.yaml", *TRAINER, "{conf}/config.yaml", "{conf}/task/{task}.yaml")
 TRAIN_PARAMS = ("seeds", "trainer", "{task}.train", OWN)
 TRAIN_DEPS = (
-    "tuned/{of}.yaml",
-    "data/prepared/{data}",
-    "data/tokenized/{data}",
+    "{tuned}/{of}.yaml",
+    "{prepared}/{data}",
+    "{tokenized}/{data}",
     *CONF,
-    "conf/data/{task}",
-    "conf/profile/{profile}.yaml",
+    "{conf}/data/{task}",
+    "{conf}/profile/{profile}.yaml",
 )
-PREPARE = ("conf/data/{task}", "conf/task/{task}.yaml", "conf/profile/{profile}.yaml")
+PREPARE = ("{conf}/data/{task}", "{conf}/task/{task}.yaml", "{conf}/profile/{profile}.yaml")
 TOKENIZE = (
-    "data/prepared/{data}/train.jsonl",
-    "conf/task/{task}.yaml",
-    "conf/profile/{profile}.yaml",
+    "{prepared}/{data}/train.jsonl",
+    "{conf}/task/{task}.yaml",
+    "{conf}/profile/{profile}.yaml",
 )
 KINDS = (
     Kind(
@@ -104,7 +117,7 @@ KINDS = (
         "data/prepared/<task>/{train,valid,test}.jsonl (+ images, rationales, stats.json)",
         deps=PREPARE,
         params=("profile", "{task}.data"),
-        outs=("data/prepared/{task}",),
+        outs=("{prepared}/{task}",),
         families="",
     ),
     Kind(
@@ -113,7 +126,7 @@ KINDS = (
         "data/tokenized/<task>/tokenizer.json, trained on the training split only",
         deps=TOKENIZE,
         params=("{task}.tokenize",),
-        outs=("data/tokenized/{task}",),
+        outs=("{tokenized}/{task}",),
         families="",
     ),
     Kind(
@@ -123,7 +136,7 @@ KINDS = (
         "`<task>.data` with its keys changed -> data/prepared/<task>_<corpus>",
         deps=PREPARE,
         params=("profile", "{task}.data", "{task}.corpora.{item}"),
-        outs=("data/prepared/{data}",),
+        outs=("{prepared}/{data}",),
         families="corpora",
     ),
     Kind(
@@ -132,7 +145,7 @@ KINDS = (
         "as tokenize_<task>, on the corpus -> data/tokenized/<task>_<corpus>",
         deps=TOKENIZE,
         params=("{task}.tokenize",),
-        outs=("data/tokenized/{data}",),
+        outs=("{tokenized}/{data}",),
         families="corpora",
     ),
     Kind(
@@ -140,16 +153,16 @@ KINDS = (
         "pretrain",
         "the encoder a pretrained family starts from -> models/pretrained/<family>",
         deps=(
-            "data/prepared/{task}/train.jsonl",
-            "data/prepared/{task}/valid.jsonl",
-            "data/prepared/{task}/unlabelled.jsonl",
-            "conf/model/{item}.yaml",
-            "conf/task/{task}.yaml",
-            "conf/profile/{profile}.yaml",
+            "{prepared}/{task}/train.jsonl",
+            "{prepared}/{task}/valid.jsonl",
+            "{prepared}/{task}/unlabelled.jsonl",
+            "{conf}/model/{item}.yaml",
+            "{conf}/task/{task}.yaml",
+            "{conf}/profile/{profile}.yaml",
             *TRAINER,
         ),
         params=("seeds", "trainer", "{task}.pretrain", OWN),
-        outs=("models/pretrained/{item}", "models/pretrained/{item}.run.json"),
+        outs=("{models}/pretrained/{item}", "{models}/pretrained/{item}.run.json"),
         families="pretrained",
     ),
     Kind(
@@ -157,27 +170,27 @@ KINDS = (
         "tune",
         "one Optuna study per family -> tuned/<family>.yaml, which its train stage merges",
         deps=(
-            "data/prepared/{task}",
-            "data/tokenized/{task}",
+            "{prepared}/{task}",
+            "{tokenized}/{task}",
             *CONF,
-            "conf/data/{task}",
-            "conf/profile/{profile}.yaml",
+            "{conf}/data/{task}",
+            "{conf}/profile/{profile}.yaml",
         ),
         params=("{task}.tune", *TRAIN_PARAMS),
-        outs_no_cache=("tuned/{item}.yaml",),
+        outs_no_cache=("{tuned}/{item}.yaml",),
     ),
     Kind(
         "tune_finetuned",
         "tune",
         "as tune_<task>, on the pretrained encoder and its vocabulary",
         deps=(
-            "data/prepared/{task}",
-            "models/pretrained/{item}",
+            "{prepared}/{task}",
+            "{models}/pretrained/{item}",
             *CONF,
-            "conf/profile/{profile}.yaml",
+            "{conf}/profile/{profile}.yaml",
         ),
         params=("{task}.tune", *TRAIN_PARAMS),
-        outs_no_cache=("tuned/{item}.yaml",),
+        outs_no_cache=("{tuned}/{item}.yaml",),
         families="pretrained",
     ),
     Kind(
@@ -186,21 +199,21 @@ KINDS = (
         "every seed (and label fraction) -> models/<family>/checkpoints",
         deps=TRAIN_DEPS,
         params=TRAIN_PARAMS,
-        outs=("models/{item}/checkpoints",),
+        outs=("{models}/{item}/checkpoints",),
     ),
     Kind(
         "finetune_{task}",
         "train",
         "as train_<task>, on the pretrained encoder and its vocabulary",
         deps=(
-            "tuned/{item}.yaml",
-            "data/prepared/{task}",
-            "models/pretrained/{item}",
+            "{tuned}/{item}.yaml",
+            "{prepared}/{task}",
+            "{models}/pretrained/{item}",
             *CONF,
-            "conf/profile/{profile}.yaml",
+            "{conf}/profile/{profile}.yaml",
         ),
         params=TRAIN_PARAMS,
-        outs=("models/{item}/checkpoints",),
+        outs=("{models}/{item}/checkpoints",),
         families="pretrained",
     ),
     Kind(
@@ -209,14 +222,14 @@ KINDS = (
         "test scores: metrics/ (numbers), results/ (the rest, data "
         "plots), plots/ (images), predictions/ (every seed's outputs, for the paired tests)",
         deps=(
-            "data/prepared/{task}",
-            "data/tokenized/{task}",
-            "models/{item}/checkpoints",
-            "tuned/{item}.yaml",
+            "{prepared}/{task}",
+            "{tokenized}/{task}",
+            "{models}/{item}/checkpoints",
+            "{tuned}/{item}.yaml",
         ),
         params=("{task}.evaluate",),
-        metrics=("metrics/{task}/{item}.json",),
-        plots=("plots/{task}/{item}",),
+        metrics=("{metrics}/{task}/{item}.json",),
+        plots=("{plots}/{task}/{item}",),
         outs_no_cache=EVALUATED,
     ),
     Kind(
@@ -224,16 +237,16 @@ KINDS = (
         "evaluate",
         "as evaluate_<task>, plus the pretraining figures",
         deps=(
-            "data/prepared/{task}/test.jsonl",
-            "models/pretrained/{item}/pretrain.json",
-            "models/pretrained/{item}.run.json",
-            "models/pretrained/{item}/tokenizer.json",
-            "models/{item}/checkpoints",
-            "tuned/{item}.yaml",
+            "{prepared}/{task}/test.jsonl",
+            "{models}/pretrained/{item}/pretrain.json",
+            "{models}/pretrained/{item}.run.json",
+            "{models}/pretrained/{item}/tokenizer.json",
+            "{models}/{item}/checkpoints",
+            "{tuned}/{item}.yaml",
         ),
         params=("{task}.evaluate",),
-        metrics=("metrics/{task}/{item}.json",),
-        plots=("plots/{task}/{item}",),
+        metrics=("{metrics}/{task}/{item}.json",),
+        plots=("{plots}/{task}/{item}",),
         outs_no_cache=EVALUATED,
         families="pretrained",
     ),
@@ -241,17 +254,17 @@ KINDS = (
         "export_{task}",
         "export",
         "ONNX graphs, tokenizer, meta.json, parity.json -> models/<family>/onnx",
-        deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
+        deps=("{tokenized}/{task}", "{models}/{item}/checkpoints", "{conf}/config.yaml"),
         params=("{task}.evaluate",),
-        outs=("models/{item}/onnx",),
+        outs=("{models}/{item}/onnx",),
     ),
     Kind(
         "export_finetuned",
         "export",
         "as export_<task>, from the fine-tuned checkpoints",
-        deps=("data/tokenized/{task}", "models/{item}/checkpoints", "conf/config.yaml"),
+        deps=("{tokenized}/{task}", "{models}/{item}/checkpoints", "{conf}/config.yaml"),
         params=("{task}.evaluate",),
-        outs=("models/{item}/onnx",),
+        outs=("{models}/{item}/onnx",),
         families="pretrained",
     ),
     Kind(
@@ -262,17 +275,17 @@ KINDS = (
         "models/<ablation>/checkpoints",
         deps=TRAIN_DEPS,
         params=(*TRAIN_PARAMS, "{task}.ablations.{item}"),
-        outs=("models/{item}/checkpoints",),
+        outs=("{models}/{item}/checkpoints",),
         families="ablations",
     ),
     Kind(
         "evaluate_ablation_{task}",
         "evaluate",
         "as evaluate_<task>, for the ablations",
-        deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
+        deps=("{prepared}/{data}", "{tokenized}/{data}", "{models}/{item}/checkpoints"),
         params=("{task}.evaluate",),
-        metrics=("metrics/{task}/{item}.json",),
-        plots=("plots/{task}/{item}",),
+        metrics=("{metrics}/{task}/{item}.json",),
+        plots=("{plots}/{task}/{item}",),
         outs_no_cache=EVALUATED,
         families="ablations",
     ),
@@ -283,17 +296,17 @@ KINDS = (
         "as train_ablation_<task>, on its corpus (data/prepared/<task>_<corpus>)",
         deps=TRAIN_DEPS,
         params=(*TRAIN_PARAMS, "{task}.corpus_ablations.{item}"),
-        outs=("models/{item}/checkpoints",),
+        outs=("{models}/{item}/checkpoints",),
         families="corpus_ablations",
     ),
     Kind(
         "evaluate_corpus_ablation_{task}",
         "evaluate",
         "as evaluate_<task>, on the ablation's corpus",
-        deps=("data/prepared/{data}", "data/tokenized/{data}", "models/{item}/checkpoints"),
+        deps=("{prepared}/{data}", "{tokenized}/{data}", "{models}/{item}/checkpoints"),
         params=("{task}.evaluate",),
-        metrics=("metrics/{task}/{item}.json",),
-        plots=("plots/{task}/{item}",),
+        metrics=("{metrics}/{task}/{item}.json",),
+        plots=("{plots}/{task}/{item}",),
         outs_no_cache=EVALUATED,
         families="corpus_ablations",
     ),
@@ -305,67 +318,67 @@ KINDS = (
         "models/replication/<name>/checkpoints",
         deps=TRAIN_DEPS,
         params=("trainer", "{task}.train", OWN, "{task}.replication.{item}", SET),
-        outs=("models/replication/{item}/checkpoints",),
+        outs=("{models}/{replication}/{item}/checkpoints",),
         families="replication",
-        overrides=REPLICATION,
+        overrides=REPLICATE,
     ),
     Kind(
         "finetune_replication_{task}",
         "train",
         "as train_replication_<task>, for the pretrained families",
         deps=(
-            "tuned/{item}.yaml",
-            "data/prepared/{task}",
-            "models/pretrained/{item}",
+            "{tuned}/{item}.yaml",
+            "{prepared}/{task}",
+            "{models}/pretrained/{item}",
             *CONF,
-            "conf/profile/{profile}.yaml",
+            "{conf}/profile/{profile}.yaml",
         ),
         params=("trainer", "{task}.train", OWN, "{task}.replication.{item}"),
-        outs=("models/replication/{item}/checkpoints",),
+        outs=("{models}/{replication}/{item}/checkpoints",),
         families="replication_pretrained",
-        overrides=REPLICATION,
+        overrides=REPLICATE,
     ),
     Kind(
         "evaluate_replication_{task}",
         "evaluate",
         "as evaluate_<task>, for the replication -> metrics/replication/",
         deps=(
-            "data/prepared/{data}",
-            "data/tokenized/{data}",
-            "models/replication/{item}/checkpoints",
+            "{prepared}/{data}",
+            "{tokenized}/{data}",
+            "{models}/{replication}/{item}/checkpoints",
         ),
         params=("{task}.evaluate",),
-        metrics=("metrics/replication/{task}/{item}.json",),
-        plots=("plots/replication/{task}/{item}",),
+        metrics=("{metrics}/{replication}/{task}/{item}.json",),
+        plots=("{plots}/{replication}/{task}/{item}",),
         outs_no_cache=REPLICATED,
         families="replication",
-        overrides=REPLICATION,
+        overrides=REPLICATE,
     ),
     Kind(
         "evaluate_replication_finetuned",
         "evaluate",
         "as evaluate_finetuned, for the replication",
         deps=(
-            "data/prepared/{task}/test.jsonl",
-            "models/pretrained/{item}/pretrain.json",
-            "models/pretrained/{item}.run.json",
-            "models/pretrained/{item}/tokenizer.json",
-            "models/replication/{item}/checkpoints",
+            "{prepared}/{task}/test.jsonl",
+            "{models}/pretrained/{item}/pretrain.json",
+            "{models}/pretrained/{item}.run.json",
+            "{models}/pretrained/{item}/tokenizer.json",
+            "{models}/{replication}/{item}/checkpoints",
         ),
         params=("{task}.evaluate",),
-        metrics=("metrics/replication/{task}/{item}.json",),
-        plots=("plots/replication/{task}/{item}",),
+        metrics=("{metrics}/{replication}/{task}/{item}.json",),
+        plots=("{plots}/{replication}/{task}/{item}",),
         outs_no_cache=REPLICATED,
         families="replication_pretrained",
-        overrides=REPLICATION,
+        overrides=REPLICATE,
     ),
     Kind(
         "report_{task}",
         "report",
         "reports/<task>.md + reports/<task>/, metrics/<task>_summary.json (ranking, p-values)",
-        deps=("metrics/{task}", "results/{task}", "plots/{task}", "predictions/{task}"),
+        deps=("{metrics}/{task}", "{results}/{task}", "{plots}/{task}", "{predictions}/{task}"),
         params=("{task}.families",),
-        outs_no_cache=("reports/{task}.md", "reports/{task}", "metrics/{task}_summary.json"),
+        outs_no_cache=("{reports}/{task}.md", "{reports}/{task}", "{metrics}/{task}_summary.json"),
         families="",
     ),
 )
@@ -424,7 +437,7 @@ def render(root: Path) -> str:
     from attention_lab.core.config import read_params
 
     params = read_params(root)
-    source = Source(root / "src", root / "conf")
+    source = Source(root / "src", root / CONF_DIR)
     tasks = params.get("tasks", [])
     lists = {task: family_lists(params, task, root) for task in tasks}  # each task's checked once
     for task in tasks:
@@ -443,15 +456,15 @@ def render(root: Path) -> str:
     stages["report_claims"] = {
         "cmd": ledger,
         "deps": [
-            "conf/claims.yaml",
+            f"{CONF_DIR}/claims.yaml",
             *(f"{k}/{t}" for t in tasks for k in RECORDS),
             *(
-                f"data/prepared/{t}{corpus_suffix(c)}/test.jsonl"  # the test items' lengths
+                f"{PREPARED}/{t}{corpus_suffix(c)}/test.jsonl"  # the test items' lengths
                 for t in tasks
                 for c in (None, *lists[t]["corpora"])
             ),
-            *(f"{k}/replication/{t}" for t in replicated for k in RECORDS),
-            *(f"metrics/{t}_summary.json" for t in tasks),  # after each report: its MLflow run
+            *(f"{k}/{REPLICATION}/{t}" for t in replicated for k in RECORDS),
+            *(f"{METRICS}/{t}_summary.json" for t in tasks),  # after each report: its MLflow run
             *ledger_code,
         ],
         "params": [
@@ -463,10 +476,10 @@ def render(root: Path) -> str:
         "outs": [
             {out: {"cache": False}}
             for out in (
-                "reports/claims.md",
-                "reports/claims",
-                "metrics/claims.json",
-                "reports/ablations.md",
+                f"{REPORTS}/claims.md",
+                f"{REPORTS}/claims",
+                f"{METRICS}/claims.json",
+                f"{REPORTS}/ablations.md",
             )
         ],
     }
@@ -475,9 +488,9 @@ def render(root: Path) -> str:
     index_code = sorted({*code(source, root, [index]), *modules(source, root, registries)})
     stages["report_index"] = {
         "cmd": index,
-        "deps": ["metrics", *index_code],
+        "deps": [METRICS, *index_code],
         "params": ["tasks"],
-        "outs": [{"reports/index.md": {"cache": False}}],
+        "outs": [{f"{REPORTS}/index.md": {"cache": False}}],
     }
     pipeline = {"stages": stages, "plots": data_plots(params, tasks, lists, root)}
     text = yaml.safe_dump(pipeline, sort_keys=False, width=120, default_flow_style=False)
@@ -530,12 +543,12 @@ def data_plots(params: dict, tasks: list[str], lists: dict, root: Path) -> list[
         groups = (
             ("", "families", {f: seeds for f in families(params, task)}),
             ("", "ablations", {a: seeds for a in ablated}),
-            ("replication/", "replication", fresh),
+            (f"{REPLICATION}/", "replication", fresh),
         )
         for where, group, items in groups:
             if not items:
                 continue
-            folder = f"{records.RESULTS}/{where}{task}"
+            folder = f"{RESULTS}/{where}{task}"
             # a line per item: its mean over seeds by bucket
             by_length = {
                 f"{folder}/{item}/{records.BY_LENGTH}": records.length_metric(key) for item in items
@@ -584,11 +597,11 @@ def stage(
     from attention_lab.core.config import ABLATION_KEYS, ablations
 
     if not kind.families:
-        values, foreach = {"task": task, "item": task, "of": task, "data": task}, None
+        values, foreach = {**NAMES, "task": task, "item": task, "of": task, "data": task}, None
         shared, own_deps = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"]), []
     elif kind.families == "corpora":  # a dict {corpus: its data keys}: the same code for each
         foreach = f"${{{task}.corpora}}"
-        values = {"task": task, "item": "${key}", "data": f"{task}_${{key}}"}
+        values = {**NAMES, "task": task, "item": "${key}", "data": f"{task}_${{key}}"}
         shared, own_deps = code(source, root, [f"python -m {STAGES}.{kind.module} task={task}"]), []
     else:
         data = task
@@ -611,6 +624,7 @@ def stage(
             }
             item, of, data = "${key}", "${item.of}", "${item.data}"
         values = {
+            **NAMES,
             "task": task,
             "item": item,
             "of": of,
@@ -620,8 +634,8 @@ def stage(
         }
         candidates = [*task_families(source, task), *lists["families"], *lists["pretrained"]]
         shared = group_code(source, root, kind, task, candidates)
-        space = [SPACE.format(family=item)] if kind.module == "tune" else []
-        own_deps = [LINK.format(family=of), *space]
+        space = [search_space(item)] if kind.module == "tune" else []
+        own_deps = [model_link(of), *space]
     deps = [d.format(profile="${profile}", **values) for d in kind.deps] + shared + own_deps
     arg = "corpus" if kind.families == "corpora" else "family"
     family = f" {arg}={values['item']}" if foreach is not None else ""
@@ -657,6 +671,16 @@ def group_code(source: Source, root: Path, kind: Kind, task: str, families: list
     )
 
 
+def model_link(family: str) -> str:
+    """conf/model/<family>.py: a link to the family's model module (links()), its own code dep."""
+    return f"{CONF_DIR}/model/{family}.py"
+
+
+def search_space(family: str) -> str:
+    """conf/tune/<family>.yaml: the family's search space ({}: not tuned)."""
+    return f"{CONF_DIR}/tune/{family}.yaml"
+
+
 def model_file(source: Source, root: Path, family: str) -> str:
     """The module file of conf/model/<family>.yaml's `_target_`, relative to root."""
     return source.module_file(source.model_module(family)).relative_to(root).as_posix()
@@ -664,10 +688,10 @@ def model_file(source: Source, root: Path, family: str) -> str:
 
 def links(root: Path) -> dict[Path, str]:
     """{conf/model/<family>.py: the relative path of the family's model module}, every family."""
-    source = Source(root / "src", root / "conf")
+    source = Source(root / "src", root / CONF_DIR)
     found = {}
-    for path in sorted((root / "conf" / "model").glob("*.yaml")):
-        link = root / LINK.format(family=path.stem)
+    for path in sorted((root / CONF_DIR / "model").glob("*.yaml")):
+        link = root / model_link(path.stem)
         target = source.module_file(source.model_module(path.stem))
         found[link] = os.path.relpath(target, link.parent)
     return found
@@ -680,9 +704,9 @@ def spaces(root: Path) -> dict[Path, str]:
         "replace {{}} by {{<config key>: {{low: L, high: H}}, ...}} to tune it)\n{{}}\n"
     )
     return {
-        root / SPACE.format(family=p.stem): note.format(family=p.stem)
-        for p in sorted((root / "conf" / "model").glob("*.yaml"))
-        if not (root / SPACE.format(family=p.stem)).is_file()
+        root / search_space(p.stem): note.format(family=p.stem)
+        for p in sorted((root / CONF_DIR / "model").glob("*.yaml"))
+        if not (root / search_space(p.stem)).is_file()
     }
 
 
@@ -695,8 +719,8 @@ def missing(root: Path) -> list[str]:
     for task in params.get("tasks", []):
         section = params.get(task) or {}
         listed = [*(section.get("families") or []), *(section.get("pretrained") or [])]
-        wanted.update(p for f in listed for p in (LINK.format(family=f), SPACE.format(family=f)))
-        wanted.update(LINK.format(family=e["of"]) for e in ablations(params, task, root).values())
+        wanted.update(p for f in listed for p in (model_link(f), search_space(f)))
+        wanted.update(model_link(e["of"]) for e in ablations(params, task, root).values())
     return sorted(p for p in wanted if not (root / p).is_file())
 
 
@@ -723,7 +747,7 @@ def link(root: Path, check: bool = False) -> bool:
     """Make conf/model/<family>.py the links links() wants (none for gone families); were they?"""
     wanted = links(root)
     stale = [
-        p for p in (root / "conf" / "model").glob("*.py") if p.is_symlink() and p not in wanted
+        p for p in (root / CONF_DIR / "model").glob("*.py") if p.is_symlink() and p not in wanted
     ]
     wrong = [p for p, target in wanted.items() if not (p.is_symlink() and os.readlink(p) == target)]
     if not check:
@@ -779,7 +803,7 @@ def record(root: Path) -> list[str]:
     lock = root / "dvc.lock"
     if not lock.is_file():
         return []
-    stages, source, done = expand(root), Source(root / "src", root / "conf"), []
+    stages, source, done = expand(root), Source(root / "src", root / CONF_DIR), []
     with modify_yaml(lock) as data:
         for name, entry in (data.get("stages") or {}).items():
             if name not in stages:

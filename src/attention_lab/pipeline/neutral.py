@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.config import ABLATION_KEYS, families, pretrained_families
+from attention_lab.core.paths import DATA, METRICS, MODELS, PREDICTIONS, RESULTS, TUNED_DIR
 from attention_lab.core.tracking import EQUIVALENT_CODE
 from attention_lab.pipeline.scratch import copy_project, drop_orphans, environ
 
@@ -32,7 +33,7 @@ SEEDS = [0, 1]
 # (run keys, study names: the proof's two trees are two codes)
 VOLATILE = re.compile(r"seconds|_per_s$|^date$|^created$|duration|^machine$|^cpu$|^run_id$|^key$")
 # what the stages up to evaluate write
-OUTPUTS = ("data", "models", "tuned", "metrics", "results", "predictions")
+OUTPUTS = (DATA, MODELS, TUNED_DIR, METRICS, RESULTS, PREDICTIONS)
 # stages the proof does not compare: they re-run for real (seconds, from the committed results)
 REPORTS = "report_"
 GIT_ID = {
@@ -542,10 +543,10 @@ def _prove(
         for k, s in (
             ("checkpoints", ("", ".ckpt")),
             ("encoders", ("", ".safetensors")),
-            ("data files", ("data/", "")),
-            ("metrics", ("metrics/", ".json")),
-            ("details", ("results/", ".json")),
-            ("predictions", ("predictions/", ".json")),
+            ("data files", (f"{DATA}/", "")),
+            ("metrics", (f"{METRICS}/", ".json")),
+            ("details", (f"{RESULTS}/", ".json")),
+            ("predictions", (f"{PREDICTIONS}/", ".json")),
         )
     }
     print(

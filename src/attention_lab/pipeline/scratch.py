@@ -12,9 +12,10 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.config import ABLATION_KEYS
+from attention_lab.core.paths import CONF_DIR, TUNED_DIR
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout holding src/attention_lab
-COPIED = ("conf", "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore", ".gitignore")
+COPIED = (CONF_DIR, "src", "dvc.yaml", "params.yaml", "pyproject.toml", ".dvcignore", ".gitignore")
 SKIPPED = shutil.ignore_patterns("__pycache__", "*.egg-info", ".trials", "*.journal.*")
 
 
@@ -30,7 +31,7 @@ def copy_project(
     `profile` and `seeds` where given, in its text (its comments and layout stay), then let
     `edit(params)` change the rest in place."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in COPIED + (("tuned",) if tuned else ()):
+    for name in COPIED + ((TUNED_DIR,) if tuned else ()):
         src = root / name
         if src.is_dir():  # links kept: conf/model/<family>.py names its module in the copy's src/
             shutil.copytree(src, dest / name, symlinks=True, ignore=SKIPPED, dirs_exist_ok=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from attention_lab.core.files import read_json, write_text
+from attention_lab.core.paths import LEDGERS, METRICS, PREDICTIONS, PREPARED, REPORTS, RESULTS
 from attention_lab.results import claims, ledger, preregistration, records
 
 FLAVOURS = {  # a published figure's metric computed our way, on our outputs: like for like
@@ -51,7 +52,7 @@ def summary(work: Path, spec) -> dict:
     split sizes."""
     task = spec.task
     out: dict = {"task": task, "families": {}, "flavours": {}}
-    stats = work / "data" / "prepared" / task / "stats.json"
+    stats = work / PREPARED / task / "stats.json"
     out["data"] = read_json(stats) if stats.is_file() else {}
     for name in [*spec.families, *spec.ablations]:
         if not records.exists_at(work, task, name):
@@ -71,7 +72,7 @@ def summary(work: Path, spec) -> dict:
         }
     for entry in spec.published:
         family, flavour = entry.get("family"), entry.get("flavour")
-        path = work / "predictions" / task / f"{family}.json"
+        path = work / PREDICTIONS / task / f"{family}.json"
         if flavour and path.is_file():
             found = read_json(path)
             out["flavours"].setdefault(family, {})[flavour] = flavour_scores(
@@ -84,7 +85,7 @@ def with_evidence(root: Path, name: str, rows: list[dict]) -> list[dict]:
     """The rows with their evidence read from this repository's git: each claim's freezing commit
     against the commit that first recorded the ledger's runs (results/ledgers/<name>/dvc.lock); no
     study selected a seed."""
-    lock = (Path("results") / "ledgers" / name / "dvc.lock").as_posix()
+    lock = (Path(RESULTS) / LEDGERS / name / "dvc.lock").as_posix()
     try:
         frozen = preregistration.frozen_at(root)
         runs = {
@@ -329,20 +330,20 @@ def page(
     if spec.published:
         lines += ["## The field's figures beside ours", "", published_table(spec, summary_), ""]
     lines += ["## Compute", "", compute_table(summary_), ""]
-    if (root / "reports" / "ledgers" / spec.name / "forest.png").is_file():
+    if (root / REPORTS / LEDGERS / spec.name / "forest.png").is_file():
         lines += [f"![effects against thresholds]({spec.name}/forest.png)", ""]
     return "\n".join(lines)
 
 
 def write_page(root: Path, spec) -> Path:
     """reports/ledgers/<name>.md from results/ledgers/<name>/ (pipeline.corpus_ledger's)."""
-    folder = root / "results" / "ledgers" / spec.name
+    folder = root / RESULTS / LEDGERS / spec.name
     if not (folder / "claims.json").is_file():
         raise FileNotFoundError(
             f"{folder / 'claims.json'}: not collected yet (run `attention-lab ledger {spec.name}`)"
         )
     rows = with_evidence(root, spec.name, read_json(folder / "claims.json")["claims"])
-    built = root / "metrics" / "claims.json"
+    built = root / METRICS / "claims.json"
     found = read_json(built) if built.is_file() else {"claims": []}
     built_in = {
         r["id"]: r for r in ledger.headline(found["claims"], found.get("confirmatory") or [])
@@ -355,7 +356,7 @@ def write_page(root: Path, spec) -> Path:
         read_json(folder / "corpus.json"),
         built_in,
     )
-    path = root / "reports" / "ledgers" / f"{spec.name}.md"
+    path = root / REPORTS / LEDGERS / f"{spec.name}.md"
     write_text(path, text)
     return path
 
@@ -363,6 +364,6 @@ def write_page(root: Path, spec) -> Path:
 def verdicts(root: Path) -> dict[str, dict[str, dict]]:
     """{ledger name: {claim id: row}} of every collected real-data ledger, for README's table."""
     out = {}
-    for path in sorted((root / "results" / "ledgers").glob("*/claims.json")):
+    for path in sorted((root / RESULTS / LEDGERS).glob("*/claims.json")):
         out[path.parent.name] = {r["id"]: r for r in read_json(path)["claims"]}
     return out

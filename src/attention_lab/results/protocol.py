@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.config import families, read_params
+from attention_lab.core.paths import METRICS, RESULTS, TUNED_DIR
 
 # the protocol: every tuned family's study has at least this many trials (0: untuned, said so)
 MIN_TRIALS = 8
@@ -27,9 +28,9 @@ def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dic
         for family in families(params, task):
             m = metrics.get(f"{task}/{family}")
             if m is None:
-                gaps.append(f"metrics/{task}/{family}.json: missing")
+                gaps.append(f"{METRICS}/{task}/{family}.json: missing")
                 continue
-            details = f"results/{task}/{family}/details.json"
+            details = f"{RESULTS}/{task}/{family}/details.json"
             if m.get("seeds") != params.get("seeds"):
                 gaps.append(
                     f"{details}: seeds {m.get('seeds')}, params.yaml says {params.get('seeds')}"
@@ -41,11 +42,11 @@ def protocol_gaps(params: dict, studies: dict[str, dict], metrics: dict[str, dic
                 )
             trials = (studies.get(family) or {}).get("trials")
             if trials is None:
-                gaps.append(f"tuned/{family}.yaml: missing, or without `study.trials`")
+                gaps.append(f"{TUNED_DIR}/{family}.yaml: missing, or without `study.trials`")
             elif 0 < trials < MIN_TRIALS:
                 gaps.append(
-                    f"tuned/{family}.yaml: {trials} trials, the protocol asks for >= {MIN_TRIALS}"
-                    f" (raise params.yaml `{task}.tune.updates`)"
+                    f"{TUNED_DIR}/{family}.yaml: {trials} trials, the protocol asks for >="
+                    f" {MIN_TRIALS} (raise params.yaml `{task}.tune.updates`)"
                 )
     return gaps
 
@@ -57,7 +58,7 @@ def protocol_problems(root: Path) -> list[str]:
     params = read_params(root)
     studies = {
         p.stem: (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("study")
-        for p in sorted((root / "tuned").glob("*.yaml"))
+        for p in sorted((root / TUNED_DIR).glob("*.yaml"))
     }
     metrics = {
         f"{task}/{family}": records.read_at(root, task, family)

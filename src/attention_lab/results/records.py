@@ -16,12 +16,9 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from attention_lab.core.files import read_json
-from attention_lab.core.paths import metrics_dir, root_dir
+from attention_lab.core.paths import METRICS, REPLICATION, RESULTS, metrics_dir, root_dir
 from attention_lab.results.metrics import bucket_key, bucket_label
 
-# results/ is named here, not in core/paths.py: every stage imports paths.py (an edit re-runs all)
-RESULTS = "results"
-METRICS = "metrics"  # conf/config.yaml paths.metrics, for readers without a config (read_at)
 DETAILS = "details.json"
 BY_LENGTH = "by_length.csv"
 METRIC_PREFIXES = ("test/", "train/")
@@ -40,7 +37,7 @@ def length_metric(key: str) -> str:
 
 def results_dir(cfg: DictConfig, family: str | None = None) -> Path:
     """results/<task>/<family>, or results/replication/<task>/<family> for the replication."""
-    base = root_dir(cfg) / RESULTS / ("replication" if cfg.get("replication") else "")
+    base = root_dir(cfg) / RESULTS / (REPLICATION if cfg.get("replication") else "")
     return base / cfg.task.name / (family or cfg.family)
 
 
@@ -108,7 +105,7 @@ def read(cfg: DictConfig, family: str | None = None) -> dict:
 
 def read_at(root: Path, task: str, family: str, replication: bool = False) -> dict:
     """The record of `family` in the project at `root` (default paths), without a config."""
-    where = ("replication",) if replication else ()
+    where = (REPLICATION,) if replication else ()
     return load(
         root.joinpath(METRICS, *where, task, f"{family}.json"),
         root.joinpath(RESULTS, *where, task, family, DETAILS),
