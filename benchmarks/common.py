@@ -50,7 +50,8 @@ class Family:
 def find_families(models: Path) -> list[Family]:
     """Every <family>/onnx folder under models, in params.yaml's family order (others after, by
     name)."""
-    from attention_lab.core.config import TASKS, families, read_params
+    from attention_lab.core.params import families, read_params
+    from attention_lab.core.task import NAMES as TASKS
 
     params = read_params(ROOT)
     order = [f for task in TASKS if task in params for f in families(params, task)]

@@ -155,7 +155,8 @@ def best_trial_updates(tuned: dict) -> float:
 def inputs(root: Path, cost_json: Path) -> dict:
     """The committed artifacts the floor reads: params' families, cost_json, benchmarks.json §4,
     metrics, tuned."""
-    from attention_lab.core.config import TASKS, families, pretrained_families, read_params
+    from attention_lab.core.params import families, pretrained_families, read_params
+    from attention_lab.core.task import NAMES as TASKS
 
     params = read_params(root)
     family_task = {f: t for t in TASKS if t in params for f in families(params, t)}

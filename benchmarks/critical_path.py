@@ -53,7 +53,8 @@ def dvc_name(stage: str, tasks) -> str:
 def stage_runs(root: Path, graph: dict[str, set[str]]) -> dict:
     """stage -> [seconds of each run on a single-core node] (the module's model), and what the
     figures rest on."""
-    from attention_lab.core.config import TASKS, families, read_params
+    from attention_lab.core.params import families, read_params
+    from attention_lab.core.task import NAMES as TASKS
     from benchmarks.pipeline_cost import task_and_family
 
     cost_json = root / "reports" / "cost.json"

@@ -40,7 +40,8 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attention_lab.core.config import ablations, leaf_values, read_params
+from attention_lab.core.config import leaf_values
+from attention_lab.core.params import ablations, read_params
 from attention_lab.results import records
 from benchmarks.common import ROOT, command, cpu_model, num, prepared, table, write_marked_section
 from benchmarks.peers import (

@@ -96,7 +96,8 @@ def summarise(logs: list[Path], earlier: dict | None = None) -> dict:
     its file's modification time, so logs that ran at the same time can be told apart from pieces
     run one after another (benchmarks/compute_floor.py); per log, the stages DVC skipped as
     unchanged."""
-    from attention_lab.core.config import TASKS, families, read_params
+    from attention_lab.core.params import families, read_params
+    from attention_lab.core.task import NAMES as TASKS
 
     params = read_params(ROOT)
     family_task = {f: t for t in TASKS if t in params for f in families(params, t)}

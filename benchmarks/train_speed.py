@@ -371,7 +371,8 @@ def settings_rates(
     folder)."""
     import tempfile
 
-    from attention_lab.core.config import TASKS, families, read_params
+    from attention_lab.core.params import families, read_params
+    from attention_lab.core.task import NAMES as TASKS
     from benchmarks.common import prepare_data, settings_of, shown_path, torch_threads
 
     with torch_threads(os.cpu_count()):

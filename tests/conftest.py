@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from attention_lab.pipeline import scratch
 
@@ -114,6 +115,14 @@ def copy_project(dest: Path, profile: str = "tiny") -> Path:
     seed (the tests' time); params.yaml keeps its comments and layout, as a user's does (tests edit
     them and check they are kept)."""
     return scratch.copy_project(dest, root=ROOT, profile=profile, seeds=[0])
+
+
+def edit_params(project: Path, edit) -> None:
+    """Apply `edit(params dict)` to the project's params.yaml."""
+    path = project / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    edit(params)
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 @pytest.fixture

@@ -4,8 +4,9 @@ import re
 
 import pytest
 
-from attention_lab.core.config import families, load_config, read_params
+from attention_lab.core.config import load_config
 from attention_lab.core.files import read_json
+from attention_lab.core.params import families, read_params
 from attention_lab.core.task import get_task
 from attention_lab.results import records
 from tests.conftest import ROOT

@@ -5,7 +5,7 @@ check-results` fails until the next full run), but the metrics, reports and tune
 be the ones dvc.lock records. The README tables' agreement with the committed metrics is
 tests/test_readme.py's."""
 
-from attention_lab.core.config import families, read_params
+from attention_lab.core.params import families, read_params
 from attention_lab.pipeline.provenance import block_disagreements, lock_disagreements
 from attention_lab.results.protocol import protocol_problems
 from tests.conftest import ROOT

@@ -63,8 +63,9 @@ def readme(args: argparse.Namespace) -> int:
     between its markers, and the provenance block (the commit that recorded dvc.lock, what `dvc
     status` says changed since). With --check, write nothing: exit 1 unless the results are fresh,
     agree with dvc.lock, and README.md is what this writes."""
-    from attention_lab.core.config import families, load_config, read_params
+    from attention_lab.core.config import load_config
     from attention_lab.core.files import read_json, write_text
+    from attention_lab.core.params import families, read_params
     from attention_lab.core.paths import METRICS, REPORTS
     from attention_lab.core.task import get_task
     from attention_lab.pipeline import provenance
@@ -134,15 +135,8 @@ def config(args: argparse.Namespace) -> int:
     import yaml
     from omegaconf import OmegaConf
 
-    from attention_lab.core.config import (
-        ConfigError,
-        ablations,
-        explain_config,
-        families,
-        leaf_values,
-        read_params,
-        task_params,
-    )
+    from attention_lab.core.config import ConfigError, explain_config, leaf_values
+    from attention_lab.core.params import ablations, families, read_params, task_params
 
     items, explain = list(args.items), args.explain
     # `--explain task=translate ...`: the flag alone, then the items
@@ -230,13 +224,12 @@ def gpu_or_refuse(root: Path, name: str | None) -> None:
 
     from attention_lab.core.config import (
         CONF_DIR,
-        PARAMS_FILE,
         ConfigError,
         cuda_available,
         params_trainer,
         pipeline_trainer,
-        read_params,
     )
+    from attention_lab.core.params import PARAMS_FILE, read_params
 
     chosen = (
         pipeline_trainer(root, name, f"--trainer {name}")

@@ -5,17 +5,13 @@ from omegaconf import OmegaConf
 from attention_lab.cli import main
 from attention_lab.core.config import (
     ConfigError,
-    ablations,
     explain_config,
-    families,
     leaf_values,
     load_config,
-    read_params,
-    replication,
     resolve_config,
-    run_ablations,
 )
-from tests.conftest import ROOT
+from attention_lab.core.params import ablations, families, read_params, run_ablations
+from tests.conftest import ROOT, edit_params
 
 
 def test_params_and_profile_overlay(project):
@@ -77,13 +73,6 @@ def test_profile_data_sizes_ignored_for_files_and_length_mix_replaced(project):
     params.write_text(yaml.safe_dump(p))
     cfg = load_config(root=project)
     assert cfg.data.source == "tsv" and "n_train" not in cfg.data
-
-
-def edit_params(project, edit) -> None:
-    path = project / "params.yaml"
-    params = yaml.safe_load(path.read_text())
-    edit(params)
-    path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
 def test_family_params_reach_only_their_family(project):
@@ -598,34 +587,6 @@ def test_a_replication_run_takes_fresh_seeds_and_its_own_paths(project):
         load_config(["replication=true"], family="luong_dot", root=project)
 
 
-@pytest.mark.parametrize(
-    "entry, message",
-    [
-        ({"nope": 3}, r"translate.replication.nope: not a family or ablation; choose from"),
-        (
-            {"bahdanau": 1},
-            r"translate.replication.bahdanau = 1: expected a number of seeds from 2 to 100",
-        ),
-        ([3], r"translate.replication: expected a mapping"),
-    ],
-)
-def test_bad_replication_entries_are_named(project, entry, message):
-    edit_params(project, lambda p: p["translate"].update(replication=entry))
-    with pytest.raises(ConfigError, match=message):
-        replication(read_params(project), "translate", project)
-
-
-def test_a_replication_entry_of_a_family_left_out_has_no_runs(project):
-    """As an ablation of a family the run leaves out: no stages, no error."""
-    edit_params(
-        project,
-        lambda p: p["translate"].update(
-            families=["bahdanau"], replication={"bahdanau": 3, "luong_dot": 3}
-        ),
-    )
-    assert replication(read_params(project), "translate", project) == {"bahdanau": 3}
-
-
 def test_a_corpus_is_the_tasks_data_with_its_keys_changed_in_folders_of_its_own(project, capsys):
     """`<task>.corpora.<name>` layers over `data` (a key the source lacks added: prepare reads it)
     for the stage's corpus=<name> and for an ablation that names it; its folders are
@@ -720,7 +681,7 @@ def test_a_corpus_of_the_built_in_data_does_not_exist_on_a_users_corpus(project)
     """A corpus whose `source` is not the task's data source has no stages, nor have the ablations
     naming it: the shipped params.yaml runs on a user's TSV (the corpora are the generated
     data's)."""
-    from attention_lab.core.config import corpus_applies, run_ablations
+    from attention_lab.core.params import corpus_applies, run_ablations
     from attention_lab.pipeline.dvc_yaml import render
 
     params = read_params(project)

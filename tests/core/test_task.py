@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attention_lab.core.config import families, read_params
+from attention_lab.core.params import families, read_params
 from attention_lab.core.task import NAMES, Task, get_task
 from tests.conftest import ROOT
 

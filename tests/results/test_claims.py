@@ -213,7 +213,7 @@ def test_the_seeds_a_claim_needs():
 
 
 def test_the_committed_claims_file_loads_and_names_real_families(tmp_path):
-    from attention_lab.core.config import families, read_params
+    from attention_lab.core.params import families, read_params
 
     every = claims.load(ROOT / "conf" / "claims.yaml")
     params = read_params(ROOT)

@@ -17,29 +17,22 @@ from attention_lab.classify.data.labeled import read_labeled
 from attention_lab.core.config import ConfigError, check_value, load_config
 from attention_lab.core.readers import DataError
 from attention_lab.translate.data.readers import read_parallel_files, read_tsv
+from tests.conftest import edit_params
 
 pytestmark = pytest.mark.slow  # it trains, exports or runs stages: `make test-fast` leaves it out
 
 # ------------------------------------------------------------------------------------------- config
 
 
-def set_params(project: Path, edit) -> None:
-    """Apply `edit(params dict)` to the project's params.yaml."""
-    path = project / "params.yaml"
-    params = yaml.safe_load(path.read_text())
-    edit(params)
-    path.write_text(yaml.safe_dump(params, sort_keys=False))
-
-
 def test_unknown_data_source_and_trainer_list_the_valid_ones(project):
-    set_params(project, lambda p: p["translate"]["data"].update(source="csv"))
+    edit_params(project, lambda p: p["translate"]["data"].update(source="csv"))
     with pytest.raises(
         ConfigError,
         match=r"unknown data source 'csv' for task translate \(params.yaml "
         r"`translate.data.source`\); choose one of generated, parallel_files, tsv",
     ):
         load_config(root=project)
-    set_params(project, lambda p: p["translate"]["data"].update(source="generated"))
+    edit_params(project, lambda p: p["translate"]["data"].update(source="generated"))
     with pytest.raises(ConfigError, match=r"unknown trainer 'tpu'; choose one of cpu"):
         load_config(["trainer=tpu"], root=project)
     with pytest.raises(ConfigError, match=r"unknown family 'nope'; choose one of bahdanau, bert"):
@@ -47,7 +40,7 @@ def test_unknown_data_source_and_trainer_list_the_valid_ones(project):
 
 
 def test_unknown_profile_lists_the_valid_ones(project):
-    set_params(project, lambda p: p.update(profile="huge"))
+    edit_params(project, lambda p: p.update(profile="huge"))
     with pytest.raises(
         ConfigError, match=r"profile 'huge' has no file .*; choose one of paper, quick, tiny"
     ):
@@ -357,14 +350,14 @@ def test_out_of_range_values_name_key_value_and_range(project, task, family, ove
 
 
 def test_out_of_range_values_from_params_yaml_and_tuned_files(project):
-    set_params(project, lambda p: p["translate"]["train"].update(lr=-0.5))
+    edit_params(project, lambda p: p["translate"]["train"].update(lr=-0.5))
     with pytest.raises(
         ConfigError,
         match=r"params.yaml, conf/, tuned/, the profile or an override\): "
         r"train.lr = -0.5: expected a number in \(0, inf\)",
     ):
         load_config(family="bahdanau", root=project)
-    set_params(project, lambda p: p["translate"]["train"].update(lr=0.002))
+    edit_params(project, lambda p: p["translate"]["train"].update(lr=0.002))
     (project / "tuned").mkdir()
     (project / "tuned" / "bahdanau.yaml").write_text("params: {model: {dropout: 1.2}}\n")
     with pytest.raises(ConfigError, match=r"model.dropout = 1.2: expected a number in \[0, 1\)"):
@@ -429,13 +422,13 @@ def test_malformed_tuned_files(project, text, message):
     ],
 )
 def test_bad_values_of_user_corpus_sources(project, source, data, override, message):
-    set_params(project, lambda p: p["translate"].update(data={"source": source, **data}))
+    edit_params(project, lambda p: p["translate"].update(data={"source": source, **data}))
     with pytest.raises(ConfigError, match=message):
         load_config([override], root=project)
 
 
 def test_labeled_files_format_and_max_documents(project):
-    set_params(
+    edit_params(
         project, lambda p: p["classify"].update(data={"source": "labeled_files", "path": "d.jsonl"})
     )
     with pytest.raises(ConfigError, match=r"data.format = 'tsv': expected one of jsonl, csv"):
@@ -455,7 +448,7 @@ def test_labeled_files_columns_and_escapes(project):
         "columns": ["label", "text"],
         "escapes": True,
     }
-    set_params(project, lambda p: p["classify"].update(data=zhang))
+    edit_params(project, lambda p: p["classify"].update(data=zhang))
     assert load_config(task="classify", root=project).data.columns == ["label", "text"]
     with pytest.raises(
         ConfigError,
@@ -674,7 +667,7 @@ def test_malformed_labeled_files(tmp_path, name, data, message):
 
 
 def prepare_project(project: Path, data: dict) -> None:
-    set_params(project, lambda p: p["classify"].update(data={"source": "labeled_files", **data}))
+    edit_params(project, lambda p: p["classify"].update(data={"source": "labeled_files", **data}))
 
 
 def test_prepare_refuses_a_split_field_without_every_split_and_writes_nothing(project):
@@ -715,7 +708,7 @@ def split_files_project(
     for name, text in files.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
         write(project / name, text)
-    set_params(project, lambda p: p[task].update(data=data))
+    edit_params(project, lambda p: p[task].update(data=data))
 
 
 PARALLEL = {
@@ -900,7 +893,7 @@ def test_prepare_names_the_bad_split_and_writes_nothing(project, task, data, fil
 def test_split_file_settings_that_contradict_each_other(project, task, data, message):
     from attention_lab.stages.prepare import main
 
-    set_params(project, lambda p: p[task].update(data=data))
+    edit_params(project, lambda p: p[task].update(data=data))
     with pytest.raises(ConfigError, match=message):
         main([f"task={task}"])
     assert not (project / "data").exists()

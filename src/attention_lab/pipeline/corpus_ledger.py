@@ -19,9 +19,10 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.config import ABLATION_KEYS, ConfigError, leaf_values, read_params
+from attention_lab.core.config import ConfigError, leaf_values
 from attention_lab.core.files import atomic_path, write_json
 from attention_lab.core.git import git
+from attention_lab.core.params import ABLATION_KEYS, read_params
 from attention_lab.core.paths import CONF_DIR, DATA, LEDGERS, METRICS, REPORTS, RESULTS
 from attention_lab.pipeline.scratch import copy_project, environ, init_repo
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.code_deps import PACKAGE, Source
-from attention_lab.core.config import corpus_suffix
+from attention_lab.core.params import corpus_suffix
 from attention_lab.core.paths import CONF_DIR, METRICS, PREPARED, REPLICATION, REPORTS, RESULTS
 from attention_lab.pipeline.stage_kinds import KINDS, LISTED, NAMES, ON_CORPORA, RECORDS, Kind
 
@@ -41,7 +41,7 @@ PREFIX = """\
 def family_lists(params: dict, task: str, root: Path) -> dict[str, list[str]]:
     """The task's items of each kind as params.yaml has them now (every ablation, run or not; the
     corpora and their ablations where the corpora exist on the task's data)."""
-    from attention_lab.core.config import corpora, corpora_apply, replication
+    from attention_lab.core.params import corpora, corpora_apply, replication
 
     section = params.get(task) or {}
     pretrained = list(section.get("pretrained") or [])
@@ -70,7 +70,8 @@ def task_families(source: Source, task: str) -> list[str]:
 
 def check_params(params: dict, root: Path, task: str, lists: dict[str, list[str]]) -> None:
     """A ConfigError naming the key when a family the stages name has no `family_params` entry."""
-    from attention_lab.core.config import ConfigError, ablations
+    from attention_lab.core.config import ConfigError
+    from attention_lab.core.params import ablations
 
     own = (params.get(task) or {}).get("family_params") or {}
     named = {
@@ -88,7 +89,7 @@ def check_params(params: dict, root: Path, task: str, lists: dict[str, list[str]
 
 def render(root: Path) -> str:
     """dvc.yaml's text for the project at `root` (params.yaml, conf/, src/)."""
-    from attention_lab.core.config import read_params
+    from attention_lab.core.params import read_params
 
     params = read_params(root)
     source = Source(root / "src", root / CONF_DIR)
@@ -167,7 +168,7 @@ def modules(source: Source, root: Path, roots: set[str]) -> list[str]:
 
 def grouped(kind: Kind, params: dict, task: str, lists: dict[str, list[str]], root: Path) -> bool:
     """Does the task (params.yaml, its item lists) have the kind's group."""
-    from attention_lab.core.config import corpora_apply
+    from attention_lab.core.params import corpora_apply
 
     section = params.get(task) or {}
     if not kind.families:
@@ -181,7 +182,7 @@ def grouped(kind: Kind, params: dict, task: str, lists: dict[str, list[str]], ro
 
 def data_plots(params: dict, tasks: list[str], lists: dict, root: Path) -> list[dict]:
     """dvc.yaml's top-level plots: by length per task and group, validation curves per item."""
-    from attention_lab.core.config import REPLICATION_SEED, families, replication
+    from attention_lab.core.params import REPLICATION_SEED, families, replication
     from attention_lab.core.task import get_task
     from attention_lab.results import records
 
@@ -248,7 +249,7 @@ def stage(
     kind: Kind, source: Source, root: Path, params: dict, task: str, lists: dict[str, list[str]]
 ) -> dict:
     """A per-task kind's stage {cmd, deps, ...}, or a family kind's foreach group {foreach, do}."""
-    from attention_lab.core.config import ABLATION_KEYS, ablations
+    from attention_lab.core.params import ABLATION_KEYS, ablations
 
     if not kind.families:
         values, foreach = {**NAMES, "task": task, "item": task, "of": task, "data": task}, None
@@ -366,7 +367,7 @@ def spaces(root: Path) -> dict[Path, str]:
 
 def missing(root: Path) -> list[str]:
     """The links and search spaces the stages of params.yaml's items name that are not there."""
-    from attention_lab.core.config import ablations, read_params
+    from attention_lab.core.params import ablations, read_params
 
     params = read_params(root)
     wanted: set[str] = set()
@@ -414,7 +415,7 @@ def link(root: Path, check: bool = False) -> bool:
 
 def expand(root: Path) -> dict[str, dict]:
     """{stage: {cmd, deps, params}} of render()'s dvc.yaml, resolved for params.yaml as DVC does."""
-    from attention_lab.core.config import read_params
+    from attention_lab.core.params import read_params
 
     params = read_params(root)
     found: dict[str, dict] = {}

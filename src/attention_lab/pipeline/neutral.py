@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.config import ABLATION_KEYS, families, pretrained_families
+from attention_lab.core.params import ABLATION_KEYS, families, pretrained_families
 from attention_lab.core.paths import DATA, METRICS, MODELS, PREDICTIONS, RESULTS, TUNED_DIR
 from attention_lab.core.tracking import EQUIVALENT_CODE
 from attention_lab.pipeline.scratch import copy_project, drop_orphans, environ

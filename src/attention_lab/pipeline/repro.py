@@ -71,7 +71,7 @@ def pipeline_plan(root: Path, tasks: list[str] | None = None) -> Plan:
     task, or of `tasks` only)."""
     import networkx as nx
 
-    from attention_lab.core.config import families, pretrained_families, read_params, run_ablations
+    from attention_lab.core.params import families, pretrained_families, read_params, run_ablations
     from attention_lab.pipeline.provenance import _name, _repo
 
     params = read_params(root)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.config import ABLATION_KEYS
+from attention_lab.core.params import ABLATION_KEYS
 from attention_lab.core.paths import CONF_DIR, TUNED_DIR
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout holding src/attention_lab

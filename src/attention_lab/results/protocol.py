@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from attention_lab.core.config import families, read_params
+from attention_lab.core.params import families, read_params
 from attention_lab.core.paths import METRICS, RESULTS, TUNED_DIR
 
 # the protocol: every tuned family's study has at least this many trials (0: untuned, said so)

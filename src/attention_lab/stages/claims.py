@@ -19,8 +19,9 @@ import yaml
 from omegaconf import DictConfig
 
 from attention_lab.core import tracking
-from attention_lab.core.config import families, load_config, read_params, replication, run_ablations
+from attention_lab.core.config import load_config
 from attention_lab.core.files import atomic_path, read_json, read_jsonl, write_json, write_text
+from attention_lab.core.params import families, read_params, replication, run_ablations
 from attention_lab.core.paths import (
     LOCK,
     metrics_dir,

@@ -13,8 +13,9 @@ import mlflow
 from omegaconf import DictConfig
 
 from attention_lab.core import tracking
-from attention_lab.core.config import families, load_config, read_params
+from attention_lab.core.config import load_config
 from attention_lab.core.files import atomic_path, read_json, write_json, write_text
+from attention_lab.core.params import families, read_params
 from attention_lab.core.paths import metrics_dir, predictions_path, reports_dir, root_dir, seed_dir
 from attention_lab.core.task import Task, get_task
 from attention_lab.results import charts, records
