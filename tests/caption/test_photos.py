@@ -385,8 +385,7 @@ def test_bad_coco_splits_are_named(tmp_path):
     with pytest.raises(
         DataError,
         match=r"images/test2017: folder not found \(data.path/data."
-        r"splits.test.images: the photos of "
-        r"annotations/captions_val2017.json\)",
+        r"splits.test.images: the photos of annotations/captions_val2017.json\)",
     ):
         coco_of(tmp_path, {"train": TRAIN, "test": VAL | {"images": "images/test2017"}})
     with pytest.raises(
@@ -398,7 +397,6 @@ def test_bad_coco_splits_are_named(tmp_path):
     with pytest.raises(
         DataError,
         match=r"captions_train2017.json: no photo in the valid split "
-        r"\(12 photos; raise data.valid_fraction or give the "
-        r"split\)",
+        r"\(12 photos; raise data.valid_fraction or give the split\)",
     ):
         photo_rows(coco_of(tmp_path, valid_fraction=0.01), tmp_path / TRAIN["annotations"])

@@ -421,8 +421,7 @@ def test_each_value_is_set_in_one_layer(task, family):
         homes = [(name, value) for name, value in history if not name.startswith(overriding)]
         assert len(homes) == 1, (
             f"{task}/{family}: {key} is set in {len(homes)} layers, {homes}: give it one home (a"
-            " key params.yaml sets is declared ??? in conf/, with the comment `set in"
-            " params.yaml`)"
+            " key params.yaml sets is declared ??? in conf/, with the comment `set in params.yaml`)"
         )
 
 

@@ -39,30 +39,17 @@ def run_ledger(tmp_path: Path, name: str, files: Path, **changes) -> tuple[Path,
 def test_coco_captions_through_the_ledger(tmp_path, shared_data):
     project, rows = run_ledger(tmp_path, "coco_mini", shared_data / "coco_mini", seeds=[0, 1])
     assert {r["task"] for r in rows.values()} == {"caption"}
-    stats = json.loads(
-        (
-            project
-            / "data"
-            / "ledgers"
-            / "coco_mini"
-            / "data"
-            / "prepared"
-            / "caption"
-            / "stats.json"
-        ).read_text()
-    )
+    copy = project / "data" / "ledgers" / "coco_mini"
+    stats = json.loads((copy / "data" / "prepared" / "caption" / "stats.json").read_text())
     assert (
         stats["train"]["photos"] + stats["valid"]["photos"] == 80 and stats["test"]["photos"] == 79
     )
     # no digit boxes on photos
     assert rows["xu2015-where"]["verdict"] == "not measurable on this data"
-    for claim in (
-        "xu2015-soft",
-        "vinyals2015-once",
-    ):  # 72 photos decide nothing, and the page says so
-        assert rows[claim]["verdict"] in ("inconclusive", "not measurable on this data"), rows[
-            claim
-        ]
+    # 72 photos decide nothing, and the page says so
+    for claim in ("xu2015-soft", "vinyals2015-once"):
+        verdict = rows[claim]["verdict"]
+        assert verdict in ("inconclusive", "not measurable on this data"), rows[claim]
     page = (project / "reports" / "ledgers" / "coco_mini.md").read_text()
     assert "# The claims on coco_mini" in page and "cannot decide here" in page
     assert "| `./ (" in page  # the folder's checksum

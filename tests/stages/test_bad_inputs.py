@@ -748,8 +748,7 @@ LINES = "".join(f"line {i}\n" for i in range(10))
             },
             (
                 r"valid split \(data.valid_src_path, data.valid_tgt_path\): .*m/val.de has 3 lines"
-                r" but .*m/val.en has 2: "
-                r"expected one translation per line in both"
+                r" but .*m/val.en has 2: expected one translation per line in both"
             ),
         ),
         (
@@ -793,8 +792,7 @@ LINES = "".join(f"line {i}\n" for i in range(10))
             {"train.jsonl": '{"text": "A.", "label": "a"}\n' * 10},
             (
                 r"unlabelled documents \(data.unlabelled_path\): .*u.jsonl: not found; expected a"
-                r" folder of .txt files or a "
-                r"jsonl/csv file of unlabelled documents"
+                r" folder of .txt files or a jsonl/csv file of unlabelled documents"
             ),
         ),
         (
@@ -823,8 +821,7 @@ LINES = "".join(f"line {i}\n" for i in range(10))
             },
             (
                 r"unlabelled documents \(data.unlabelled_path\): .*imdb/train/unsup: no .txt files;"
-                r" expected one unlabelled "
-                r"document per .txt file"
+                r" expected one unlabelled document per .txt file"
             ),
         ),
     ],

@@ -305,8 +305,7 @@ def page(cfg: DictConfig, results: dict[str, dict], assets: Path, section: list[
         f"Profile `{cfg.profile}`, data `{cfg.data.source}`, seeds {list(cfg.seeds)}. "
         + PROTOCOL
         + " The self-attentive penalty coefficient is its `train.penalty` there; its ablation"
-        " is in "
-        "[ablations.md](ablations.md)."
+        " is in [ablations.md](ablations.md)."
     ]
     page_text = render_classify(
         results,

@@ -190,9 +190,8 @@ def edit_params(spec: Spec, files: Path):
                 section[key] = {a: entries[a] for a in mine if a in entries}
             section["replication"], section["corpora"] = {}, {}
         own = with_files(spec.params, files)
-        if (
-            "data" in own
-        ):  # the corpus's data section whole: the built-in data's keys do not apply to it
+        # the corpus's data section whole: the built-in data's keys do not apply to it
+        if "data" in own:
             params[spec.task]["data"] = own.pop("data")
         merge(params[spec.task], own)
 
@@ -308,8 +307,7 @@ def main(
         if code := run(work, jobs, slots):
             print(
                 f"ledger {spec.name}: the pipeline failed ({code}); the copy keeps what finished: "
-                "run the same "
-                "command again to resume",
+                "run the same command again to resume",
                 file=sys.stderr,
             )
             return code

@@ -152,8 +152,7 @@ def render(root: Path) -> str:
     comments = {kind.name.format(task=t): kind.comment for kind in KINDS for t in tasks}
     comments["report_claims"] = (
         "reports/claims.md, metrics/claims.json: the papers' claims "
-        "(conf/claims.yaml), tested; reports/ablations.md: each ablation "
-        "against its family"
+        "(conf/claims.yaml), tested; reports/ablations.md: each ablation against its family"
     )
     comments["report_index"] = "reports/index.md: a line and a link per task of `tasks`"
     for group, comment in comments.items():

@@ -131,8 +131,7 @@ def agreement(here: dict, built_in: dict | None) -> str:
         return f"agrees ({here['verdict']} on both)"
     return (
         f"disagrees: {here['verdict']} here ({ledger.effect_text(here)}), "
-        f"{built_in['verdict']} on the "
-        f"built-in data ({ledger.effect_text(built_in)})"
+        f"{built_in['verdict']} on the built-in data ({ledger.effect_text(built_in)})"
     )
 
 
@@ -186,8 +185,7 @@ def published_table(spec, summary_: dict) -> str:
     out = [
         (
             "| source | model | their figure | their protocol | ours (`family`, seeds' mean ± sd) "
-            "| ours, their "
-            "flavour | what still differs |"
+            "| ours, their flavour | what still differs |"
         ),
         "|---|---|---|---|---|---|---|",
     ]

@@ -54,8 +54,7 @@ CAPTION_ERRORS = {
     **ERRORS,
     422: {
         "description": "a missing field; an empty, unreadable or truncated image; a photo "
-        "over the pixel cap; a canvas not of the model's size; or a model of "
-        "another task"
+        "over the pixel cap; a canvas not of the model's size; or a model of another task"
     },
 }
 IMAGE_PATHS = ("/caption",)  # body limit ServeSettings.max_image_bytes (a photo upload)
@@ -236,8 +235,7 @@ def create_app(
             UploadFile,
             File(
                 description="a photo model: a JPEG or PNG photo of any size; a "
-                "canvas model: a grayscale PNG of its canvas size, ink "
-                "bright on dark"
+                "canvas model: a grayscale PNG of its canvas size, ink bright on dark"
             ),
         ],
         model: Annotated[
