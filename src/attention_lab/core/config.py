@@ -28,7 +28,7 @@ from attention_lab.core.params import (
     replication,
     task_params,
 )
-from attention_lab.core.paths import CONF_DIR, FOLDERS, PLOTS, REPLICATION, TUNED_DIR
+from attention_lab.core.paths import CONF_DIR, PLOTS, REPLICATION, TUNED_DIR
 
 # OmegaConf's "no value yet": how conf/ declares a key whose value lives in params.yaml
 # (check_missing)
@@ -41,8 +41,6 @@ GROUPS = {
     "data": "data source {name} for task {task}",
     "trainer": "trainer {name}",
 }
-# conf/config.yaml `paths:` names the project's folders as ${folder:<name>} (core/paths.py FOLDERS)
-OmegaConf.register_new_resolver("folder", FOLDERS.__getitem__, replace=True)
 # paths the replication's runs keep under <path>/replication
 REPLICATED = ("models", "metrics", "predictions")
 # params.yaml `trainer: auto`: conf/trainer/gpu.yaml where torch sees a CUDA GPU, else cpu.yaml
@@ -452,6 +450,10 @@ def resolve_config(
         "seeds": params.get("seeds", [0]),
         "explicit": sorted({*own, *(item.partition("=")[0].strip() for item in cli)}),
     }
+    # the folders as plain strings (${folder:...} resolved): a config another process reads (a Ray
+    # worker, a spawned benchmark) needs no resolver
+    for key in cfg.paths:
+        cfg.paths[key] = str(cfg.paths[key])
     # the confirmatory replication: fresh seeds, its own models, metrics and predictions
     if cfg.replication:
         if family is not None:

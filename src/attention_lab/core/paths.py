@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 # The project's folders, relative to the checkout, named here alone: conf/config.yaml `paths:` reads
 # them (${folder:<name>}), pipeline/dvc_yaml.py writes dvc.yaml's deps and outs from them (FOLDERS),
@@ -35,6 +35,8 @@ FOLDERS = {
     "plots": PLOTS,
     "reports": REPORTS,
 }
+# conf/config.yaml `paths:` names them as ${folder:<name>}
+OmegaConf.register_new_resolver("folder", FOLDERS.__getitem__, replace=True)
 LOCK = "dvc.lock"  # what DVC recorded of the last runs: their deps' and outputs' hashes
 
 
