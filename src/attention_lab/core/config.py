@@ -14,7 +14,12 @@ from omegaconf import DictConfig, OmegaConf
 
 # stages import ConfigError and check_value from here (tuning.py, a DVC dependency of every tune
 # stage, among them)
-from attention_lab.core.config_rules import ConfigError, check_config, check_missing, check_value  # noqa: F401
+from attention_lab.core.config_rules import (  # noqa: F401
+    ConfigError,
+    check_config,
+    check_missing,
+    check_value,
+)
 from attention_lab.core.params import (
     NOT_KNOBS,
     PARAMS_FILE,

@@ -88,7 +88,8 @@ def load(path) -> list[dict]:
             f" ({c['id']})" if isinstance(c, dict) and "id" in c else ""
         )
         if not isinstance(c, dict):
-            raise ValueError(f"{where}: expected a mapping")  # noqa: TRY004 (a bad file: ValueError, as every check)
+            # a bad file: ValueError, as every check
+            raise ValueError(f"{where}: expected a mapping")  # noqa: TRY004
         # the same paper's claim in its regime, or against a control: section regime
         if "retests" in c:
             if c["retests"] not in seen:

@@ -196,7 +196,8 @@ def discover(root: str | Path, threads: int = 1) -> tuple[dict[str, LoadedModel]
     for name, folder in model_folders(root).items():
         try:
             models[name] = load_model(folder, name, threads)
-        except Exception as err:  # noqa: BLE001 (a half-written export, a task without an endpoint: skip, serve the rest)
+        # a half-written export, a task without an endpoint: skip it, serve the rest
+        except Exception as err:  # noqa: BLE001
             log.warning("skipping %s: %s", folder, err)
             skipped.append({"path": str(folder), "reason": str(err)})
     return models, skipped
