@@ -19,7 +19,7 @@ LAYERS = (
     ("train", "results"),
     ("translate", "classify", "caption"),
     ("stages", "serving"),
-    ("pipeline", "cli", "project"),
+    ("pipeline", "cli", "project", "arguments"),
 )
 LAYER = {folder: rank for rank, folders in enumerate(LAYERS) for folder in folders}
 # serving's closure: these folders, and each task's serve.py with its readers

@@ -1,14 +1,13 @@
 """`attention-lab`: command-line entry point, and the commands that use an exported model
 (translate, classify, caption, serve, register); the project's own (readme, config, stages, repro,
-neutral) are in project.py. Subcommands import what they need lazily, so `translate` never loads
-torch."""
+ledger, neutral), their arguments included, are in project.py. Subcommands import what they need
+lazily, so `translate` never loads torch."""
 
 from __future__ import annotations
 
 import argparse
 import io
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+
+from attention_lab.arguments import float_in, int_in
 
 
 def resolve_model_dir(path: str | Path) -> Path:
@@ -58,42 +59,6 @@ def attention_table(
         console.print(table)
         console.line()
     return out.getvalue().rstrip("\n")
-
-
-def _int_in(low: int, high: int | None = None):
-    """argparse type: an integer in [low, high]; otherwise argparse's usage error (exit 2) names the
-    option."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(
-                f"expected an integer in [{low}, "
-                f"{'inf)' if high is None else f'{high}]'}, got {value}"
-            )
-        return value
-
-    return parse
-
-
-def _float_in(low: float, high: float):
-    """argparse type: a finite number in [low, high]."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not low <= value <= high:  # False for nan
-            raise argparse.ArgumentTypeError(
-                f"expected a number in [{low:g}, {high:g}], got {text}"
-            )
-        return value
-
-    return parse
 
 
 def _check_texts(texts: list[str], what: str, max_chars: int | None = None) -> None:
@@ -288,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     from attention_lab import project
     from attention_lab.serving.schemas import MAX_BEAM
 
-    beam, threads = _int_in(1, MAX_BEAM), _int_in(1, 1024)
+    beam, threads = int_in(1, MAX_BEAM), int_in(1, 1024)
     parser = argparse.ArgumentParser(
         prog="attention-lab", description="The attention timeline of NLP, reproduced."
     )
@@ -312,13 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--len-penalty",
-        type=_float_in(0.0, 5.0),
+        type=float_in(0.0, 5.0),
         default=None,
         help="GNMT length penalty alpha, 0 to 5",
     )
     t.add_argument(
         "--max-chars",
-        type=_int_in(1),
+        type=int_in(1),
         default=5000,
         help="longest sentence accepted, as `serve --max-chars` (default: %(default)s)",
     )
@@ -344,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument(
         "--top",
-        type=_int_in(0),
+        type=int_in(0),
         default=3,
         help="most attended sentences to print (default: %(default)s)",
     )
@@ -412,22 +377,22 @@ def build_parser() -> argparse.ArgumentParser:
         "MLFLOW_TRACKING_URI (default: sqlite:///mlflow.db); repeatable",
     )
     s.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    s.add_argument("--port", type=_int_in(1, 65535), default=8000, help="(default: %(default)s)")
+    s.add_argument("--port", type=int_in(1, 65535), default=8000, help="(default: %(default)s)")
     s.add_argument(
         "--max-chars",
-        type=_int_in(1),
+        type=int_in(1),
         default=5000,
         help="longest text accepted (default: %(default)s)",
     )
     s.add_argument(
         "--max-body",
-        type=_int_in(1),
+        type=int_in(1),
         default=65536,
         help="largest request body in bytes (default: %(default)s)",
     )
     s.add_argument(
         "--max-image-body",
-        type=_int_in(1),
+        type=int_in(1),
         default=16 << 20,
         help="largest POST /caption body (a photo upload) in bytes (default: %(default)s)",
     )
@@ -449,166 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--name", default=None, help="registered model name (default: the folder's name)"
     )
     g.set_defaults(func=_register)
-    r = sub.add_parser(
-        "readme",
-        help="write README.md's results tables (from metrics/) and their provenance (git, "
-        "dvc.lock, `dvc status`)",
-    )
-    r.add_argument(
-        "--check",
-        action="store_true",
-        help=(
-            "write nothing; fail (exit 1) while dvc.lock is stale, the committed results disagree"
-            " with it, or README.md is not what `readme` writes (make check-results)"
-        ),
-    )
-    r.set_defaults(func=project.readme)
-    f = sub.add_parser(
-        "config",
-        help="print the config a stage trains with, or with --explain which layer set a value "
-        "(load_config's layers, as it merged them)",
-    )
-    f.add_argument(
-        "items",
-        nargs="*",
-        metavar="task=<task> family=<family> [key=value ...]",
-        help=(
-            "the stage's arguments and overrides, as `python -m attention_lab.stages.train` takes"
-            " them"
-        ),
-    )
-    f.add_argument(
-        "--explain",
-        nargs="?",
-        const="all",
-        default=None,
-        metavar="KEY",
-        help=(
-            "for KEY (a leaf such as model.input_feeding, or a section such as model), or every key"
-            " without one: its value, the layer that set it and the values of the layers below it"
-        ),
-    )
-    f.set_defaults(func=project.config)
-    w = sub.add_parser(
-        "stages",
-        help="write dvc.yaml from params.yaml (`tasks`) and the code's "
-        "imports (repro writes dvc.yaml first), the links conf/model/<family>.py "
-        "its stages name and docs/pipeline.md's re-run table",
-    )
-    w.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 unless they are current"
-    )
-    w.set_defaults(func=project.stages)
-    d = sub.add_parser(
-        "repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)"
-    )
-    d.add_argument(
-        "--jobs",
-        type=_int_in(1, 64),
-        default=os.cpu_count() or 1,
-        help="chains at once, one thread each (default: the machine's cores, %(default)s)",
-    )
-    d.add_argument(
-        "--task",
-        action="append",
-        default=None,
-        help="only this task's stages and the reports reading "
-        "them (repeatable; default: every task in params.yaml)",
-    )
-    d.add_argument(
-        "--slots",
-        type=_int_in(1, 256),
-        default=os.cpu_count() or 1,
-        help=(
-            "training runs at once across every chain and worker: one pool (default: the machine's "
-            "cores, %(default)s)"
-        ),
-    )
-    d.add_argument(
-        "--trainer",
-        default=None,
-        metavar="NAME",
-        help="set params.yaml `trainer:` first (cpu, gpu, auto: "
-        "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)",
-    )
-    d.set_defaults(func=project.repro)
-    e = sub.add_parser(
-        "ledger",
-        help=(
-            "the claims ledger on a real corpus (conf/ledgers/<name>.yaml): the pipeline in a copy"
-            " of the project on its files (data/ledgers/<name>/, resumed where it stopped), then"
-            " reports/ledgers/<name>.md"
-        ),
-    )
-    e.add_argument(
-        "name", help="a spec of conf/ledgers/ (multi30k, yelp, coco_mini) or a path to one"
-    )
-    e.add_argument(
-        "--files",
-        default=None,
-        metavar="DIR",
-        help="the folder holding the corpus's files (default: the spec's `files`)",
-    )
-    e.add_argument(
-        "--jobs", type=_int_in(1, 64), default=1, help="chains at once (default: %(default)s)"
-    )
-    e.add_argument(
-        "--slots",
-        type=_int_in(1, 256),
-        default=None,
-        help="training runs at once (default: the machine's cores)",
-    )
-    e.add_argument("--fresh", action="store_true", help="start the copy anew (default: resume it)")
-    e.add_argument(
-        "--page",
-        action="store_true",
-        help="only write the page from results/ledgers/<name>/ (after "
-        "committing them, so the page reads the runs' commit)",
-    )
-    e.set_defaults(func=project.ledger)
-    n = sub.add_parser(
-        "neutral",
-        help=(
-            "prove the working tree's change result-neutral against a base commit (the tiny-profile"
-            " training of every family whose stages it stales bit for bit, their quick-profile"
-            " configs equal), then record its code deps in dvc.lock so that nothing re-runs"
-        ),
-    )
-    n.add_argument(
-        "--base", default="HEAD", help="the commit to prove against (default: %(default)s)"
-    )
-    n.add_argument(
-        "--families",
-        nargs="+",
-        default=None,
-        metavar="FAMILY",
-        help="prove these families only (a quick look: records nothing)",
-    )
-    n.add_argument(
-        "--keep",
-        default=None,
-        metavar="DIR",
-        help="run in DIR and keep it (default: a temporary folder)",
-    )
-    n.add_argument(
-        "--no-record",
-        dest="record",
-        action="store_false",
-        help="prove only; leave dvc.lock as it is",
-    )
-    n.add_argument(
-        "--new-key",
-        dest="new_keys",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help=(
-            "a config key the change adds (e.g. pool.gpu_share) or drops (a rename: both keys): the"
-            " quick-profile configs and runs' configs are compared without it, and the proof prints"
-            " its value (repeat for several)"
-        ),
-    )
-    n.set_defaults(func=project.neutral)
+    project.add_parsers(sub)
     return parser
 
 

@@ -1,13 +1,17 @@
 """The `attention-lab` commands that work on the project rather than on a model: `readme` (results
 tables and their provenance), `config` (--explain), `stages` (dvc.yaml), `repro` and `neutral` (the
-result-neutral proof). cli.py parses their arguments; each imports what it needs lazily.
+result-neutral proof) and `ledger`: their arguments (add_parsers) and handlers. Each imports
+what it needs lazily.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+
+from attention_lab.arguments import int_in
 
 
 def cost_table(summary: dict) -> str:
@@ -264,3 +268,167 @@ def repro(args: argparse.Namespace) -> int:
     return repro(
         Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True), slots=args.slots
     )
+
+
+def add_parsers(sub) -> None:
+    """The project's commands on the `attention-lab` parser (cli.build_parser's subparsers)."""
+    r = sub.add_parser(
+        "readme",
+        help="write README.md's results tables (from metrics/) and their provenance (git, "
+        "dvc.lock, `dvc status`)",
+    )
+    r.add_argument(
+        "--check",
+        action="store_true",
+        help=(
+            "write nothing; fail (exit 1) while dvc.lock is stale, the committed results disagree"
+            " with it, or README.md is not what `readme` writes (make check-results)"
+        ),
+    )
+    r.set_defaults(func=readme)
+    f = sub.add_parser(
+        "config",
+        help="print the config a stage trains with, or with --explain which layer set a value "
+        "(load_config's layers, as it merged them)",
+    )
+    f.add_argument(
+        "items",
+        nargs="*",
+        metavar="task=<task> family=<family> [key=value ...]",
+        help=(
+            "the stage's arguments and overrides, as `python -m attention_lab.stages.train` takes"
+            " them"
+        ),
+    )
+    f.add_argument(
+        "--explain",
+        nargs="?",
+        const="all",
+        default=None,
+        metavar="KEY",
+        help=(
+            "for KEY (a leaf such as model.input_feeding, or a section such as model), or every key"
+            " without one: its value, the layer that set it and the values of the layers below it"
+        ),
+    )
+    f.set_defaults(func=config)
+    w = sub.add_parser(
+        "stages",
+        help="write dvc.yaml from params.yaml (`tasks`) and the code's "
+        "imports (repro writes dvc.yaml first), the links conf/model/<family>.py "
+        "its stages name and docs/pipeline.md's re-run table",
+    )
+    w.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 unless they are current"
+    )
+    w.set_defaults(func=stages)
+    d = sub.add_parser(
+        "repro", help="`dvc repro` with the families' chains of stages side by side (make pipeline)"
+    )
+    d.add_argument(
+        "--jobs",
+        type=int_in(1, 64),
+        default=os.cpu_count() or 1,
+        help="chains at once, one thread each (default: the machine's cores, %(default)s)",
+    )
+    d.add_argument(
+        "--task",
+        action="append",
+        default=None,
+        help="only this task's stages and the reports reading "
+        "them (repeatable; default: every task in params.yaml)",
+    )
+    d.add_argument(
+        "--slots",
+        type=int_in(1, 256),
+        default=os.cpu_count() or 1,
+        help=(
+            "training runs at once across every chain and worker: one pool (default: the machine's "
+            "cores, %(default)s)"
+        ),
+    )
+    d.add_argument(
+        "--trainer",
+        default=None,
+        metavar="NAME",
+        help="set params.yaml `trainer:` first (cpu, gpu, auto: "
+        "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)",
+    )
+    d.set_defaults(func=repro)
+    e = sub.add_parser(
+        "ledger",
+        help=(
+            "the claims ledger on a real corpus (conf/ledgers/<name>.yaml): the pipeline in a copy"
+            " of the project on its files (data/ledgers/<name>/, resumed where it stopped), then"
+            " reports/ledgers/<name>.md"
+        ),
+    )
+    e.add_argument(
+        "name", help="a spec of conf/ledgers/ (multi30k, yelp, coco_mini) or a path to one"
+    )
+    e.add_argument(
+        "--files",
+        default=None,
+        metavar="DIR",
+        help="the folder holding the corpus's files (default: the spec's `files`)",
+    )
+    e.add_argument(
+        "--jobs", type=int_in(1, 64), default=1, help="chains at once (default: %(default)s)"
+    )
+    e.add_argument(
+        "--slots",
+        type=int_in(1, 256),
+        default=None,
+        help="training runs at once (default: the machine's cores)",
+    )
+    e.add_argument("--fresh", action="store_true", help="start the copy anew (default: resume it)")
+    e.add_argument(
+        "--page",
+        action="store_true",
+        help="only write the page from results/ledgers/<name>/ (after "
+        "committing them, so the page reads the runs' commit)",
+    )
+    e.set_defaults(func=ledger)
+    n = sub.add_parser(
+        "neutral",
+        help=(
+            "prove the working tree's change result-neutral against a base commit (the tiny-profile"
+            " training of every family whose stages it stales bit for bit, their quick-profile"
+            " configs equal), then record its code deps in dvc.lock so that nothing re-runs"
+        ),
+    )
+    n.add_argument(
+        "--base", default="HEAD", help="the commit to prove against (default: %(default)s)"
+    )
+    n.add_argument(
+        "--families",
+        nargs="+",
+        default=None,
+        metavar="FAMILY",
+        help="prove these families only (a quick look: records nothing)",
+    )
+    n.add_argument(
+        "--keep",
+        default=None,
+        metavar="DIR",
+        help="run in DIR and keep it (default: a temporary folder)",
+    )
+    n.add_argument(
+        "--no-record",
+        dest="record",
+        action="store_false",
+        help="prove only; leave dvc.lock as it is",
+    )
+    n.add_argument(
+        "--new-key",
+        dest="new_keys",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help=(
+            "a config key the change adds (e.g. pool.gpu_share) or drops (a rename: both keys): the"
+            " quick-profile configs and runs' configs are compared without it, and the proof prints"
+            " its value (repeat for several)"
+        ),
+    )
+    n.set_defaults(func=neutral)

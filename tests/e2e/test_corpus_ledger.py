@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from attention_lab.pipeline.neutral import VOLATILE
 from attention_lab.pipeline.scratch import init_repo
 from attention_lab.results import corpus_ledger
 from tests.conftest import ROOT, copy_project
@@ -55,6 +56,29 @@ def test_coco_captions_through_the_ledger(tmp_path, shared_data):
     assert "| `./ (" in page  # the folder's checksum
     assert "| `show_attend_tell` |" in page  # its compute row
     assert set(corpus_ledger.verdicts(project)) == {"coco_mini"}
+    # the same files and command on the same machine: the same figures from a fresh copy
+    collected = project / "results" / "ledgers" / "coco_mini"
+    before = {f: (collected / f).read_text() for f in ("claims.json", "summary.json")}
+    sh(
+        ["attention-lab", "ledger", "coco_mini", "--files", str(shared_data / "coco_mini")]
+        + ["--fresh", "--slots", "2"],
+        project,
+    )
+    assert (collected / "claims.json").read_text() == before["claims.json"]
+    assert figures(collected / "summary.json") == figures(before["summary.json"])
+
+
+def figures(summary: Path | str) -> dict:
+    """A ledger's summary.json without what differs between two identical runs (timings, run ids:
+    the result-neutral proof's VOLATILE)."""
+    text = summary.read_text() if isinstance(summary, Path) else summary
+
+    def drop(value):
+        if isinstance(value, dict):
+            return {k: drop(v) for k, v in value.items() if not VOLATILE.search(k)}
+        return [drop(v) for v in value] if isinstance(value, list) else value
+
+    return drop(json.loads(text))
 
 
 def test_multi30k_through_the_ledger_with_bentrevetts_bleu(tmp_path, shared_data):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attention_lab.classify.data.labeled import split_sentences, split_words
+from attention_lab.classify.data.segment import split_sentences, split_words
 from attention_lab.infer.runtime import TOKENIZER_FILE, make_session, read_meta, read_tokenizer
 from attention_lab.infer.tokenization import encode_document, pool_pieces, truncate
 

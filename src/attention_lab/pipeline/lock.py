@@ -1,0 +1,170 @@
+"""dvc.lock after a result-neutral proof (neutral.py): the stages a change stales, and their code,
+conf and params deps recorded without a re-run; the report stages, which the proof does not compare,
+re-run for real."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from attention_lab.core.tracking import EQUIVALENT_CODE
+
+# stages the proof does not compare: they re-run for real (seconds, from the committed results)
+REPORTS = "report_"
+
+
+def files(root: Path) -> list[str]:
+    """The checkout's files as git sees them: tracked, and untracked ones it does not ignore."""
+    return subprocess.run(
+        ["git", "-C", str(root), "ls-files", "-co", "--exclude-standard"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+
+def snapshot(root: Path) -> str:
+    """One digest of the checkout's files (names and contents): what the proof proves."""
+    h = hashlib.sha256()
+    for name in files(root):
+        if (path := root / name).is_file():
+            h.update(name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def rename_locked(root: Path, defined: dict[str, frozenset[str]]) -> dict[str, str]:
+    """dvc.lock's entries renamed where dvc.yaml now calls a stage otherwise (`defined`: {stage: its
+    outputs}): a stage missing from the lock takes the entry, missing from dvc.yaml, that wrote the
+    same outputs (prepare@translate -> prepare_translate)."""
+    path = root / "dvc.lock"
+    lock = yaml.safe_load(path.read_text(encoding="utf-8"))
+    gone = {
+        frozenset(o["path"] for o in e.get("outs", [])): name
+        for name, e in lock["stages"].items()
+        if name not in defined and e.get("outs")
+    }
+    renamed = {
+        gone[outs]: name
+        for name, outs in defined.items()
+        if name not in lock["stages"] and outs in gone
+    }
+    if renamed:
+        lock["stages"] = {renamed.get(k, k): v for k, v in lock["stages"].items()}
+        path.write_text(yaml.safe_dump(lock, sort_keys=False, width=10**6), encoding="utf-8")
+    return renamed
+
+
+def stale(root: Path) -> list[str]:
+    """The stages but the reports whose code, conf or params deps differ from dvc.lock's, or that
+    dvc.lock lacks: those DVC would re-run for the change (data deps and outputs not looked at: a
+    clone has none)."""
+    from dvc.repo import Repo
+
+    tracked = set(files(root))
+    with Repo(str(root)) as repo:
+        return [
+            stage.addressing
+            for stage in repo.index.stages
+            if not stage.addressing.startswith(REPORTS)
+            and (
+                stage.changed_stage()
+                or any(
+                    d.changed()
+                    for d in stage.deps
+                    if d.def_path in tracked or any(t.startswith(f"{d.def_path}/") for t in tracked)
+                )
+            )
+        ]
+
+
+def record(root: Path, equivalent: dict[str, str]) -> list[str]:
+    """dvc.yaml rewritten from the code, and every stage's code, conf and params deps but the
+    reports' re-hashed into dvc.lock by DVC (data deps and outputs keep their recorded hashes): the
+    stages DVC would re-run for the change; the studies' and runs' code hashes that changed mapped
+    to the ones they replace (tuned/equivalent_code.json)."""
+    from dvc.repo import Repo
+
+    from attention_lab.pipeline.dvc_yaml import write
+
+    write(root)
+    with Repo(str(root)) as repo:
+        defined = {s.addressing: frozenset(o.def_path for o in s.outs) for s in repo.index.stages}
+    renamed = rename_locked(root, defined)
+    tracked = set(files(root))
+    saved = [f"{old} -> {new}" for old, new in renamed.items()]
+    with Repo(str(root)) as repo, repo.lock:
+        for stage in repo.index.stages:
+            if stage.addressing.startswith(REPORTS):
+                continue
+            code = [
+                d
+                for d in stage.deps
+                if d.def_path in tracked or any(t.startswith(f"{d.def_path}/") for t in tracked)
+            ]
+            before = {str(d): d.hash_info for d in code}
+            for dep in code:
+                dep.save()
+            if any(before[str(d)] != d.hash_info for d in code) or stage.changed_stage():
+                stage.dvcfile.dump(stage, update_pipeline=False)
+                saved.append(stage.addressing)
+    path = root / EQUIVALENT_CODE
+    if equivalent:
+        known = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        path.write_text(
+            json.dumps(dict(sorted({**known, **equivalent}.items())), indent=1) + "\n",
+            encoding="utf-8",
+        )
+    return saved
+
+
+def finish(root: Path, equivalent: dict[str, str], do_record: bool) -> int:
+    """The record (with the code hashes `equivalent` maps), then the report stages' re-run where
+    their code changed."""
+    if not do_record:
+        print("nothing recorded")
+        return 0
+    saved = record(root, equivalent)
+    print(
+        f"recorded in dvc.lock: {len(saved)} stages' code deps"
+        f" ({', '.join(saved) or 'none changed'}); {len(equivalent)} code hashes mapped to the ones"
+        f" they replace ({EQUIVALENT_CODE})"
+    )
+    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    reports = sorted(s for s in stages if s.startswith(REPORTS))
+    makers = missing_makers(root, stages, reports)
+    print(
+        "the reports, which the proof does not compare, re-run where their code changed: dvc repro"
+        f" --single-item {' '.join(makers + reports)}",
+        flush=True,
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        ["dvc", "repro", "--single-item", *makers, *reports], cwd=root, env=env, check=False
+    ).returncode
+
+
+def missing_makers(root: Path, stages: dict, reports: list[str]) -> list[str]:
+    """The stages (not foreach groups) whose outputs hold a dep the reports read that this checkout
+    lacks (the prepared test items report_claims reads, in a clone that never ran prepare): they
+    re-run first, as they did."""
+    missing = {d for r in reports for d in stages[r].get("deps", []) if not (root / d).exists()}
+    outs = {
+        name: [next(iter(o)) if isinstance(o, dict) else o for o in body.get("outs", [])]
+        for name, body in stages.items()
+        if "foreach" not in body
+    }
+    return sorted(
+        {
+            name
+            for name, paths in outs.items()
+            for d in missing
+            for o in paths
+            if d == o or d.startswith(o.rstrip("/") + "/")
+        }
+    )
