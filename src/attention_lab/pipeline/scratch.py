@@ -71,7 +71,8 @@ def environ(dest: Path, **extra: str) -> dict[str, str]:
 
 def drop_orphans(params: dict) -> None:
     """Drop each task's ablations of a family its `families` (or `pretrained`) does not list, and
-    the corpora no ablation left names."""
+    the corpora no ablation left names (in either dict: an older params.yaml, a proof's base, keeps
+    its ablations on a corpus in `ablations`)."""
     # dvc.yaml gives every entry of `<task>.ablations` (and each corpus) stages: they would run all
     # the same
     for task in params.get("tasks", []):
@@ -82,7 +83,9 @@ def drop_orphans(params: dict) -> None:
                 entries = section[key].items()
                 section[key] = {n: e for n, e in entries if e.get("of") in kept}
         if section.get("corpora"):
-            named = {e.get("corpus") for e in (section.get("corpus_ablations") or {}).values()}
+            named = {
+                e.get("corpus") for k in ABLATION_KEYS for e in (section.get(k) or {}).values()
+            }
             section["corpora"] = {n: e for n, e in section["corpora"].items() if n in named}
 
 

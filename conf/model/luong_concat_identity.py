@@ -1,0 +1,1 @@
+../../src/attention_lab/translate/models/luong.py
