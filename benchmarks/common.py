@@ -66,30 +66,12 @@ def find_families(models: Path) -> list[Family]:
     )
 
 
-def cpu_model() -> str:
-    """The CPU's model name and vector extensions from /proc/cpuinfo (platform.processor()
-    elsewhere)."""
-    try:
-        info = dict(
-            line.split(":", 1)
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if ":" in line
-        )
-    except OSError:
-        return platform.processor() or platform.machine()
-    info = {k.strip(): v.strip() for k, v in info.items()}
-    flags = set(info.get("flags", "").split())
-    vector = (
-        ", ".join(f for f in ("avx2", "avx512f", "avx512_bf16", "amx_tile") if f in flags)
-        or "no AVX2"
-    )
-    return f"{info.get('model name', platform.machine())} ({vector})"
-
-
 def machine() -> dict:
     """CPU, cores, library versions and the thread settings the run started with."""
     import onnxruntime
     import torch
+
+    from attention_lab.core.machine import cpu_model
 
     return {
         "cpu": cpu_model(),

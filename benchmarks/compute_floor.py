@@ -21,7 +21,8 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import ROOT, cpu_model, num, table, write_marked_section
+from attention_lab.core.machine import cpu_model
+from benchmarks.common import ROOT, num, table, write_marked_section
 
 SECTION = "compute_floor"
 KINDS = {

@@ -36,8 +36,9 @@ import yaml
 # `python benchmarks/gpu.py` finds the package
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from attention_lab.core.machine import cpu_model
 from attention_lab.pipeline.scratch import copy_project, drop_orphans, environ
-from benchmarks.common import GIT_ID, ROOT, command, cpu_model, num, table, write_marked_section
+from benchmarks.common import GIT_ID, ROOT, command, num, table, write_marked_section
 
 SECTION = "gpu"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)
 # tests/e2e/test_pipeline.py's

@@ -32,8 +32,9 @@ import torch
 # `python benchmarks/peers.py` finds the package
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from attention_lab.core.machine import cpu_model
 from attention_lab.infer.tokenization import PAD
-from benchmarks.common import ROOT, command, cpu_model, num, prepared, table, write_marked_section
+from benchmarks.common import ROOT, command, num, prepared, table, write_marked_section
 
 SECTION = (
     "peers"  # its key in benchmarks.json and its markers in benchmarks.md (speed.py keeps both)

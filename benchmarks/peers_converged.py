@@ -41,9 +41,10 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attention_lab.core.config import leaf_values
+from attention_lab.core.machine import cpu_model
 from attention_lab.core.params import ablations, read_params
 from attention_lab.results import records
-from benchmarks.common import ROOT, command, cpu_model, num, prepared, table, write_marked_section
+from benchmarks.common import ROOT, command, num, prepared, table, write_marked_section
 from benchmarks.peers import (
     JOEY,
     NAMES,

@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import ROOT, cpu_model, num, table
+from attention_lab.core.machine import cpu_model
+from benchmarks.common import ROOT, num, table
 
 LINE = re.compile(r"^(\d\d):(\d\d):(\d\d) \[([^\]]+)\] ?(.*)$")
 START = re.compile(r"Running stage '([^']+)'")

@@ -125,6 +125,8 @@ def test_the_page_shows_checksums_verdicts_published_figures_and_compute(tmp_pat
                 },
                 "stopped_by": {"0": "early stopping", "1": "early stopping", "2": "epoch cap"},
                 "epochs": {"0": 9, "1": 10, "2": 15},
+                # seed 2 resumed on another CPU
+                "machines": {"0": ["CPU A"], "1": ["CPU A"], "2": ["CPU A", "CPU B"]},
             }
         },
         "flavours": {"bahdanau": {"bleu_lowercase_spacy": {"0": 33.0, "1": 34.0, "2": 35.0}}},
@@ -148,6 +150,9 @@ def test_the_page_shows_checksums_verdicts_published_figures_and_compute(tmp_pat
         "| 2 of 3 seeds stopped early |" in text
     )
     assert "Training in all: 30 min of runs" in text
+    assert "Trained on CPU A: 3 runs; CPU B: 1 run. The same command repeats" in text
+    figures["families"]["bahdanau"]["machines"] = {}  # runs from before the record
+    assert "Trained on" not in corpus_ledger.compute_table(figures)
 
 
 def test_readme_verdicts_read_every_collected_ledger(tmp_path):

@@ -270,6 +270,7 @@ def test_the_replication_trains_and_evaluates_its_fresh_seeds_apart(prepared):
     nothing of the family's own runs."""
     import yaml
 
+    from attention_lab.core.machine import cpu_model
     from attention_lab.results import records
     from attention_lab.stages import evaluate
 
@@ -286,6 +287,8 @@ def test_the_replication_trains_and_evaluates_its_fresh_seeds_apart(prepared):
         prepared / "predictions" / "replication" / "translate" / "bahdanau.json"
     )
     assert sorted(record["per_seed"]) == sorted(predictions["seeds"]) == ["1000", "1001"]
+    # each seed's record names the CPU that trained it
+    assert record["machines"] == {"1000": [cpu_model()], "1001": [cpu_model()]}
     assert (prepared / "plots" / "replication" / "translate" / "bahdanau").is_dir()
     curves = prepared / "results" / "replication" / "translate" / "bahdanau"
     assert {records.curve_file(s) for s in (1000, 1001)} <= {p.name for p in curves.iterdir()}

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from attention_lab.core.files import read_json
+from attention_lab.core.machine import cpu_model
 from attention_lab.core.paths import partial_dir, seed_dir
 from attention_lab.core.task import get_task
 from attention_lab.stages import prepare, tokenizer
@@ -51,9 +52,15 @@ def test_resume_from_last_checkpoint_matches_uninterrupted(prepared):
         )
     partial = partial_dir(out, out.parent)
     assert (partial / "last.ckpt").is_file() and not out.exists()  # nothing half-written in place
+    # as if the first epoch had trained on another CPU: the summary names both, in order
+    last = torch.load(partial / "last.ckpt", weights_only=False)
+    assert last["machines"] == [cpu_model()]
+    torch.save({**last, "machines": ["another CPU"]}, partial / "last.ckpt")
     resumed = run(2)
     assert resumed["best_val"] == straight["best_val"]
     assert resumed["steps"] == straight["steps"]
+    assert straight["machines"] == [cpu_model()]
+    assert resumed["machines"] == ["another CPU", cpu_model()]
     assert not partial.exists()
 
 

@@ -30,8 +30,9 @@ from attention_lab.pipeline.scratch import copy_project, drop_orphans, environ
 
 SEEDS = [0, 1]
 # what differs between two identical runs: timings, MLflow run ids, and the keys that name the code
-# (run keys, study names: the proof's two trees are two codes)
-VOLATILE = re.compile(r"seconds|_per_s$|^date$|^created$|duration|^machine$|^cpu$|^run_id$|^key$")
+# (run keys, study names: the proof's two trees are two codes); and the CPUs that trained a run,
+# which both trees share but an older base does not record
+VOLATILE = re.compile(r"seconds|_per_s$|^date$|^created$|duration|^machines?$|^cpu$|^run_id$|^key$")
 # what the stages up to evaluate write
 OUTPUTS = (DATA, MODELS, TUNED_DIR, METRICS, RESULTS, PREDICTIONS)
 GIT_ID = {

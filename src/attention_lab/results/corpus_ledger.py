@@ -5,6 +5,7 @@ field's published figures (the spec's `published`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -69,6 +70,7 @@ def summary(work: Path, spec) -> dict:
             },
             "stopped_by": {s: c.get("stopped_by") for s, c in curves.items()},
             "epochs": {s: len(c.get("curve") or []) for s, c in curves.items()},
+            "machines": record.get("machines") or {},
         }
     for entry in spec.published:
         family, flavour = entry.get("family"), entry.get("flavour")
@@ -254,8 +256,30 @@ def compute_table(summary_: dict) -> str:
                 f"Training in all: {total:.0f} min of runs (each on one thread); a seed "
                 "that reached the epoch cap did not converge by the early-stopping rule."
             ),
+            *machines_line(summary_),
         ]
     )
+
+
+def machines_line(summary_: dict) -> list[str]:
+    """The CPUs that trained the ledger's runs, with how many each (a paragraph; none where the
+    runs predate the record): the figures repeat bit for bit on the same CPU model alone."""
+    runs = Counter(
+        m
+        for f in summary_["families"].values()
+        for trained in (f.get("machines") or {}).values()
+        for m in dict.fromkeys(trained)
+    )
+    if not runs:
+        return []
+    said = "; ".join(f"{cpu}: {n} run{'s' * (n != 1)}" for cpu, n in runs.most_common())
+    return [
+        "",
+        (
+            f"Trained on {said}. The same command repeats these figures bit for bit on the same"
+            " CPU model; a run resumed on another CPU (counted under each) repeats on none."
+        ),
+    ]
 
 
 def size_of(stats: dict):

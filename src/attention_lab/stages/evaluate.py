@@ -100,6 +100,10 @@ def summarize(cfg: DictConfig, task: Task, per_seed: dict[str, dict], runs: list
             summary[f"train/{key}"] = statistics.fmean(t[key] for t in trained)
     # over the seeds
     summary["train/stopped_by"] = sorted({t.get("stopped_by", "unknown") for t in trained})
+    # per seed, the CPUs that trained it (figures repeat bit for bit on the same CPU model alone)
+    summary["machines"] = {
+        str(run.seed): t.get("machines", ["unknown"]) for run, t in zip(runs, trained)
+    }
     # the monitored metric by epoch, per seed: the report's val_curves.png
     if all("val_curve" in t for t in trained):
         summary["val_curves"] = {

@@ -14,6 +14,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import EarlyStopping
 from omegaconf import OmegaConf
 
+from attention_lab.core.machine import cpu_model
 from attention_lab.infer.tokenization import PAD
 
 
@@ -93,6 +94,8 @@ class TaskModule(pl.LightningModule):
         # tokens_seen: this process's, since fit began
         self.tokens_seen, self.train_seconds, self._t0 = 0, 0.0, None
         self.tokens_before = 0  # every process's tokens before a resumed run's checkpoint
+        # the CPUs that trained this run, in order (one more each time it resumes on another)
+        self.machines = [cpu_model()]
         # the validation metric the plateau schedule watches
         self.monitor, self.mode = monitored(self.cfg)
         # train.schedule "plateau": the rate's factor and the best value of the monitored metric so
@@ -203,6 +206,7 @@ class TaskModule(pl.LightningModule):
             self.train_seconds,
         )
         checkpoint["lr_scale"], checkpoint["best_val"] = self.lr_scale, self.best_val
+        checkpoint["machines"] = self.machines
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         states = checkpoint.get("torch_rng_states")
@@ -220,6 +224,9 @@ class TaskModule(pl.LightningModule):
             torch.cuda.set_rng_state(checkpoint["cuda_rng_state"].cpu(), self.device)
         self.tokens_before, self.tokens_seen = checkpoint.get("tokens_seen", 0), 0
         self.train_seconds = checkpoint.get("train_seconds", 0.0)
+        # a checkpoint from before machines were recorded: its CPU is not known
+        before = checkpoint.get("machines", ["unknown"])
+        self.machines = before + [m for m in self.machines[-1:] if m != before[-1]]
         self.lr_scale, self.best_val = (
             checkpoint.get("lr_scale", 1.0),
             checkpoint.get("best_val", self.best_val),

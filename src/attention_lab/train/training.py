@@ -223,6 +223,7 @@ def train_one(
         "train_tokens_per_s": round(tokens / max(module.train_seconds, 1e-9), 1),
         "best_val": float(ckpt.best_model_score) if ckpt.best_model_score is not None else None,
         "best_val_metric": monitor,
+        "machines": module.machines,
     }
     summary.update(task.train_summary(cfg, dm))  # the task's own figures (classify: its labels)
     if trainer.world_size > 1:
