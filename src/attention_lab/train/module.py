@@ -225,8 +225,8 @@ class TaskModule(pl.LightningModule):
         self.tokens_before, self.tokens_seen = checkpoint.get("tokens_seen", 0), 0
         self.train_seconds = checkpoint.get("train_seconds", 0.0)
         # a checkpoint from before machines were recorded: its CPU is not known
-        before = checkpoint.get("machines", ["unknown"])
-        self.machines = before + [m for m in self.machines[-1:] if m != before[-1]]
+        before, here = checkpoint.get("machines", ["unknown"]), self.machines[-1]
+        self.machines = before if here == before[-1] else [*before, here]
         self.lr_scale, self.best_val = (
             checkpoint.get("lr_scale", 1.0),
             checkpoint.get("best_val", self.best_val),
