@@ -266,7 +266,12 @@ def repro(args: argparse.Namespace) -> int:
     if args.trainer and set_trainer(Path.cwd(), args.trainer):
         print(f"params.yaml: trainer: {args.trainer}", flush=True)
     return repro(
-        Path.cwd(), args.jobs, args.task, say=lambda line: print(line, flush=True), slots=args.slots
+        Path.cwd(),
+        args.jobs,
+        args.task,
+        say=lambda line: print(line, flush=True),
+        slots=args.slots,
+        allow_missing=args.allow_missing,
     )
 
 
@@ -353,6 +358,12 @@ def add_parsers(sub) -> None:
         metavar="NAME",
         help="set params.yaml `trainer:` first (cpu, gpu, auto: "
         "gpu where torch sees a CUDA GPU; it stays set, and the stages that train re-run on it)",
+    )
+    d.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="skip the stages whose only change is data this machine lacks (dvc repro "
+        "--allow-missing: a clone whose git has the outputs, not the models)",
     )
     d.set_defaults(func=repro)
     e = sub.add_parser(

@@ -11,6 +11,7 @@ import yaml
 
 from attention_lab.core.config import ConfigError
 from attention_lab.pipeline import corpus_ledger
+from attention_lab.pipeline.scratch import copy_project
 from tests.conftest import ROOT
 
 SPEC = {
@@ -140,3 +141,22 @@ def test_collect_writes_the_ledger_whole_or_leaves_it_as_it_was(tmp_path, monkey
         corpus_ledger.collect(root, spec, work, tmp_path / "corpus")
     assert (out / "claims.json").read_text() == "kept"  # nothing half-written
     assert [p.name for p in out.parent.iterdir()] == ["mine"]  # no temporary folder left beside it
+
+
+def test_a_new_copy_takes_the_stages_a_commit_of_its_progress_carried(tmp_path, capsys):
+    root = copy_project(tmp_path / "clone", ROOT)  # a clone whose git has the ledger's progress
+    (root / "corpus").mkdir()
+    (root / "corpus" / "pairs.tsv").write_text("a\tb\n", encoding="utf-8")
+    spec = corpus_ledger.load_spec(root, str(write_spec(root)))
+    saved = root / corpus_ledger.RECORDS / spec.name / corpus_ledger.PROGRESS
+    (saved / "reports").mkdir(parents=True)
+    (saved / "reports" / "translate.md").write_text("# translate\n", encoding="utf-8")
+    (saved / "origin.json").write_text('{"commit": "abc1234"}\n', encoding="utf-8")
+    entry = {"cmd": "python -m attention_lab.stages.report task=translate", "outs": []}
+    lock = {"schema": "2.0", "stages": {"report_translate": entry}}
+    (saved / "dvc.lock").write_text(yaml.safe_dump(lock), encoding="utf-8")
+    work = corpus_ledger.prepare(root, spec, root / "corpus", tmp_path / "work")
+    assert "1 finished stages restored" in capsys.readouterr().out
+    assert yaml.safe_load((work / "dvc.lock").read_text())["stages"] == lock["stages"]
+    assert (work / "reports" / "translate.md").read_text() == "# translate\n"
+    assert (work / "origin.json").read_text() == '{"commit": "abc1234"}\n'  # the first copy's

@@ -2,7 +2,9 @@
 spec) names the task, the corpus's folder, the recipe, the families and ablations, and params over
 the task's section; the pipeline runs in a copy of the project (data/ledgers/<name>/, resumed where
 it stopped) on those files, and its verdicts, figures and compute are collected into
-results/ledgers/<name>/, whose page is reports/ledgers/<name>.md (results.corpus_ledger)."""
+results/ledgers/<name>/, whose page is reports/ledgers/<name>.md (results.corpus_ledger). While it
+runs, results/ledgers/<name>/progress/ follows the stages it has finished, so a commit of it resumes
+the ledger on another clone (pipeline/progress.py)."""
 
 from __future__ import annotations
 
@@ -24,12 +26,14 @@ from attention_lab.core.files import atomic_path, write_json
 from attention_lab.core.git import git
 from attention_lab.core.params import ABLATION_KEYS, read_params
 from attention_lab.core.paths import CONF_DIR, DATA, LEDGERS, METRICS, REPORTS, RESULTS
+from attention_lab.pipeline import progress
 from attention_lab.pipeline.scratch import copy_project, environ, init_repo
 
 SPECS = Path(CONF_DIR) / LEDGERS
 WORK = Path(DATA) / LEDGERS  # the copies (git-ignored)
 RECORDS = Path(RESULTS) / LEDGERS
 PAGES = Path(REPORTS) / LEDGERS
+PROGRESS = "progress"  # results/ledgers/<name>/progress/: the stages the copy has finished
 KEYS = {
     "title": str,
     "task": str,
@@ -222,7 +226,8 @@ def origin(root: Path) -> dict:
 
 
 def prepare(root: Path, spec: Spec, files: Path, work: Path, fresh: bool = False) -> Path:
-    """The copy at `work` (made once: a copy that exists is resumed as it is, unless `fresh`)."""
+    """The copy at `work` (made once: a copy that exists is resumed as it is, unless `fresh`); a
+    new copy takes the stages results/ledgers/<name>/progress/ records (progress.restore)."""
     if fresh and work.exists():
         shutil.rmtree(work)
     if (work / "origin.json").is_file():
@@ -240,14 +245,29 @@ def prepare(root: Path, spec: Spec, files: Path, work: Path, fresh: bool = False
     (partial / link).symlink_to(files.resolve(), target_is_directory=True)
     (partial / "ledger.yaml").write_text(spec.path.read_text(encoding="utf-8"), encoding="utf-8")
     init_repo(partial)
-    write_json(partial / "origin.json", origin(root))
+    saved = root / RECORDS / spec.name / PROGRESS
+    if saved.is_dir() and not fresh:
+        from attention_lab.pipeline.dvc_yaml import write
+
+        write(partial, developer=False)  # the copy's stages, as its repro writes them
+        restored, again = progress.restore(saved, partial)
+        print(
+            f"ledger {spec.name}: {restored} finished stages restored from "
+            f"{saved.relative_to(root)}"
+            + (f"; {', '.join(again)} run again (their models are not here)" if again else ""),
+            flush=True,
+        )
+    if not (partial / "origin.json").is_file():  # a restored copy keeps the first one's
+        write_json(partial / "origin.json", origin(root))
     partial.rename(work)
     return work
 
 
 def run(work: Path, jobs: int, slots: int | None = None) -> int:
-    """`attention-lab repro` in the copy, its output streamed; its exit status."""
+    """`attention-lab repro --allow-missing` in the copy (a restored stage whose models this machine
+    lacks is not re-run), its output streamed; its exit status."""
     args = [sys.executable, "-m", "attention_lab.cli", "repro", "--jobs", str(jobs)]
+    args += ["--allow-missing"]
     args += ["--slots", str(slots)] if slots else []
     env = environ(
         work, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -304,10 +324,13 @@ def main(
         named_files(spec, folder)  # before any copy: a missing file stops here
         work = prepare(root, spec, folder, root / WORK / spec.name, fresh)
         print(f"ledger {spec.name}: the pipeline in {work} (resumed where it stopped)", flush=True)
-        if code := run(work, jobs, slots):
+        with progress.following(work, root / RECORDS / spec.name / PROGRESS, ("origin.json",)):
+            code = run(work, jobs, slots)
+        if code:
             print(
                 f"ledger {spec.name}: the pipeline failed ({code}); the copy keeps what finished: "
-                "run the same command again to resume",
+                f"run the same command again to resume (on another clone: commit "
+                f"{RECORDS / spec.name / PROGRESS} first)",
                 file=sys.stderr,
             )
             return code

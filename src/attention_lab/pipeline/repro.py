@@ -129,9 +129,11 @@ def repro(
     tasks: list[str] | None = None,
     say: Callable[[str], None] = print,
     slots: int | None = None,
+    allow_missing: bool = False,
 ) -> int:
     """Run the pipeline, or only `tasks`' stages and the reports that read them (see the module's
-    docstring); 0 when every stage is done, else 1 after naming what failed. A generated dvc.yaml
+    docstring), each `dvc repro` with --allow-missing where asked; 0 when every stage is done, else
+    1 after naming what failed. A generated dvc.yaml
     (dvc_yaml's header) is written anew first (dvc.yaml alone, never a file of docs/), so it has the
     stages of params.yaml's tasks and today's code deps; one without that header (by hand) is left
     as is."""
@@ -157,10 +159,10 @@ def repro(
         ray.init(address=os.environ[pool.ADDRESS], logging_level="ERROR")
         slots = int(ray.cluster_resources().get("CPU", 1))
         ray.shutdown()
-        return _repro(root, jobs, tasks, work, say, slots, os.environ[pool.ADDRESS])
+        return _repro(root, jobs, tasks, work, say, slots, os.environ[pool.ADDRESS], allow_missing)
     slots = slots or os.cpu_count() or 1
     with pool.local_instance(slots) as address:
-        return _repro(root, jobs, tasks, work, say, slots, address)
+        return _repro(root, jobs, tasks, work, say, slots, address, allow_missing)
 
 
 def _repro(
@@ -171,8 +173,10 @@ def _repro(
     say: Callable[[str], None],
     slots: int,
     address: str,
+    allow_missing: bool = False,
 ) -> int:
     """repro's stages, their runs on the pool at `address` (`slots` CPUs)."""
+    allow = ("--allow-missing",) if allow_missing else ()
     env = {
         **os.environ,
         **ONE_THREAD,
@@ -188,13 +192,15 @@ def _repro(
 
     started = time.monotonic()
     if work.head:
-        code, last = run_logged(dvc("repro", *work.head), root, "shared", env, said)
+        code, last = run_logged(dvc("repro", *allow, *work.head), root, "shared", env, said)
         if code:
             return failed({"shared stages": last}, say)
 
     def run(stages: list[str]) -> tuple[str, list[str]] | None:
         for stage in stages:
-            code, last = run_logged(dvc("repro", "--single-item", stage), root, stage, env, said)
+            code, last = run_logged(
+                dvc("repro", *allow, "--single-item", stage), root, stage, env, said
+            )
             if code:
                 return stage, last
         return None
@@ -229,7 +235,7 @@ def _repro(
         return failed(failures, say)
     # a task's report and the index; else whatever is left
     for stage in work.tail if tasks else [None]:
-        args = ("repro", "--single-item", stage) if stage else ("repro",)
+        args = ("repro", *allow, "--single-item", stage) if stage else ("repro", *allow)
         code, last = run_logged(dvc(*args), root, stage or "rest", env, said)
         if code:
             return failed({stage or "the remaining stages": last}, say)
