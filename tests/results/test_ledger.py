@@ -1,7 +1,10 @@
 """ledger.py: which row the README shows, and the seeds the power analysis asks (the page's rows and
 tables on fake outputs: tests/stages/test_claims.py)."""
 
+import yaml
+
 from attention_lab.results import ledger
+from tests.conftest import ROOT
 
 
 def test_the_headline_is_the_confirmatory_row_where_there_is_one():
@@ -78,3 +81,10 @@ def test_readme_table_adds_a_column_per_real_corpus():
     assert "Each real corpus's column" in text and "Each real corpus" not in ledger.readme_table(
         rows
     )
+
+
+def test_readme_names_each_paper_by_its_authors_and_year():
+    papers = yaml.safe_load((ROOT / "conf" / "claims.yaml").read_text(encoding="utf-8"))
+    shorts = {ledger.short_paper(c["paper"]) for c in papers["claims"] if "paper" in c}
+    assert "Bahdanau et al. 2015" in shorts and "Vaswani et al. 2017" in shorts
+    assert all("(" not in s and "," not in s for s in shorts)

@@ -3,6 +3,7 @@ verdict table, from the rows of results.claims.measure."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt  # headless: matplotlib falls back to Agg
@@ -428,7 +429,7 @@ def table(
         else:
             cells = [
                 r["claim"],
-                r["paper"].split(",")[0],
+                short_paper(r["paper"]),
                 effect_text(r),
                 r.get("evidence") or "—",
                 f"**{r['verdict']}**",
@@ -438,6 +439,12 @@ def table(
             ]
         out.append(cells_row(cells))
     return "\n".join(out)
+
+
+def short_paper(paper: str) -> str:
+    """A claim's paper as its authors and year: "Bahdanau et al. 2015 (ICLR 2015, ...)" and
+    "Vaswani et al. 2017, "Attention ..."" -> "Bahdanau et al. 2015", "Vaswani et al. 2017"."""
+    return re.split(r",| \(", paper, maxsplit=1)[0].strip()
 
 
 def readme_table(rows: list[dict], real: dict[str, dict[str, dict]] | None = None) -> str:
