@@ -96,3 +96,13 @@ def test_following_saves_as_stages_finish(tmp_path):
     saved = tmp_path / "saved"
     assert (saved / "dvc.lock").read_text() == (first / "dvc.lock").read_text()
     assert (saved / "in.txt").is_file() and (saved / "report.txt").is_file()
+
+
+def test_an_output_a_reader_outside_the_pipeline_needs_is_made_again(tmp_path):
+    first = project(tmp_path / "first")
+    sh(first, "dvc", "repro", "-q")
+    progress.save(first, tmp_path / "saved")
+    clone = project(tmp_path / "clone")
+    assert progress.restore(tmp_path / "saved", clone, needed=("model.bin",)) == (3, ["a"])
+    sh(clone, "dvc", "repro", "--allow-missing")
+    assert ran(clone) == ["a"]  # b, c and d: the same model again

@@ -25,7 +25,7 @@ from attention_lab.core.config import ConfigError, leaf_values
 from attention_lab.core.files import atomic_path, write_json
 from attention_lab.core.git import git
 from attention_lab.core.params import ABLATION_KEYS, read_params
-from attention_lab.core.paths import CONF_DIR, DATA, LEDGERS, METRICS, REPORTS, RESULTS
+from attention_lab.core.paths import CONF_DIR, DATA, LEDGERS, METRICS, PREPARED, REPORTS, RESULTS
 from attention_lab.pipeline import progress
 from attention_lab.pipeline.scratch import copy_project, environ, init_repo
 
@@ -250,11 +250,12 @@ def prepare(root: Path, spec: Spec, files: Path, work: Path, fresh: bool = False
         from attention_lab.pipeline.dvc_yaml import write
 
         write(partial, developer=False)  # the copy's stages, as its repro writes them
-        restored, again = progress.restore(saved, partial)
+        # the page reads the corpus's split sizes from the prepared data
+        restored, again = progress.restore(saved, partial, (f"{PREPARED}/{spec.task}",))
         print(
             f"ledger {spec.name}: {restored} finished stages restored from "
             f"{saved.relative_to(root)}"
-            + (f"; {', '.join(again)} run again (their models are not here)" if again else ""),
+            + (f"; run again for what this machine lacks: {', '.join(again)}" if again else ""),
             flush=True,
         )
     if not (partial / "origin.json").is_file():  # a restored copy keeps the first one's

@@ -70,9 +70,10 @@ def save(work: Path, to: Path, also: tuple[str, ...] = ()) -> int:
     return len(stages)
 
 
-def prune(work: Path) -> list[str]:
+def prune(work: Path, needed: tuple[str, ...] = ()) -> list[str]:
     """Drop from dvc.lock each recorded stage an output of which this machine lacks (a model
-    DVC caches) while a stage not recorded still needs it: it runs again. The stages dropped."""
+    DVC caches) while a stage not recorded, or a reader outside the pipeline (`needed`: paths),
+    still needs it: it runs again. The stages dropped."""
     lock = yaml.safe_load(_lock(work))
     graph, dropped = _graph(work), []
     while True:
@@ -83,10 +84,11 @@ def prune(work: Path) -> list[str]:
             if stage in graph
         }
         unrecorded = [s for s in graph if s not in recorded]
+        wanted = [*needed, *(d for s in unrecorded for d in graph[s][0])]
         drop = [
             stage
             for stage, outs in lacking.items()
-            if any(_overlaps(o, d) for o in outs for s in unrecorded for d in graph[s][0])
+            if any(_overlaps(o, w) for o in outs for w in wanted)
         ]
         if not drop:
             break
@@ -98,9 +100,9 @@ def prune(work: Path) -> list[str]:
     return dropped
 
 
-def restore(saved: Path, work: Path) -> tuple[int, list[str]]:
+def restore(saved: Path, work: Path, needed: tuple[str, ...] = ()) -> tuple[int, list[str]]:
     """The saved progress copied into the copy `work` (its dvc.lock and kept outputs), then
-    pruned: (the stages restored, those dropped to run again)."""
+    pruned (prune: `needed`): (the stages restored, those dropped to run again)."""
     for path in saved.rglob("*"):
         if path.is_file() or path.is_symlink():
             target = work / path.relative_to(saved)
@@ -108,7 +110,7 @@ def restore(saved: Path, work: Path) -> tuple[int, list[str]]:
             shutil.copy2(path, target, follow_symlinks=False)
     if not _stages(_lock(work)):
         return 0, []
-    dropped = prune(work)
+    dropped = prune(work, needed)
     return len(_stages(_lock(work))), dropped
 
 
