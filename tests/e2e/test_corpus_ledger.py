@@ -6,11 +6,14 @@ bentrevett's BLEU flavour beside ours."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
+from attention_lab.pipeline import progress
+from attention_lab.pipeline.corpus_ledger import PROGRESS
 from attention_lab.pipeline.neutral import _stable
 from attention_lab.pipeline.scratch import init_repo
 from attention_lab.results import corpus_ledger
@@ -67,6 +70,21 @@ def test_coco_captions_through_the_ledger(tmp_path, shared_data):
     assert (collected / "claims.json").read_text() == before["claims.json"]
     after = (collected / "summary.json").read_text()
     assert figures(after, project) == figures(before["summary.json"], project)
+    # another clone: the progress a commit carried, no copy and no DVC cache; nothing trains again
+    progress.save(copy, collected / PROGRESS, ("origin.json",))
+    shutil.rmtree(copy)
+    done = sh(
+        ["attention-lab", "ledger", "coco_mini", "--files", str(shared_data / "coco_mini")],
+        project,
+    )
+    said = done.stdout + done.stderr
+    # the prepared data alone again (the page reads its split sizes): no model is trained
+    assert "finished stages restored" in said and "lacks: prepare_caption\n" in said
+    assert "Running stage 'train_caption" not in said
+    assert (collected / "claims.json").read_text() == before["claims.json"]
+    after = (collected / "summary.json").read_text()
+    assert figures(after, project) == figures(before["summary.json"], project)
+    assert not (collected / PROGRESS).exists()  # gone once collected
 
 
 def figures(summary: str, project: Path) -> dict:
