@@ -80,6 +80,8 @@ def stage_runs(root: Path, graph: dict[str, set[str]]) -> dict:
     runs, key = {}, {}
     for s in graph:
         task, fam = task_and_family(s, family_task)
+        if "_replication" in s.partition("@")[0]:  # the replication's runs: no row of their own
+            fam = f"{fam or s.rpartition('@')[2]} (replication)"
         key[s] = (task, fam or "(shared stages)", kind_of(s)[0])  # its row of compute_floor
         row = rows.get(key[s], {})
         n = max(1, row.get("runs") or 1) if key[s][2] == "train" else 1
