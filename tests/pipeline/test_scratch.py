@@ -22,3 +22,19 @@ def test_drop_orphans_keeps_the_corpora_an_ablation_of_either_dict_names():
     assert sorted(section["corpus_ablations"]) == ["bahdanau_uniform_lengths"]
     assert sorted(section["ablations"]) == ["bahdanau_monotone"]
     assert sorted(section["corpora"]) == ["monotone", "uniform_lengths"]
+
+
+def test_drop_orphans_keeps_the_replication_entries_of_what_it_kept():
+    params = {
+        "tasks": ["translate"],
+        "translate": {
+            "families": ["luong_dot"],
+            "ablations": {
+                "bahdanau_xavier": {"of": "bahdanau"},
+                "luong_dot_x": {"of": "luong_dot"},
+            },
+            "replication": {"bahdanau": 4, "bahdanau_xavier": 4, "luong_dot": 8, "luong_dot_x": 3},
+        },
+    }
+    drop_orphans(params)
+    assert params["translate"]["replication"] == {"luong_dot": 8, "luong_dot_x": 3}

@@ -70,9 +70,9 @@ def environ(dest: Path, **extra: str) -> dict[str, str]:
 
 
 def drop_orphans(params: dict) -> None:
-    """Drop each task's ablations of a family its `families` (or `pretrained`) does not list, and
-    the corpora no ablation left names (in either dict: an older params.yaml, a proof's base, keeps
-    its ablations on a corpus in `ablations`)."""
+    """Drop each task's ablations of a family its `families` (or `pretrained`) does not list, the
+    corpora no ablation left names (in either dict: an older params.yaml, a proof's base, keeps its
+    ablations on a corpus in `ablations`), and the replication's entries of what was dropped."""
     # dvc.yaml gives every entry of `<task>.ablations` (and each corpus) stages: they would run all
     # the same
     for task in params.get("tasks", []):
@@ -87,6 +87,11 @@ def drop_orphans(params: dict) -> None:
                 e.get("corpus") for k in ABLATION_KEYS for e in (section.get(k) or {}).values()
             }
             section["corpora"] = {n: e for n, e in section["corpora"].items() if n in named}
+        if section.get("replication"):  # an entry of a family or ablation dropped above
+            named = kept | {n for k in ABLATION_KEYS for n in section.get(k) or {}}
+            section["replication"] = {
+                n: seeds for n, seeds in section["replication"].items() if n in named
+            }
 
 
 GIT_ID = {
