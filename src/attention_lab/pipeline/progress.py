@@ -103,11 +103,7 @@ def prune(work: Path, needed: tuple[str, ...] = ()) -> list[str]:
 def restore(saved: Path, work: Path, needed: tuple[str, ...] = ()) -> tuple[int, list[str]]:
     """The saved progress copied into the copy `work` (its dvc.lock and kept outputs), then
     pruned (prune: `needed`): (the stages restored, those dropped to run again)."""
-    for path in saved.rglob("*"):
-        if path.is_file() or path.is_symlink():
-            target = work / path.relative_to(saved)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, target, follow_symlinks=False)
+    shutil.copytree(saved, work, symlinks=True, dirs_exist_ok=True)
     if not _stages(_lock(work)):
         return 0, []
     dropped = prune(work, needed)
