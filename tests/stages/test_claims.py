@@ -38,6 +38,8 @@ def test_the_ledger_of_a_task_with_its_comparison_run(project):
         and "**xu2015-soft**" in page
         and "## The seeds that would decide" in page
     )
+    # 2 families × 3 seeds of 10 s and 80 s, no study; the fakes' train.json name no CPU
+    assert "| caption | exploratory | 6 | 0.1 | — | unknown |" in page
     assert (project / "reports" / "claims" / "forest.png").stat().st_size > 1000
     (comparison,) = mlflow.search_runs(
         experiment_names=["caption"], filter_string="tags.kind = 'comparison'", output_format="list"

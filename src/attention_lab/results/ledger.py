@@ -8,7 +8,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt  # headless: matplotlib falls back to Agg
 
-from attention_lab.results import claims
+from attention_lab.results import claims, compute
 from attention_lab.results.plots import save
 
 COLOURS = {
@@ -87,10 +87,12 @@ def page(
     confirmatory: list[dict] | None = None,
     asked: dict[str, dict[str, int]] | None = None,
     studies: dict[str, dict] | None = None,
+    cost: dict[tuple[str, str], dict] | None = None,
 ) -> str:
     """reports/claims.md: the rule, the confirmatory ledger (where its runs exist) and the
     exploratory one, what each paper says, the seeds each claim needs against params.yaml
-    `<task>.replication` (`asked`), and for each claim not shown to hold the run that would tell."""
+    `<task>.replication` (`asked`), what the runs cost (results.compute.spent per task and ledger),
+    and for each claim not shown to hold the run that would tell."""
     confirmatory = confirmatory or []
     best = headline(rows, confirmatory)
     counts = {
@@ -174,6 +176,8 @@ def page(
     ]
     if studies:
         lines += ["## How each family was tuned", "", tuning_text(rows, studies), ""]
+    if cost:
+        lines += ["## What the runs cost", "", compute.compute_text(cost), ""]
     lacking = [r for r in rows if r.get("missing")]
     if lacking:
         lines += [

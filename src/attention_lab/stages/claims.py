@@ -30,7 +30,15 @@ from attention_lab.core.paths import (
     reports_dir,
     root_dir,
 )
-from attention_lab.results import ablations, claims, evidence, ledger, preregistration, records
+from attention_lab.results import (
+    ablations,
+    claims,
+    compute,
+    evidence,
+    ledger,
+    preregistration,
+    records,
+)
 from attention_lab.results.metrics import bucket_key, bucket_of
 from attention_lab.stages.common import run_stage
 
@@ -247,9 +255,18 @@ def main(argv: list[str]) -> None:
         assets.mkdir()
         ledger.forest(ledger.headline(rows, confirmatory), assets / "forest.png")
     studies = tuning(params, tasks, measures, tried)
+    cost = {
+        **{
+            (t, "exploratory"): compute.spent(
+                families(params, t) + list(tried[t]), measures[t][0], families(params, t)
+            )
+            for t in tasks
+        },
+        **{(t, "confirmatory"): compute.spent(asked[t], again[t][0]) for t in tasks if asked[t]},
+    }
     write_text(
         reports / "claims.md",
-        ledger.page(rows, tasks, "claims/forest.png", confirmatory, asked, studies),
+        ledger.page(rows, tasks, "claims/forest.png", confirmatory, asked, studies, cost),
     )
     write_json(
         metrics_dir(cfg) / "claims.json",
