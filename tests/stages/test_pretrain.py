@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from attention_lab.core.files import read_json, read_jsonl
-from attention_lab.stages import prepare, pretrain
+from attention_lab.results import records
+from attention_lab.stages import evaluate, prepare, pretrain, train
 from tests.tiny_models import stage_overrides
 
 BERT = [
@@ -55,7 +56,8 @@ def test_the_replication_pretrains_its_own_encoder_on_its_first_fresh_seed(
 ):
     """With `classify.replication: {bert: 2}`, pretrain replication=true writes
     models/replication/pretrained/bert from seed 1000, beside (not over) the family's own encoder
-    of seed 0, and its weights differ from that one."""
+    of seed 0, and its weights differ from that one; the replication fine-tunes and evaluates on
+    it."""
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["classify"]["replication"] = {"bert": 2}
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -68,3 +70,9 @@ def test_the_replication_pretrains_its_own_encoder_on_its_first_fresh_seed(
     assert (project / "models/replication/pretrained/bert.run.json").is_file()
     encoder = "encoder.safetensors"
     assert (mine / encoder).read_bytes() != (theirs / encoder).read_bytes()
+    tiny = ["train.label_fractions=[1.0]", "train.max_epochs=1", "train.min_epochs=0"]
+    (mine / encoder).unlink()  # the fine-tuning must not need the family's own
+    train.main([*BERT, *tiny, "train.batch_size=16", "replication=true"])
+    evaluate.main([*BERT, tiny[0], "replication=true"])
+    record = records.read_at(project, "classify", "bert", replication=True)
+    assert record["seeds"] == [1000, 1001] and record["pretrain"]["seed"] == 1000
