@@ -333,3 +333,23 @@ def test_a_user_s_run_writes_dvc_yaml_alone_and_names_what_stages_must_write(tmp
     assert "conf/model/toy.py, conf/tune/toy.yaml" in said[-1], said
     assert "run `attention-lab stages`" in said[-1], said
     assert not write(tmp_path, check=True)  # the developer's command would write them and the table
+
+
+def test_a_pretrained_family_s_replication_fine_tunes_its_own_pretraining(tmp_path):
+    """`classify.replication: {bert: 2}`: pretrain_replication@bert writes
+    models/replication/pretrained/bert on the fresh seeds, and the replication's fine-tuning and
+    evaluation read that, not the family's own encoder."""
+    for name in ("conf", "src", "tuned"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["classify"]["replication"] = {"bert": 2}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    stages = yaml.safe_load(render(tmp_path))["stages"]
+    pre = stages["pretrain_replication"]
+    assert set(pre["foreach"]) == {"bert"} and pre["do"]["cmd"].endswith("replication=true")
+    encoder = "models/replication/pretrained/${key}"
+    assert encoder in pre["do"]["outs"]
+    assert encoder in stages["finetune_replication_classify"]["do"]["deps"]
+    read = stages["evaluate_replication_finetuned"]["do"]["deps"]
+    assert f"{encoder}/pretrain.json" in read
+    assert not any(d.startswith("models/pretrained/") for d in read)

@@ -72,6 +72,15 @@ TOKENIZE = (
     "{conf}/task/{task}.yaml",
     "{conf}/profile/{profile}.yaml",
 )
+PRETRAIN_DEPS = (
+    "{prepared}/{task}/train.jsonl",
+    "{prepared}/{task}/valid.jsonl",
+    "{prepared}/{task}/unlabelled.jsonl",
+    "{conf}/model/{item}.yaml",
+    "{conf}/task/{task}.yaml",
+    "{conf}/profile/{profile}.yaml",
+    *TRAINER,
+)
 KINDS = (
     Kind(
         "prepare_{task}",
@@ -114,15 +123,7 @@ KINDS = (
         "pretrain",
         "pretrain",
         "the encoder a pretrained family starts from -> models/pretrained/<family>",
-        deps=(
-            "{prepared}/{task}/train.jsonl",
-            "{prepared}/{task}/valid.jsonl",
-            "{prepared}/{task}/unlabelled.jsonl",
-            "{conf}/model/{item}.yaml",
-            "{conf}/task/{task}.yaml",
-            "{conf}/profile/{profile}.yaml",
-            *TRAINER,
-        ),
+        deps=PRETRAIN_DEPS,
         params=("seeds", "trainer", "{task}.pretrain", OWN),
         outs=("{models}/pretrained/{item}", "{models}/pretrained/{item}.run.json"),
         families="pretrained",
@@ -285,13 +286,28 @@ KINDS = (
         overrides=REPLICATE,
     ),
     Kind(
+        "pretrain_replication",
+        "pretrain",
+        "as pretrain, for the replication: its own pretraining on the first fresh seed ->"
+        " models/replication/pretrained/<family>",
+        deps=PRETRAIN_DEPS,
+        params=("trainer", "{task}.pretrain", OWN, "{task}.replication.{item}"),
+        outs=(
+            "{models}/{replication}/pretrained/{item}",
+            "{models}/{replication}/pretrained/{item}.run.json",
+        ),
+        families="replication_pretrained",
+        overrides=REPLICATE,
+    ),
+    Kind(
         "finetune_replication_{task}",
         "train",
-        "as train_replication_<task>, for the pretrained families",
+        "as train_replication_<task>, for the pretrained families, on the replication's own"
+        " pretraining",
         deps=(
             "{tuned}/{item}.yaml",
             "{prepared}/{task}",
-            "{models}/pretrained/{item}",
+            "{models}/{replication}/pretrained/{item}",
             *CONF,
             "{conf}/profile/{profile}.yaml",
         ),
@@ -322,9 +338,9 @@ KINDS = (
         "as evaluate_finetuned, for the replication",
         deps=(
             "{prepared}/{task}/test.jsonl",
-            "{models}/pretrained/{item}/pretrain.json",
-            "{models}/pretrained/{item}.run.json",
-            "{models}/pretrained/{item}/tokenizer.json",
+            "{models}/{replication}/pretrained/{item}/pretrain.json",
+            "{models}/{replication}/pretrained/{item}.run.json",
+            "{models}/{replication}/pretrained/{item}/tokenizer.json",
             "{models}/{replication}/{item}/checkpoints",
         ),
         params=("{task}.evaluate",),

@@ -121,9 +121,9 @@ def page(
     if confirmatory:
         lines += [
             (
-                "Fresh seeds (params.yaml `<task>.replication`, from 1000: none seen by a study),"
-                " trained after the claims were frozen, as git shows; Holm's correction over these"
-                " rows alone."
+                "Fresh seeds (params.yaml `<task>.replication`, from 1000: none seen by a study;"
+                " a pretrained family pretrains its encoder anew on seed 1000), trained after the"
+                " claims were frozen, as git shows; Holm's correction over these rows alone."
             ),
             "",
             *sections(confirmatory, "###"),
