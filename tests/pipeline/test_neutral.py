@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from attention_lab.pipeline.scratch import copy_project, environ
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -206,3 +207,19 @@ def test_a_key_the_change_adds_is_left_out_of_each_run_s_config_too(tmp_path):
     details.write_text(json.dumps({"trained_config": settings}))
     assert fingerprints(tmp_path, ["tune.in_flight", "pool"]) != before
     assert fingerprints(tmp_path, ["tune.in_flight", "pool", "model.init"]) == before
+
+
+def test_a_report_s_missing_input_names_its_maker_a_foreach_item_too(tmp_path):
+    """In a checkout that never ran prepare, report_claims lacks the prepared test items of the
+    task's corpora too: their makers are foreach items (prepare_corpus_translate@monotone), named
+    so that `dvc repro --single-item` runs them before the reports."""
+    from attention_lab.pipeline.dvc_yaml import expand
+    from attention_lab.pipeline.lock import missing_makers
+
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "metrics").symlink_to(ROOT / "metrics")  # the committed records are there
+    makers = missing_makers(checkout, expand(ROOT), ["report_claims"])
+    assert "prepare_translate" in makers
+    assert "prepare_corpus_translate@monotone" in makers
+    assert "prepare_corpus_caption@frozen_cnn" in makers

@@ -412,15 +412,19 @@ def link(root: Path, check: bool = False) -> bool:
     return not stale and not wrong
 
 
+RESOLVED = ("cmd", "deps", "params", "outs")  # what expand() gives of each stage
+
+
 def expand(root: Path) -> dict[str, dict]:
-    """{stage: {cmd, deps, params}} of render()'s dvc.yaml, resolved for params.yaml as DVC does."""
+    """{stage: {cmd, deps, params, outs}} of render()'s dvc.yaml, resolved for params.yaml as DVC
+    does."""
     from attention_lab.core.params import read_params
 
     params = read_params(root)
     found: dict[str, dict] = {}
     for group, body in yaml.safe_load(render(root))["stages"].items():
         if "foreach" not in body:
-            found[group] = {k: body.get(k, []) for k in ("cmd", "deps", "params")}
+            found[group] = {k: body.get(k, []) for k in RESOLVED}
             continue
         items = body["foreach"]
         if isinstance(items, str):  # ${<task>.<key>}
@@ -428,7 +432,7 @@ def expand(root: Path) -> dict[str, dict]:
         for key, value in items.items() if isinstance(items, dict) else ((i, i) for i in items):
             context = {"key": key, "item": value, "profile": params.get("profile")}
             found[f"{group}@{key}"] = {
-                k: interpolate(body["do"].get(k, []), context) for k in ("cmd", "deps", "params")
+                k: interpolate(body["do"].get(k, []), context) for k in RESOLVED
             }
     return found
 
@@ -441,9 +445,12 @@ def lookup(tree, dotted: str):
 
 
 def interpolate(value, context: dict):
-    """`${a.b}` in a string, or in each string of a list, replaced by its value in context."""
+    """`${a.b}` in a string, or in each string (or key: an output's `{path: {cache: false}}`) of a
+    list, replaced by its value in context."""
     if isinstance(value, list):
         return [interpolate(v, context) for v in value]
+    if isinstance(value, dict):
+        return {interpolate(k, context): v for k, v in value.items()}
     return re.sub(r"\$\{([^}]+)\}", lambda m: str(lookup(context, m.group(1))), value)
 
 

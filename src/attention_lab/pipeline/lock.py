@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.tracking import EQUIVALENT_CODE
+from attention_lab.pipeline.dvc_yaml import expand
 
 # stages the proof does not compare: they re-run for real (seconds, from the committed results)
 REPORTS = "report_"
@@ -135,7 +136,7 @@ def finish(root: Path, equivalent: dict[str, str], do_record: bool) -> int:
         f" ({', '.join(saved) or 'none changed'}); {len(equivalent)} code hashes mapped to the ones"
         f" they replace ({EQUIVALENT_CODE})"
     )
-    stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    stages = expand(root)  # foreach items by name: prepare_corpus_translate@monotone
     reports = sorted(s for s in stages if s.startswith(REPORTS))
     makers = missing_makers(root, stages, reports)
     print(
@@ -150,14 +151,13 @@ def finish(root: Path, equivalent: dict[str, str], do_record: bool) -> int:
 
 
 def missing_makers(root: Path, stages: dict, reports: list[str]) -> list[str]:
-    """The stages (not foreach groups) whose outputs hold a dep the reports read that this checkout
-    lacks (the prepared test items report_claims reads, in a clone that never ran prepare): they
-    re-run first, as they did."""
+    """The stages (of dvc_yaml.expand: foreach items by name) whose outputs hold a dep the reports
+    read that this checkout lacks (the prepared test items report_claims reads, a corpus's among
+    them, in a clone that never ran prepare): they re-run first, as they did."""
     missing = {d for r in reports for d in stages[r].get("deps", []) if not (root / d).exists()}
     outs = {
         name: [next(iter(o)) if isinstance(o, dict) else o for o in body.get("outs", [])]
         for name, body in stages.items()
-        if "foreach" not in body
     }
     return sorted(
         {
