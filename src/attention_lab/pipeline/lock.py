@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from attention_lab.core.tracking import EQUIVALENT_CODE
-from attention_lab.pipeline.dvc_yaml import expand
+from attention_lab.pipeline.dvc_yaml import expand, write
 
 # stages the proof does not compare: they re-run for real (seconds, from the committed results)
 REPORTS = "report_"
@@ -90,8 +90,6 @@ def record(root: Path, equivalent: dict[str, str]) -> list[str]:
     stages DVC would re-run for the change; the studies' and runs' code hashes that changed mapped
     to the ones they replace (tuned/equivalent_code.json)."""
     from dvc.repo import Repo
-
-    from attention_lab.pipeline.dvc_yaml import write
 
     write(root)
     with Repo(str(root)) as repo:
