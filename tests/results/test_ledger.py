@@ -88,3 +88,20 @@ def test_readme_names_each_paper_by_its_authors_and_year():
     shorts = {ledger.short_paper(c["paper"]) for c in papers["claims"] if "paper" in c}
     assert "Bahdanau et al. 2015" in shorts and "Vaswani et al. 2017" in shorts
     assert all("(" not in s and "," not in s for s in shorts)
+
+
+def test_a_claim_not_held_names_the_run_that_would_tell_until_its_retest_has_run():
+    rows = [
+        {"id": "a", "verdict": "contradicted", "evidence": "confirmatory", "if_not_held": "Run x."},
+        {"id": "b", "verdict": "inconclusive", "if_not_held": "Run y."},
+        {"id": "c", "verdict": "holds", "if_not_held": "Run z."},
+        {"id": "a-regime", "retests": "a", "verdict": "holds", "evidence": "exploratory"},
+        {"id": "b-later", "retests": "b", "verdict": "not run"},
+    ]
+    assert ledger.open_questions(rows) == [
+        (
+            "- **a** (contradicted, confirmatory): retested as **a-regime** (holds, exploratory):"
+            " see each verdict beside its retest."
+        ),
+        "- **b** (inconclusive): Run y.",
+    ]

@@ -193,12 +193,36 @@ def page(
         ]
         lines += [f"- **{r['id']}** ({r['verdict']}): {r['missing']}" for r in lacking]
         lines.append("")
-    notes = [r for r in rows if r.get("if_not_held") and r["verdict"] != claims.HOLDS]
+    notes = open_questions(best)
     if notes:
-        lines += ["## Where a claim does not hold here, and the run that would tell", ""]
-        lines += [f"- **{r['id']}** ({r['verdict']}): {r['if_not_held'].strip()}" for r in notes]
-        lines.append("")
+        title = "## Where a claim does not hold here, and the run that would tell"
+        lines += [title, "", *notes, ""]
     return "\n".join(lines)
+
+
+def kind(row: dict) -> str:
+    """A row's verdict and, where known, its evidence: `contradicted, confirmatory`."""
+    return ", ".join(x for x in (row["verdict"], row.get("evidence")) if x)
+
+
+def open_questions(rows: list[dict]) -> list[str]:
+    """A Markdown item per claim not shown to hold (its headline verdict): the run that would tell
+    (conf/claims.yaml `if_not_held`), or, once such retests have run, their ids and verdicts."""
+    ran: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("retests") and r["verdict"] not in (claims.NOT_RUN, claims.NOT_MEASURABLE):
+            ran.setdefault(r["retests"], []).append(r)
+    out = []
+    for r in rows:
+        if not r.get("if_not_held") or r["verdict"] == claims.HOLDS:
+            continue
+        if r["id"] in ran:
+            done = ", ".join(f"**{t['id']}** ({kind(t)})" for t in ran[r["id"]])
+            tell = f"retested as {done}: see each verdict beside its retest."
+        else:
+            tell = r["if_not_held"].strip()
+        out.append(f"- **{r['id']}** ({kind(r)}): {tell}")
+    return out
 
 
 def cells_row(cells: list[str]) -> str:
