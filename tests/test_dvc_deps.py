@@ -311,8 +311,8 @@ def test_a_user_s_run_writes_dvc_yaml_alone_and_names_what_stages_must_write(tmp
     """`attention-lab repro` rewrites dvc.yaml and no file of docs/ (the re-run table is
     `attention-lab stages`'), and stops before any stage, naming the link and search space that a
     new family lacks."""
-    from attention_lab.pipeline.dvc_yaml import BEGIN, END
     from attention_lab.pipeline.repro import repro
+    from attention_lab.pipeline.resolved import BEGIN, END
 
     (tmp_path / "src").symlink_to(ROOT / "src")
     shutil.copytree(ROOT / "conf", tmp_path / "conf", symlinks=True)

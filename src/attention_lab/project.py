@@ -112,8 +112,10 @@ def readme(args: argparse.Namespace) -> int:
 
 
 def stages(args: argparse.Namespace) -> int:
-    """Write dvc.yaml, what it names and the re-run table, then record(); --check: current?"""
-    from attention_lab.pipeline.dvc_yaml import record, write
+    """Write dvc.yaml, what it names and the re-run table, then record_new_deps(); --check:
+    current?"""
+    from attention_lab.pipeline.dvc_yaml import write
+    from attention_lab.pipeline.lock import record_new_deps
 
     current = write(Path.cwd(), check=args.check)
     if args.check and not current:
@@ -124,7 +126,7 @@ def stages(args: argparse.Namespace) -> int:
         )
         return 1
     print("dvc.yaml is current" if current else "wrote dvc.yaml (and the files its stages name)")
-    if not args.check and (recorded := record(Path.cwd())):
+    if not args.check and (recorded := record_new_deps(Path.cwd())):
         more = f"; … ({len(recorded) - 5} more)" if len(recorded) > 5 else ""
         print(
             f"dvc.lock: recorded {len(recorded)} deps its stages lacked (links to files they "

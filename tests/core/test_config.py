@@ -275,7 +275,8 @@ def test_bad_ablations_are_named(project):
 def test_every_ablation_has_stages_and_those_of_families_that_run_reach_the_reports(project):
     """dvc.yaml loops over params.yaml `<task>.ablations` itself (so `dvc exp run -S` can change
     it): every entry has stages, on its family's files; reports read those of families that run."""
-    from attention_lab.pipeline.dvc_yaml import expand, render
+    from attention_lab.pipeline.dvc_yaml import render
+    from attention_lab.pipeline.resolved import expand
 
     edit_params(
         project,
@@ -713,7 +714,8 @@ def test_a_corpus_of_the_built_in_data_does_not_exist_on_a_users_corpus(project)
 def test_an_ablation_on_a_corpus_has_that_corpus_prepared_and_tokenized(project):
     """`<task>.corpora` and `<task>.corpus_ablations` have groups of their own that loop over
     params.yaml's dicts; a corpus ablation reads its corpus's folders."""
-    from attention_lab.pipeline.dvc_yaml import expand, render
+    from attention_lab.pipeline.dvc_yaml import render
+    from attention_lab.pipeline.resolved import expand
 
     edit_params(
         project,

@@ -9,7 +9,7 @@ import yaml
 
 from attention_lab.core.config import load_config
 from attention_lab.core.paths import CONF_DIR, FOLDERS
-from attention_lab.pipeline.dvc_yaml import expand
+from attention_lab.pipeline.resolved import expand
 
 ROOT = Path(__file__).resolve().parents[2]
 

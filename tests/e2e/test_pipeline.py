@@ -622,7 +622,7 @@ def stage_runs(project: Path, log: Path) -> dict[str, set[str]]:
 
 def code_deps(project: Path) -> dict[str, tuple[str, set[str]]]:
     """{stage command: (stage name, the source files dvc.yaml lists for it)}; links followed."""
-    from attention_lab.pipeline.dvc_yaml import expand
+    from attention_lab.pipeline.resolved import expand
 
     found = {}
     for name, stage in expand(project).items():

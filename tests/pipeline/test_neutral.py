@@ -213,8 +213,8 @@ def test_a_report_s_missing_input_names_its_maker_a_foreach_item_too(tmp_path):
     """In a checkout that never ran prepare, report_claims lacks the prepared test items of the
     task's corpora too: their makers are foreach items (prepare_corpus_translate@monotone), named
     so that `dvc repro --single-item` runs them before the reports."""
-    from attention_lab.pipeline.dvc_yaml import expand
     from attention_lab.pipeline.lock import missing_makers
+    from attention_lab.pipeline.resolved import expand
 
     checkout = tmp_path / "checkout"
     checkout.mkdir()

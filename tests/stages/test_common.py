@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from attention_lab.core.config import ConfigError, load_config, set_trainer
-from attention_lab.pipeline.dvc_yaml import expand
+from attention_lab.pipeline.resolved import expand
 from attention_lab.stages.common import stage_config
 
 # the stage modules that build a Trainer (train: train_<task> and finetune_<task>)

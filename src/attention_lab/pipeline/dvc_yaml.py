@@ -6,14 +6,13 @@ The family groups loop over params.yaml's own lists and dicts (`foreach: ${trans
 named from its family alone: conf/model/<family>.py (a link to the module its `_target_` names:
 links()), conf/tune/<family>.yaml, `<task>.family_params.<family>`.
 `attention-lab stages` writes dvc.yaml, the links, an empty search space for a family without
-one and docs/pipeline.md's re-run table; `attention-lab repro` writes dvc.yaml alone;
-tests/test_dvc_deps.py fails while they are not current. Only the tasks of `tasks` have stages."""
+one and docs/pipeline.md's re-run table (pipeline.resolved); `attention-lab repro` writes dvc.yaml
+alone; tests/test_dvc_deps.py fails while they are not current. Only the tasks of `tasks` have
+stages."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from pathlib import Path
 
 import yaml
@@ -21,14 +20,11 @@ import yaml
 from attention_lab.core.code_deps import PACKAGE, Source
 from attention_lab.core.params import corpus_suffix
 from attention_lab.core.paths import CONF_DIR, METRICS, PREPARED, REPLICATION, REPORTS, RESULTS
+from attention_lab.pipeline import resolved
 from attention_lab.pipeline.stage_kinds import KINDS, LISTED, NAMES, ON_CORPORA, RECORDS, Kind
 
 STAGES = "attention_lab.stages"
 DOC = "docs/pipeline.md"
-BEGIN, END = (
-    "<!-- reruns:begin (written by `attention-lab stages`; tests/test_dvc_deps.py checks it) -->",
-    "<!-- reruns:end -->",
-)
 PREFIX = """\
 # Written by `attention-lab stages` (src/attention_lab/pipeline/dvc_yaml.py) from params.yaml and
 # the code's imports: do not edit; `attention-lab repro` (make pipeline) rewrites it first, and
@@ -385,7 +381,10 @@ def write(root: Path, check: bool = False, developer: bool = True) -> bool:
     current, doc = True, root / DOC  # a copy of the project without docs/ gets dvc.yaml alone
     texts = [(root / "dvc.yaml", render(root))]
     if developer:
-        texts += [*spaces(root).items(), *([(doc, splice(root))] if doc.is_file() else [])]
+        texts += [
+            *spaces(root).items(),
+            *([(doc, resolved.splice(root, DOC))] if doc.is_file() else []),
+        ]
     for path, text in texts:
         if path.is_file() and path.read_text(encoding="utf-8") == text:
             continue
@@ -410,122 +409,3 @@ def link(root: Path, check: bool = False) -> bool:
         for path in wrong:
             path.symlink_to(wanted[path])
     return not stale and not wrong
-
-
-RESOLVED = ("cmd", "deps", "params", "outs")  # what expand() gives of each stage
-
-
-def expand(root: Path) -> dict[str, dict]:
-    """{stage: {cmd, deps, params, outs}} of render()'s dvc.yaml, resolved for params.yaml as DVC
-    does."""
-    from attention_lab.core.params import read_params
-
-    params = read_params(root)
-    found: dict[str, dict] = {}
-    for group, body in yaml.safe_load(render(root))["stages"].items():
-        if "foreach" not in body:
-            found[group] = {k: body.get(k, []) for k in RESOLVED}
-            continue
-        items = body["foreach"]
-        if isinstance(items, str):  # ${<task>.<key>}
-            items = lookup(params, items[2:-1])
-        for key, value in items.items() if isinstance(items, dict) else ((i, i) for i in items):
-            context = {"key": key, "item": value, "profile": params.get("profile")}
-            found[f"{group}@{key}"] = {
-                k: interpolate(body["do"].get(k, []), context) for k in RESOLVED
-            }
-    return found
-
-
-def lookup(tree, dotted: str):
-    """tree's value at a dotted key (`translate.families`)."""
-    for part in dotted.split("."):
-        tree = tree[part]
-    return tree
-
-
-def interpolate(value, context: dict):
-    """`${a.b}` in a string, or in each string (or key: an output's `{path: {cache: false}}`) of a
-    list, replaced by its value in context."""
-    if isinstance(value, list):
-        return [interpolate(v, context) for v in value]
-    if isinstance(value, dict):
-        return {interpolate(k, context): v for k, v in value.items()}
-    return re.sub(r"\$\{([^}]+)\}", lambda m: str(lookup(context, m.group(1))), value)
-
-
-def record(root: Path) -> list[str]:
-    """Give dvc.lock the deps dvc.yaml adds where the record stays true; the `<stage>: <dep>`s."""
-    # a link: the hash recorded for its target (the same file); a source file the stage's command
-    # cannot import: its hash now (it cannot have changed what the stage made). DVC re-runs the
-    # stages of any other dep.
-    from dvc.utils.serialize import modify_yaml
-
-    lock = root / "dvc.lock"
-    if not lock.is_file():
-        return []
-    stages, source, done = expand(root), Source(root / "src", root / CONF_DIR), []
-    with modify_yaml(lock) as data:
-        for name, entry in (data.get("stages") or {}).items():
-            if name not in stages:
-                continue
-            have, cmd, added = {d["path"]: d for d in entry.get("deps", [])}, [entry["cmd"]], []
-            for dep in (d for d in stages[name]["deps"] if d not in have):
-                path = root / dep
-                if path.is_symlink() and (target := os.path.relpath(path.resolve(), root)) in have:
-                    added.append({**have[target], "path": dep})
-                elif dep.startswith("src/") and dep not in code(source, root, cmd):
-                    content = path.read_bytes()
-                    digest = hashlib.md5(content).hexdigest()
-                    added.append({"path": dep, "hash": "md5", "md5": digest, "size": len(content)})
-            if added:
-                entry["deps"] = sorted([*entry["deps"], *added], key=lambda d: d["path"])
-                done += [f"{name}: {d['path']}" for d in added]
-    return done
-
-
-def splice(root: Path) -> str:
-    """docs/pipeline.md with rerun_table() between its markers."""
-    text = (root / DOC).read_text(encoding="utf-8")
-    begin, end = text.index(BEGIN), text.index(END)
-    return text[: begin + len(BEGIN)] + "\n" + rerun_table(root) + "\n" + text[end:]
-
-
-def rerun_table(root: Path) -> str:
-    """docs/pipeline.md's "edit this → these stages re-run": the files of src/, links followed."""
-    stages = expand(root)
-    runs: dict[str, list[str]] = {}
-    for name, body in stages.items():
-        named = (
-            os.path.relpath((root / d).resolve(), root) if (root / d).is_symlink() else d
-            for d in body["deps"]
-        )
-        for dep in dict.fromkeys(named):
-            if dep.startswith("src/"):
-                runs.setdefault(dep, []).append(name)
-    for path in sorted((root / "src").rglob("*.py")):
-        runs.setdefault(path.relative_to(root).as_posix(), [])
-    rows: dict[tuple[str, ...], list[str]] = {}
-    for path, names in sorted(runs.items()):
-        rows.setdefault(tuple(names), []).append(path.removeprefix("src/attention_lab/"))
-    sizes: dict[str, int] = {}
-    for name in stages:
-        sizes[name.partition("@")[0]] = sizes.get(name.partition("@")[0], 0) + 1
-
-    def summary(names: tuple[str, ...]) -> str:
-        by_group: dict[str, list[str]] = {}
-        for name in names:
-            group, _, item = name.partition("@")
-            by_group.setdefault(group, []).append(item)
-        parts = [
-            f"{g} (all {len(items)})"
-            if len(items) == sizes[g] and len(items) > 1
-            else ", ".join(f"{g}@{i}" if i else g for i in items)
-            for g, items in by_group.items()
-        ]
-        return "; ".join(parts) or "none"
-
-    lines = ["| edit a file of … | … and these stages re-run |", "|---|---|"]
-    for names, paths in sorted(rows.items(), key=lambda kv: (len(kv[0]), kv[1])):
-        lines.append(f"| {', '.join(f'`{p}`' for p in paths)} | {summary(names)} |")
-    return "\n".join(lines)

@@ -1,6 +1,7 @@
-"""dvc.lock after a result-neutral proof (neutral.py): the stages a change stales, and their code,
-conf and params deps recorded without a re-run; the report stages, which the proof does not compare,
-re-run for real."""
+"""dvc.lock kept true without re-runs: after `attention-lab stages`, the deps dvc.yaml adds that
+cannot change a stage's outputs (record_new_deps); after a result-neutral proof (neutral.py), the
+stages a change stales, and their code, conf and params deps recorded without a re-run; the report
+stages, which the proof does not compare, re-run for real."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ from pathlib import Path
 
 import yaml
 
+from attention_lab.core.code_deps import Source
+from attention_lab.core.paths import CONF_DIR
 from attention_lab.core.tracking import EQUIVALENT_CODE
-from attention_lab.pipeline.dvc_yaml import expand, write
+from attention_lab.pipeline.dvc_yaml import code, write
+from attention_lab.pipeline.resolved import expand
 
 # stages the proof does not compare: they re-run for real (seconds, from the committed results)
 REPORTS = "report_"
@@ -166,3 +170,33 @@ def missing_makers(root: Path, stages: dict, reports: list[str]) -> list[str]:
             if d == o or d.startswith(o.rstrip("/") + "/")
         }
     )
+
+
+def record_new_deps(root: Path) -> list[str]:
+    """Give dvc.lock the deps dvc.yaml adds where the record stays true; the `<stage>: <dep>`s."""
+    # a link: the hash recorded for its target (the same file); a source file the stage's command
+    # cannot import: its hash now (it cannot have changed what the stage made). DVC re-runs the
+    # stages of any other dep.
+    from dvc.utils.serialize import modify_yaml
+
+    lock = root / "dvc.lock"
+    if not lock.is_file():
+        return []
+    stages, source, done = expand(root), Source(root / "src", root / CONF_DIR), []
+    with modify_yaml(lock) as data:
+        for name, entry in (data.get("stages") or {}).items():
+            if name not in stages:
+                continue
+            have, cmd, added = {d["path"]: d for d in entry.get("deps", [])}, [entry["cmd"]], []
+            for dep in (d for d in stages[name]["deps"] if d not in have):
+                path = root / dep
+                if path.is_symlink() and (target := os.path.relpath(path.resolve(), root)) in have:
+                    added.append({**have[target], "path": dep})
+                elif dep.startswith("src/") and dep not in code(source, root, cmd):
+                    content = path.read_bytes()
+                    digest = hashlib.md5(content).hexdigest()
+                    added.append({"path": dep, "hash": "md5", "md5": digest, "size": len(content)})
+            if added:
+                entry["deps"] = sorted([*entry["deps"], *added], key=lambda d: d["path"])
+                done += [f"{name}: {d['path']}" for d in added]
+    return done
