@@ -16,7 +16,8 @@ import yaml
 from dvc.dependency import ParamsDependency
 
 from attention_lab.core.code_deps import Source
-from attention_lab.pipeline.dvc_yaml import render, task_families, write
+from attention_lab.pipeline.dvc_yaml import render, task_families
+from attention_lab.pipeline.generated import write
 from tests.conftest import ROOT
 
 SOURCE = Source(ROOT / "src", ROOT / "conf")

@@ -114,7 +114,7 @@ def readme(args: argparse.Namespace) -> int:
 def stages(args: argparse.Namespace) -> int:
     """Write dvc.yaml, what it names and the re-run table, then record_new_deps(); --check:
     current?"""
-    from attention_lab.pipeline.dvc_yaml import write
+    from attention_lab.pipeline.generated import write
     from attention_lab.pipeline.lock import record_new_deps
 
     current = write(Path.cwd(), check=args.check)

@@ -247,7 +247,7 @@ def prepare(root: Path, spec: Spec, files: Path, work: Path, fresh: bool = False
     init_repo(partial)
     saved = root / RECORDS / spec.name / PROGRESS
     if saved.is_dir() and not fresh:
-        from attention_lab.pipeline.dvc_yaml import write
+        from attention_lab.pipeline.generated import write
 
         write(partial, developer=False)  # the copy's stages, as its repro writes them
         # the page reads the corpus's split sizes from the prepared data

@@ -1,18 +1,15 @@
-"""dvc.yaml, written from params.yaml and the code's imports (core.code_deps); never edit dvc.yaml.
+"""dvc.yaml, rendered from params.yaml and the code's imports (core.code_deps); never edit dvc.yaml.
 
 The family groups loop over params.yaml's own lists and dicts (`foreach: ${translate.families}`,
 `${translate.ablations}`; the corpora and their ablations where they exist on the task's data), so
 `dvc exp run -S translate.families=[...]` runs the families it names. An item's own deps are
 named from its family alone: conf/model/<family>.py (a link to the module its `_target_` names:
-links()), conf/tune/<family>.yaml, `<task>.family_params.<family>`.
-`attention-lab stages` writes dvc.yaml, the links, an empty search space for a family without
-one and docs/pipeline.md's re-run table (pipeline.resolved); `attention-lab repro` writes dvc.yaml
-alone; tests/test_dvc_deps.py fails while they are not current. Only the tasks of `tasks` have
-stages."""
+generated.links()), conf/tune/<family>.yaml, `<task>.family_params.<family>`. pipeline.generated
+writes it and what it names; tests/test_dvc_deps.py fails while they are not current. Only the
+tasks of `tasks` have stages."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import yaml
@@ -20,11 +17,9 @@ import yaml
 from attention_lab.core.code_deps import PACKAGE, Source
 from attention_lab.core.params import corpus_suffix
 from attention_lab.core.paths import CONF_DIR, METRICS, PREPARED, REPLICATION, REPORTS, RESULTS
-from attention_lab.pipeline import resolved
 from attention_lab.pipeline.stage_kinds import KINDS, LISTED, NAMES, ON_CORPORA, RECORDS, Kind
 
 STAGES = "attention_lab.stages"
-DOC = "docs/pipeline.md"
 PREFIX = """\
 # Written by `attention-lab stages` (src/attention_lab/pipeline/dvc_yaml.py) from params.yaml and
 # the code's imports: do not edit; `attention-lab repro` (make pipeline) rewrites it first, and
@@ -322,7 +317,8 @@ def group_code(source: Source, root: Path, kind: Kind, task: str, families: list
 
 
 def model_link(family: str) -> str:
-    """conf/model/<family>.py: a link to the family's model module (links()), its own code dep."""
+    """conf/model/<family>.py: a link to the family's model module (generated.links()), its own
+    code dep."""
     return f"{CONF_DIR}/model/{family}.py"
 
 
@@ -334,78 +330,3 @@ def search_space(family: str) -> str:
 def model_file(source: Source, root: Path, family: str) -> str:
     """The module file of conf/model/<family>.yaml's `_target_`, relative to root."""
     return source.module_file(source.model_module(family)).relative_to(root).as_posix()
-
-
-def links(root: Path) -> dict[Path, str]:
-    """{conf/model/<family>.py: the relative path of the family's model module}, every family."""
-    source = Source(root / "src", root / CONF_DIR)
-    found = {}
-    for path in sorted((root / CONF_DIR / "model").glob("*.yaml")):
-        link = root / model_link(path.stem)
-        target = source.module_file(source.model_module(path.stem))
-        found[link] = os.path.relpath(target, link.parent)
-    return found
-
-
-def spaces(root: Path) -> dict[Path, str]:
-    """{conf/tune/<family>.yaml: an empty search space} for each conf/model family without one."""
-    note = (
-        "# {family} has no search space: not tuned (written by `attention-lab stages`; "
-        "replace {{}} by {{<config key>: {{low: L, high: H}}, ...}} to tune it)\n{{}}\n"
-    )
-    return {
-        root / search_space(p.stem): note.format(family=p.stem)
-        for p in sorted((root / CONF_DIR / "model").glob("*.yaml"))
-        if not (root / search_space(p.stem)).is_file()
-    }
-
-
-def missing(root: Path) -> list[str]:
-    """The links and search spaces the stages of params.yaml's items name that are not there."""
-    from attention_lab.core.params import ablations, read_params
-
-    params = read_params(root)
-    wanted: set[str] = set()
-    for task in params.get("tasks", []):
-        section = params.get(task) or {}
-        listed = [*(section.get("families") or []), *(section.get("pretrained") or [])]
-        wanted.update(p for f in listed for p in (model_link(f), search_space(f)))
-        wanted.update(model_link(e["of"]) for e in ablations(params, task, root).values())
-    return sorted(p for p in wanted if not (root / p).is_file())
-
-
-def write(root: Path, check: bool = False, developer: bool = True) -> bool:
-    """Write dvc.yaml (developer: also what it names, the re-run table); True if all were so."""
-    from attention_lab.core.files import write_text
-
-    current, doc = True, root / DOC  # a copy of the project without docs/ gets dvc.yaml alone
-    texts = [(root / "dvc.yaml", render(root))]
-    if developer:
-        texts += [
-            *spaces(root).items(),
-            *([(doc, resolved.splice(root, DOC))] if doc.is_file() else []),
-        ]
-    for path, text in texts:
-        if path.is_file() and path.read_text(encoding="utf-8") == text:
-            continue
-        current = False
-        if not check:
-            write_text(path, text)
-    if developer:
-        current = link(root, check) and current
-    return current
-
-
-def link(root: Path, check: bool = False) -> bool:
-    """Make conf/model/<family>.py the links links() wants (none for gone families); were they?"""
-    wanted = links(root)
-    stale = [
-        p for p in (root / CONF_DIR / "model").glob("*.py") if p.is_symlink() and p not in wanted
-    ]
-    wrong = [p for p, target in wanted.items() if not (p.is_symlink() and os.readlink(p) == target)]
-    if not check:
-        for path in [*stale, *wrong]:
-            path.unlink(missing_ok=True)
-        for path in wrong:
-            path.symlink_to(wanted[path])
-    return not stale and not wrong

@@ -17,7 +17,8 @@ import yaml
 from attention_lab.core.code_deps import Source
 from attention_lab.core.paths import CONF_DIR
 from attention_lab.core.tracking import EQUIVALENT_CODE
-from attention_lab.pipeline.dvc_yaml import code, write
+from attention_lab.pipeline.dvc_yaml import code
+from attention_lab.pipeline.generated import write
 from attention_lab.pipeline.resolved import expand
 
 # stages the proof does not compare: they re-run for real (seconds, from the committed results)

@@ -397,7 +397,7 @@ def _prove(
     params = yaml.safe_load((root / "params.yaml").read_text(encoding="utf-8"))
     partial = chosen is not None  # --families: a quick look
     if not partial:
-        from attention_lab.pipeline.dvc_yaml import write
+        from attention_lab.pipeline.generated import write
 
         write(root)  # the stages as the tree's code defines them
         chosen = affected(params, changed := stale(root))

@@ -137,7 +137,8 @@ def repro(
     (dvc_yaml's header) is written anew first (dvc.yaml alone, never a file of docs/), so it has the
     stages of params.yaml's tasks and today's code deps; one without that header (by hand) is left
     as is."""
-    from attention_lab.pipeline.dvc_yaml import PREFIX, missing, write
+    from attention_lab.pipeline.dvc_yaml import PREFIX
+    from attention_lab.pipeline.generated import missing, write
 
     pipeline = root / "dvc.yaml"
     generated = pipeline.is_file() and pipeline.read_text(encoding="utf-8").startswith(

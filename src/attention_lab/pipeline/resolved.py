@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from attention_lab.pipeline.dvc_yaml import render
+
 BEGIN, END = (
     "<!-- reruns:begin (written by `attention-lab stages`; tests/test_dvc_deps.py checks it) -->",
     "<!-- reruns:end -->",
@@ -22,7 +24,6 @@ def expand(root: Path) -> dict[str, dict]:
     """{stage: {cmd, deps, params, outs}} of dvc_yaml.render()'s dvc.yaml, resolved for params.yaml
     as DVC does."""
     from attention_lab.core.params import read_params
-    from attention_lab.pipeline.dvc_yaml import render
 
     params = read_params(root)
     found: dict[str, dict] = {}
