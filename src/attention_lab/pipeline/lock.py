@@ -154,7 +154,7 @@ def finish(root: Path, equivalent: dict[str, str], do_record: bool) -> int:
 
 
 def missing_makers(root: Path, stages: dict, reports: list[str]) -> list[str]:
-    """The stages (of dvc_yaml.expand: foreach items by name) whose outputs hold a dep the reports
+    """The stages (of resolved.expand: foreach items by name) whose outputs hold a dep the reports
     read that this checkout lacks (the prepared test items report_claims reads, a corpus's among
     them, in a clone that never ran prepare): they re-run first, as they did."""
     missing = {d for r in reports for d in stages[r].get("deps", []) if not (root / d).exists()}

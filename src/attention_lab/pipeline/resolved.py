@@ -15,8 +15,6 @@ BEGIN, END = (
     "<!-- reruns:begin (written by `attention-lab stages`; tests/test_dvc_deps.py checks it) -->",
     "<!-- reruns:end -->",
 )
-
-
 RESOLVED = ("cmd", "deps", "params", "outs")  # what expand() gives of each stage
 
 
